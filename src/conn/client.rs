@@ -1,0 +1,470 @@
+//! The client side of one diagnostic connection: one request, one reply, then the optional
+//! continuation (an EventPipe stream or the ProcessEnvironment block).
+
+use crate::error::{ClientError, DecodeError};
+use crate::fmt::{debug, trace};
+use crate::payload::{CollectTracing5, CollectTracing6, ErrorReply, Reply, Request, Response};
+use crate::wire::{Command, Header, HeaderView, Reader, Text, HEADER_LEN};
+
+/// Something the peer said, decoded. Borrowed data points into the input slice given to
+/// [`ClientConnection::handle_input`] and stays valid until that buffer is reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ClientEvent<'a> {
+    /// The OK reply, typed after the request.
+    Reply(Reply<'a>),
+    /// An error reply; the runtime closes the connection after it.
+    Error(ErrorReply<'a>),
+    /// EventPipe continuation bytes (nettrace), passed through without copying.
+    StreamData(&'a [u8]),
+    /// One `NAME=VALUE` entry of the ProcessEnvironment continuation.
+    EnvironmentVariable(Text<'a>),
+    /// The continuation ended cleanly (EOF after a stream, or the last environment entry).
+    EndOfStream,
+}
+
+/// Outcome of [`ClientConnection::handle_input`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Status<'a> {
+    /// An event; call again with the unconsumed rest of the input.
+    Event(ClientEvent<'a>),
+    /// Not an error: at least `needed` contiguous bytes (counted from the first unconsumed
+    /// byte) must be available before the next event. Keep the unconsumed bytes, append
+    /// more, and call again. `needed` never exceeds 65,535 + 4 (one message, or one
+    /// environment entry bounded by its announced size).
+    Partial {
+        /// Contiguous bytes required.
+        needed: usize,
+    },
+    /// The exchange is over: nothing more is expected and the connection can be closed.
+    Done,
+}
+
+/// What [`ClientConnection::handle_input`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use = "consumed bytes must be dropped from the input and the status acted on"]
+pub struct Handled<'a> {
+    /// Bytes of the input that were used; drop them before the next call.
+    pub consumed: usize,
+    /// What happened.
+    pub status: Status<'a>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Nothing sent yet.
+    Idle,
+    /// Request sent; waiting for the reply message. `pending` = bytes the caller had last
+    /// time, `needed` = bytes the message needs.
+    AwaitReply { pending: usize, needed: usize },
+    /// The reply has no continuation; only EOF may follow.
+    AwaitClose,
+    /// EventPipe stream: everything until EOF is data.
+    Stream,
+    /// ProcessEnvironment block: `left` bytes to go; `vars` entries left (None: count not read).
+    Environment {
+        left: u32,
+        announced: u32,
+        vars: Option<u32>,
+        pending: usize,
+    },
+    /// Over.
+    Done,
+    /// A protocol error happened; it is reported again on every call.
+    Failed(ClientError),
+}
+
+/// The client machine for one connection. It never does I/O: the caller sends the bytes it
+/// produces and feeds it the bytes received.
+///
+/// Order of calls: [`send_request`](Self::send_request) once, then
+/// [`handle_input`](Self::handle_input) with received bytes until [`Status::Partial`] (read
+/// more) or [`Status::Done`], and [`handle_eof`](Self::handle_eof) when the peer closes.
+/// See the crate docs for the loop.
+///
+/// Its own state is a few words; buffers belong to the caller.
+#[derive(Debug, Clone)]
+pub struct ClientConnection {
+    command: Option<Command>,
+    fd_passing: bool,
+    state: State,
+}
+
+impl Default for ClientConnection {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ClientConnection {
+    /// A machine that has sent nothing.
+    pub const fn new() -> Self {
+        ClientConnection {
+            command: None,
+            fd_passing: false,
+            state: State::Idle,
+        }
+    }
+
+    /// Encodes `request` into `out` (header and payload, to be written in **one** write:
+    /// .NET Core 3.1 reads each part with a single read) and returns its length.
+    ///
+    /// Errors: [`ClientError::AlreadySent`] on a second call (one command per connection);
+    /// [`ClientError::Encode`] if the request is invalid or `out` is too small (the error
+    /// says how many bytes are needed; the machine stays unsent and can be retried).
+    #[must_use = "the returned length of bytes must be sent"]
+    pub fn send_request<R: Request + ?Sized>(
+        &mut self,
+        request: &R,
+        out: &mut [u8],
+    ) -> Result<usize, ClientError> {
+        if self.state != State::Idle {
+            return Err(ClientError::AlreadySent);
+        }
+        let n = request.encode(out)?;
+        let command = request.command();
+        debug!("dsipc: sending {} bytes", n);
+        self.command = Some(command);
+        self.state = State::AwaitReply {
+            pending: 0,
+            needed: HEADER_LEN,
+        };
+        Ok(n)
+    }
+
+    /// Like [`send_request`](Self::send_request) for CollectTracing5, remembering whether the
+    /// session is a user_events one (see [`requires_fd_passing`](Self::requires_fd_passing)).
+    #[must_use = "the returned length of bytes must be sent"]
+    pub fn send_collect_tracing5(
+        &mut self,
+        request: &CollectTracing5<'_>,
+        out: &mut [u8],
+    ) -> Result<usize, ClientError> {
+        let n = self.send_request(request, out)?;
+        self.fd_passing = matches!(request, CollectTracing5::UserEvents(_));
+        Ok(n)
+    }
+
+    /// Like [`send_request`](Self::send_request) for CollectTracing6.
+    #[must_use = "the returned length of bytes must be sent"]
+    pub fn send_collect_tracing6(
+        &mut self,
+        request: &CollectTracing6<'_>,
+        out: &mut [u8],
+    ) -> Result<usize, ClientError> {
+        let n = self.send_request(request, out)?;
+        self.fd_passing = matches!(request, CollectTracing6::UserEvents(_));
+        Ok(n)
+    }
+
+    /// True after sending a user_events session request: the adapter must now pass the
+    /// `user_events_data` descriptor with `SCM_RIGHTS` (one data byte); the runtime reads it
+    /// before it replies.
+    pub fn requires_fd_passing(&self) -> bool {
+        self.fd_passing
+    }
+
+    /// The command that was sent, if any.
+    pub fn command(&self) -> Option<Command> {
+        self.command
+    }
+
+    /// True once nothing more is expected (after a reply without continuation, after the
+    /// end of a continuation, or after an error).
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self.state,
+            State::AwaitClose | State::Done | State::Failed(_)
+        )
+    }
+
+    /// True while the machine is streaming EventPipe data.
+    pub fn is_streaming(&self) -> bool {
+        self.state == State::Stream
+    }
+
+    fn fail(&mut self, e: ClientError) -> ClientError {
+        debug!("dsipc: client failed");
+        self.state = State::Failed(e);
+        e
+    }
+
+    /// Hands the machine received bytes. It consumes at most one event's worth and reports
+    /// it; call again with the rest until it returns [`Status::Partial`] or [`Status::Done`].
+    ///
+    /// Bytes are only consumed when the event they form is returned: on
+    /// [`Status::Partial`] `consumed` is 0 and the caller keeps them. Reads only `input`.
+    pub fn handle_input<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, ClientError> {
+        match self.state {
+            State::Idle => Err(ClientError::NotSent),
+            State::Failed(e) => Err(e),
+            State::Done | State::AwaitClose => {
+                if input.is_empty() {
+                    Ok(Handled {
+                        consumed: 0,
+                        status: Status::Done,
+                    })
+                } else {
+                    let len = input.len();
+                    Err(self.fail(ClientError::UnexpectedData { len }))
+                }
+            }
+            State::AwaitReply { .. } => self.handle_reply(input),
+            State::Stream => {
+                if input.is_empty() {
+                    return Ok(Handled {
+                        consumed: 0,
+                        status: Status::Partial { needed: 1 },
+                    });
+                }
+                trace!("dsipc: {} stream bytes", input.len());
+                Ok(Handled {
+                    consumed: input.len(),
+                    status: Status::Event(ClientEvent::StreamData(input)),
+                })
+            }
+            State::Environment { .. } => self.handle_environment(input),
+        }
+    }
+
+    fn handle_reply<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, ClientError> {
+        let request = match self.command {
+            Some(c) => c,
+            None => return Err(ClientError::NotSent),
+        };
+        let partial = |state: &mut State, needed: usize| {
+            *state = State::AwaitReply {
+                pending: input.len(),
+                needed,
+            };
+            Ok(Handled {
+                consumed: 0,
+                status: Status::Partial { needed },
+            })
+        };
+        let view = match HeaderView::ref_from(input) {
+            Some(v) => v,
+            None => return partial(&mut self.state, HEADER_LEN),
+        };
+        // Check the magic as soon as the header is complete: no point waiting for a payload
+        // that follows garbage.
+        if !view.magic_ok() {
+            return Err(self.fail(ClientError::BadMagic { found: view.magic }));
+        }
+        let header = match Header::from_view_unchecked_magic(view) {
+            Ok(h) => h,
+            Err(_) => return Err(self.fail(ClientError::SizeTooSmall { size: view.size() })),
+        };
+        let total = header.size as usize;
+        if input.len() < total {
+            return partial(&mut self.state, total);
+        }
+        let payload = &input[HEADER_LEN..total];
+        let map = |e: DecodeError| match e {
+            DecodeError::Truncated { .. } => ClientError::PayloadTooShort { request, detail: e },
+            DecodeError::TrailingBytes { count } => ClientError::PayloadTooLong {
+                request,
+                len: payload.len(),
+                extra: count,
+            },
+            _ => ClientError::InvalidPayload { request, detail: e },
+        };
+        let response = match header.command {
+            Command::ServerOk => match Reply::decode(request, payload) {
+                Ok(Some(r)) => Response::Ok(r),
+                Ok(None) => {
+                    // Unknown request command (sent as a raw AnyRequest of an unknown code is
+                    // impossible, but be defensive): hand back the status shape if it fits.
+                    return Err(self.fail(ClientError::InvalidPayload {
+                        request,
+                        detail: DecodeError::InvalidValue {
+                            field: "command",
+                            value: u64::from(request.code().0) << 8 | u64::from(request.code().1),
+                        },
+                    }));
+                }
+                Err(e) => return Err(self.fail(map(e))),
+            },
+            Command::ServerError => match ErrorReply::decode(request, payload) {
+                Ok(e) => Response::Error(e),
+                Err(e) => return Err(self.fail(map(e))),
+            },
+            other => {
+                let (command_set, command_id) = other.code();
+                return Err(self.fail(ClientError::UnexpectedReplyCommand {
+                    request,
+                    command_set,
+                    command_id,
+                }));
+            }
+        };
+        let event = match response {
+            Response::Ok(reply) => {
+                self.state = match reply {
+                    Reply::SessionId(_) if request.is_collect_tracing() => State::Stream,
+                    Reply::ProcessEnvironment(e) => State::Environment {
+                        left: e.incoming_bytes,
+                        announced: e.incoming_bytes,
+                        vars: None,
+                        pending: 0,
+                    },
+                    _ => State::AwaitClose,
+                };
+                ClientEvent::Reply(reply)
+            }
+            Response::Error(e) => {
+                self.state = State::AwaitClose;
+                ClientEvent::Error(e)
+            }
+        };
+        Ok(Handled {
+            consumed: total,
+            status: Status::Event(event),
+        })
+    }
+
+    fn env_partial<'a>(&mut self, input_len: usize, needed: usize) -> Handled<'a> {
+        if let State::Environment { pending, .. } = &mut self.state {
+            *pending = input_len;
+        }
+        Handled {
+            consumed: 0,
+            status: Status::Partial { needed },
+        }
+    }
+
+    fn handle_environment<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, ClientError> {
+        let (mut left, announced, vars) = match self.state {
+            State::Environment {
+                left,
+                announced,
+                vars,
+                ..
+            } => (left, announced, vars),
+            _ => return Err(ClientError::Finished),
+        };
+        let used = u64::from(announced - left);
+        let mismatch = |actual: u64| ClientError::EnvironmentSizeMismatch { announced, actual };
+        let end = |this: &mut Self, consumed: usize| {
+            this.state = State::AwaitClose;
+            Ok(Handled {
+                consumed,
+                status: Status::Event(ClientEvent::EndOfStream),
+            })
+        };
+        // The count and the first entry are consumed together, so that `Partial` never
+        // follows consumed bytes.
+        let mut off = 0usize;
+        let count = match vars {
+            Some(0) => return end(self, 0),
+            Some(c) => c,
+            None if left == 0 => return end(self, 0),
+            None => {
+                if left < 4 {
+                    return Err(self.fail(mismatch(used + 4)));
+                }
+                if input.len() < 4 {
+                    return Ok(self.env_partial(input.len(), 4));
+                }
+                let c = u32::from_le_bytes([input[0], input[1], input[2], input[3]]);
+                off = 4;
+                left -= 4;
+                if c == 0 {
+                    if left != 0 {
+                        return Err(self.fail(mismatch(used + 4)));
+                    }
+                    return end(self, 4);
+                }
+                c
+            }
+        };
+        if left < 4 {
+            return Err(self.fail(mismatch(used + off as u64 + 4)));
+        }
+        if input.len() < off + 4 {
+            return Ok(self.env_partial(input.len(), off + 4));
+        }
+        let units =
+            u32::from_le_bytes([input[off], input[off + 1], input[off + 2], input[off + 3]]);
+        let entry_len = 4 + 2 * u64::from(units);
+        if entry_len > u64::from(left) {
+            return Err(self.fail(mismatch(used + off as u64 + entry_len)));
+        }
+        // Bounded by `left`, a u32.
+        let entry_len = entry_len as usize;
+        if input.len() < off + entry_len {
+            return Ok(self.env_partial(input.len(), off + entry_len));
+        }
+        let text = match Reader::new(&input[off..off + entry_len]).text("environment") {
+            Ok(t) => t,
+            Err(detail) => {
+                return Err(self.fail(ClientError::InvalidPayload {
+                    request: Command::ProcessEnvironment,
+                    detail,
+                }))
+            }
+        };
+        left -= entry_len as u32;
+        let count = count - 1;
+        if count == 0 && left != 0 {
+            return Err(self.fail(mismatch(u64::from(announced - left))));
+        }
+        self.state = State::Environment {
+            left,
+            announced,
+            vars: Some(count),
+            pending: 0,
+        };
+        Ok(Handled {
+            consumed: off + entry_len,
+            status: Status::Event(ClientEvent::EnvironmentVariable(text)),
+        })
+    }
+
+    /// Tells the machine the peer closed the connection (a read returned 0).
+    ///
+    /// Returns [`ClientEvent::EndOfStream`] when it ends an EventPipe stream or completes
+    /// the environment block, `None` when the exchange was already complete, and an error
+    /// when the close cut a message short ([`ClientError::UnexpectedEof`]) or came before
+    /// any reply ([`ClientError::ClosedBeforeReply`]).
+    pub fn handle_eof(&mut self) -> Result<Option<ClientEvent<'static>>, ClientError> {
+        match self.state {
+            State::Idle => Err(ClientError::NotSent),
+            State::Failed(e) => Err(e),
+            State::Done | State::AwaitClose => {
+                self.state = State::Done;
+                Ok(None)
+            }
+            State::AwaitReply { pending: 0, .. } => Err(self.fail(ClientError::ClosedBeforeReply)),
+            State::AwaitReply { pending, needed } => Err(self.fail(ClientError::UnexpectedEof {
+                needed,
+                available: pending,
+            })),
+            State::Stream => {
+                self.state = State::Done;
+                Ok(Some(ClientEvent::EndOfStream))
+            }
+            State::Environment {
+                vars: Some(0),
+                left: 0,
+                ..
+            } => {
+                self.state = State::Done;
+                Ok(Some(ClientEvent::EndOfStream))
+            }
+            State::Environment {
+                left,
+                announced,
+                pending,
+                ..
+            } => Err(self.fail(ClientError::UnexpectedEof {
+                needed: announced as usize,
+                available: (announced - left) as usize + pending,
+            })),
+        }
+    }
+}
