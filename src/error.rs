@@ -316,3 +316,16 @@ impl From<EncodeError> for ClientError {
         ClientError::Encode(e)
     }
 }
+
+#[cfg(feature = "std")]
+mod std_impls {
+    use super::*;
+    impl std::error::Error for DecodeError {}
+    impl std::error::Error for EncodeError {}
+    impl std::error::Error for HeaderError {}
+    impl std::error::Error for ClientError {}
+    impl std::error::Error for crate::wire::TranscodeError {}
+    impl std::error::Error for crate::wire::AdvertiseError {}
+    impl std::error::Error for crate::wire::ParseGuidError {}
+    impl std::error::Error for crate::transport::StatError {}
+}

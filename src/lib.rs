@@ -1,9 +1,133 @@
 //! # dsipc: the .NET Diagnostic IPC protocol, sans-IO
 //!
-//! PLACEHOLDER
+//! Every .NET runtime (CoreCLR 3.0+) serves the Diagnostic IPC protocol on a Unix socket
+//! (`$TMPDIR/dotnet-diagnostic-{pid}-{key}-socket`) or a Windows named pipe
+//! (`\\.\pipe\dotnet-diagnostic-{pid}`): dotnet-trace, dotnet-counters, dotnet-dump and
+//! dotnet-monitor are built on it. This crate is its core: `#![no_std]`, no allocator, no
+//! unsafe code, no clocks and no I/O. Adapters (blocking std, mio, Windows pipes) drive it.
+//!
+//! ## Layers
+//! - [`wire`]: the 20-byte header ([`wire::HeaderView`] over received bytes, validated
+//!   [`wire::Header`]), the payload encoding rules ([`wire::Reader`], [`wire::Writer`]),
+//!   UTF-16 strings as borrowed views ([`wire::Text`], [`wire::Utf16Str`]), [`wire::Guid`],
+//!   [`wire::Hresult`], command codes ([`wire::Command`]) and the reverse-port
+//!   [`wire::Advertise`] message.
+//! - [`payload`]: one typed request per command, named after the spec
+//!   ([`payload::ProcessInfo3`], [`payload::CollectTracing2`], ...), all implementing
+//!   [`payload::Request`]; typed replies ([`payload::Reply`], [`payload::ErrorReply`]).
+//! - [`conn`]: [`ClientConnection`], the state machine of one client connection.
+//! - [`transport`]: socket and pipe names, the `/proc/PID/stat` key, `DOTNET_DiagnosticPorts`.
+//!
+//! ## The drive loop
+//! One request per connection. Encode it with [`ClientConnection::send_request`] and write
+//! it in **one** write (.NET Core 3.1 reads header and payload with a single read each).
+//! Then loop: hand the machine everything received and not yet consumed, act on each
+//! event, and read more when it says [`Status::Partial`]. Tell it about EOF.
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use dsipc::payload::{ProcessInfo, Reply};
+//! use dsipc::{ClientConnection, ClientError, ClientEvent, Status};
+//!
+//! /// Runs ProcessInfo over any byte stream and returns the pid it reports.
+//! fn process_id<S: Read + Write>(sock: &mut S) -> Result<u64, Box<dyn std::error::Error>> {
+//!     let mut conn = ClientConnection::new();
+//!     let mut tx = [0u8; 64];
+//!     let n = conn.send_request(&ProcessInfo, &mut tx)?;
+//!     sock.write_all(&tx[..n])?; // one write
+//!
+//!     // Any reply fits in 64 KiB (the u16 size field); keep room for a read after it.
+//!     let mut rx = vec![0u8; 64 * 1024 + 4096];
+//!     let (mut start, mut end) = (0, 0);
+//!     let mut pid = None;
+//!     loop {
+//!         // 1. Drain: every event borrows from rx[start..end].
+//!         loop {
+//!             let handled = conn.handle_input(&rx[start..end])?;
+//!             start += handled.consumed;
+//!             match handled.status {
+//!                 Status::Event(ClientEvent::Reply(Reply::ProcessInfo(info))) => {
+//!                     pid = Some(info.process_id)
+//!                 }
+//!                 Status::Event(ClientEvent::Error(e)) => return Err(e.hresult.to_string().into()),
+//!                 Status::Event(other) => println!("event: {:?}", other),
+//!                 Status::Partial { needed } if needed > rx.len() => {
+//!                     return Err(ClientError::BufferTooSmall { needed }.into())
+//!                 }
+//!                 Status::Partial { .. } => break,
+//!                 Status::Done => return pid.ok_or_else(|| "no reply".into()),
+//!             }
+//!         }
+//!         // 2. Keep the unconsumed bytes, then read more.
+//!         rx.copy_within(start..end, 0);
+//!         end -= start;
+//!         start = 0;
+//!         let got = sock.read(&mut rx[end..])?;
+//!         if got == 0 {
+//!             conn.handle_eof()?; // an error if the peer closed inside a message
+//!             return pid.ok_or_else(|| "no reply".into());
+//!         }
+//!         end += got;
+//!     }
+//! }
+//!
+//! // A fake runtime: reads nothing, answers with a ProcessInfo reply 3 bytes at a time.
+//! struct Fake { reply: Vec<u8>, at: usize }
+//! impl Read for Fake {
+//!     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+//!         let n = buf.len().min(3).min(self.reply.len() - self.at);
+//!         buf[..n].copy_from_slice(&self.reply[self.at..self.at + n]);
+//!         self.at += n;
+//!         Ok(n)
+//!     }
+//! }
+//! impl Write for Fake {
+//!     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { Ok(b.len()) }
+//!     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+//! }
+//! let info = dsipc::payload::ProcessInfoReply {
+//!     process_id: 4242,
+//!     runtime_cookie: dsipc::Guid::NIL,
+//!     command_line: "/usr/bin/dotnet app.dll".into(),
+//!     os: "Linux".into(),
+//!     arch: "x64".into(),
+//! };
+//! let mut reply = vec![0u8; 256];
+//! let n = dsipc::Response::Ok(Reply::ProcessInfo(info)).encode(&mut reply).unwrap();
+//! reply.truncate(n);
+//! assert_eq!(process_id(&mut Fake { reply, at: 0 }).unwrap(), 4242);
+//! ```
+//!
+//! ## Borrow rules
+//! - Events borrow from the slice given to [`ClientConnection::handle_input`]; they are
+//!   valid until the caller changes that buffer. The machine keeps no reference to it.
+//! - On [`Status::Partial`] nothing was consumed: keep the bytes, append, call again.
+//!   `needed` says how many contiguous bytes the next event needs (at most one message of
+//!   65,535 bytes, or one environment entry): a buffer smaller than that is the caller's
+//!   capacity error, never a silent truncation.
+//! - EventPipe data arrives as [`ClientEvent::StreamData`] slices of the input: the core
+//!   copies no stream byte.
+//! - Strings are [`wire::Text`] views over the received bytes. Convert them into a buffer
+//!   you own with [`wire::Text::to_utf8`] (strict: lone surrogates are an error) or
+//!   [`wire::Text::to_utf8_lossy`] (U+FFFD), or iterate [`wire::Text::chars`].
+//!
+//! ## Errors
+//! Every failure is a typed, `Copy` value: [`EncodeError`] (with the size needed),
+//! [`DecodeError`] (with the field and offset), [`ClientError`] (protocol violations, each
+//! its own variant, and misuse such as a second request). After a protocol error the machine
+//! stays failed and repeats the error. Nothing in this crate panics on peer input.
+//!
+//! ## Features
+//! - `std` (default): implement `std::error::Error` for the error types. The crate itself
+//!   never uses std; turn this off for `no_std` targets.
+//! - `defmt`: derive `defmt::Format` on public types and log through defmt.
+//! - `arbitrary`: derive `arbitrary::Arbitrary` on requests and responses.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+#[cfg(feature = "std")]
+extern crate std;
 
 pub(crate) mod fmt;
 

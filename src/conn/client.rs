@@ -27,7 +27,6 @@ pub enum ClientEvent<'a> {
 /// Outcome of [`ClientConnection::handle_input`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub enum Status<'a> {
     /// An event; call again with the unconsumed rest of the input.
     Event(ClientEvent<'a>),
