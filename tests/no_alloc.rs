@@ -1,0 +1,178 @@
+//! A counting global allocator shows that no core operation allocates: encoding every
+//! request and response, decoding every request, driving the client machine through every
+//! reply shape, streaming, the environment continuation, transcoding and transport parsing.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use dsipc::payload::*;
+use dsipc::wire::{Header, HEADER_LEN};
+use dsipc::{ClientConnection, Command, Status};
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = COUNTING.try_with(|c| {
+            if c.get() {
+                COUNT.with(|n| n.set(n.get() + 1));
+            }
+        });
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
+        let _ = COUNTING.try_with(|c| {
+            if c.get() {
+                COUNT.with(|n| n.set(n.get() + 1));
+            }
+        });
+        System.realloc(ptr, layout, new)
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Runs `f` and returns how many allocations it made on this thread.
+fn allocations(f: impl FnOnce()) -> usize {
+    COUNT.with(|n| n.set(0));
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    COUNT.with(|n| n.get())
+}
+
+fn drain(conn: &mut ClientConnection, input: &[u8]) -> usize {
+    let mut at = 0;
+    let mut events = 0;
+    loop {
+        let h = conn.handle_input(&input[at..]).unwrap();
+        at += h.consumed;
+        match h.status {
+            Status::Event(_) => events += 1,
+            _ => return events,
+        }
+    }
+}
+
+#[test]
+fn counting_allocator_counts() {
+    // The allocator does see allocations: guard against a test that cannot fail.
+    assert!(allocations(|| drop(std::hint::black_box(vec![1u8; 16]))) >= 1);
+}
+
+#[test]
+fn core_operations_do_not_allocate() {
+    // Buffers and inputs are prepared outside the counted region.
+    let mut buf = vec![0u8; 70_000];
+    let mut tx = vec![0u8; 70_000];
+    let mut utf8 = vec![0u8; 4096];
+    let pi3 = common::capture("net8.0.4", "process-info3.reply.bin");
+    let env = common::capture("net8.0.4", "process-environment.reply.bin");
+    let mut stream = common::capture("net8.0.4", "collect-tracing2.reply.bin");
+    stream.extend(common::capture(
+        "net8.0.4",
+        "collect-tracing2.stream-head.bin",
+    ));
+    let dump3 = common::capture("net8.0.4", "generate-core-dump3-bad-dir.reply.bin");
+    let stat = b"77 (dotnet) S 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 9 0 123456 0 0".to_vec();
+    let ports = "/tmp/a.sock,nosuspend;/tmp/b.sock".to_string();
+    let lone = common::lone_surrogate_command_line();
+
+    let mut requests = 0;
+    let n = allocations(|| {
+        common::each_request(|req| {
+            let len = req.encode(&mut buf).unwrap();
+            let h = Header::parse(&buf).unwrap();
+            let back = AnyRequest::decode(h.command, &buf[HEADER_LEN..len])
+                .unwrap()
+                .unwrap();
+            assert!(back == req);
+            let mut conn = ClientConnection::new();
+            let _ = conn.send_request(&req, &mut tx).unwrap();
+            requests += 1;
+        });
+        common::each_response_with(&lone, |command, resp| {
+            let len = resp.encode(&mut buf).unwrap();
+            let payload = &buf[HEADER_LEN..len];
+            match resp {
+                Response::Ok(_) => {
+                    Reply::decode(command, payload).unwrap().unwrap();
+                }
+                Response::Error(_) => {
+                    ErrorReply::decode(command, payload).unwrap();
+                }
+            }
+        });
+
+        let mut conn = ClientConnection::new();
+        let _ = conn.send_request(&ProcessInfo3, &mut tx).unwrap();
+        let h = conn.handle_input(&pi3).unwrap();
+        if let Status::Event(dsipc::ClientEvent::Reply(Reply::ProcessInfo3(p))) = h.status {
+            let s = p.command_line.to_utf8_lossy(&mut utf8).unwrap();
+            assert!(s.contains("python"));
+            assert!(p.runtime_identifier.chars().all(|c| c.is_ok()));
+        } else {
+            panic!("no reply");
+        }
+
+        let mut conn = ClientConnection::new();
+        let _ = conn.send_request(&ProcessEnvironment, &mut tx).unwrap();
+        assert!(drain(&mut conn, &env) > 3);
+
+        let mut conn = ClientConnection::new();
+        let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 1, 4)];
+        let ct = CollectTracing2 {
+            circular_buffer_mb: 64,
+            format: TraceFormat::NetTrace,
+            request_rundown: true,
+            providers: dsipc::wire::Seq::Slice(&providers),
+        };
+        let _ = conn.send_request(&ct, &mut tx).unwrap();
+        assert_eq!(drain(&mut conn, &stream), 2);
+        conn.handle_eof().unwrap();
+
+        let mut conn = ClientConnection::new();
+        let dump = GenerateCoreDump3 {
+            dump_name: "/nonexistent/x.dmp".into(),
+            dump_type: DumpType::Normal,
+            flags: 0,
+        };
+        let _ = conn.send_request(&dump, &mut tx).unwrap();
+        assert_eq!(drain(&mut conn, &dump3), 1);
+
+        // Errors and their Display go through core::fmt, which does not allocate either.
+        let mut conn = ClientConnection::new();
+        let _ = conn.send_request(&ProcessInfo, &mut tx).unwrap();
+        let e = conn.handle_input(&[0u8; 20]).unwrap_err();
+        use std::fmt::Write as _;
+        let mut sink = Sink(0);
+        write!(sink, "{} {}", e, Command::ProcessInfo3).unwrap();
+        assert!(sink.0 > 0);
+
+        assert_eq!(dsipc::transport::key_from_proc_stat(&stat), Ok(123456));
+        assert_eq!(dsipc::transport::DiagnosticPorts::parse(&ports).count(), 2);
+        assert!(dsipc::transport::SocketName::parse("dotnet-diagnostic-1-2-socket").is_some());
+    });
+    assert_eq!(requests, 27);
+    assert_eq!(n, 0, "core operations allocated {} times", n);
+}
+
+/// A fmt::Write that only counts bytes.
+struct Sink(usize);
+impl std::fmt::Write for Sink {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
+}
