@@ -2,6 +2,7 @@
 //! `u32`-prefixed arrays, read by a bounds-checked [`Reader`] and written by a [`Writer`].
 
 use crate::error::DecodeError;
+use crate::wire::text::utf16_len;
 use crate::wire::{Guid, Text, Utf16Str};
 
 /// A bounds-checked cursor over a payload. Every read either returns a value borrowed from
@@ -204,11 +205,30 @@ impl<'a> Writer<'a> {
     pub fn text(&mut self, t: &Text<'_>) {
         match t {
             Text::Null => self.u32(0),
-            _ => {
-                self.u32(t.len_utf16() as u32 + 1);
-                for u in t.units() {
-                    self.u16(u);
+            Text::Utf16(u) => {
+                self.u32(u.len() as u32 + 1);
+                self.bytes(u.as_bytes());
+                self.u16(0);
+            }
+            Text::Str(s) => {
+                let units = utf16_len(s);
+                self.u32(units as u32 + 1);
+                let end = self.pos.saturating_add(2 * units);
+                match self.buf.get_mut(self.pos..end) {
+                    Some(dst) if s.is_ascii() => {
+                        for (d, b) in dst.chunks_exact_mut(2).zip(s.bytes()) {
+                            d[0] = b;
+                            d[1] = 0;
+                        }
+                    }
+                    Some(dst) => {
+                        for (d, u) in dst.chunks_exact_mut(2).zip(s.encode_utf16()) {
+                            d.copy_from_slice(&u.to_le_bytes());
+                        }
+                    }
+                    None => self.overflow = true,
                 }
+                self.pos = end;
                 self.u16(0);
             }
         }
@@ -292,6 +312,19 @@ mod tests {
         assert!(matches!(r.text("s"), Err(DecodeError::Truncated { .. })));
         let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xff]);
         assert!(matches!(r.text("s"), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn utf16_length_from_utf8() {
+        for s in ["", "abc", "é", "€uro", "𝄞 clef", "a\u{10FFFF}b", "日本語"] {
+            assert_eq!(utf16_len(s), s.encode_utf16().count(), "{}", s);
+            let mut buf = [0u8; 64];
+            let mut w = Writer::new(&mut buf);
+            w.text(&Text::Str(s));
+            let n = w.finish().unwrap();
+            let mut r = Reader::new(&buf[..n]);
+            assert_eq!(r.text("s").unwrap(), Text::Str(s));
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod guid;
 mod header;
 mod hresult;
 mod seq;
-mod text;
+pub(crate) mod text;
 
 pub use advertise::{Advertise, AdvertiseError, AdvertiseView, ADVERTISE_LEN, ADVERTISE_MAGIC};
 pub use codec::{text_len, Reader, WireItem, Writer};

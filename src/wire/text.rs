@@ -187,6 +187,15 @@ impl defmt::Format for Utf16Str<'_> {
     }
 }
 
+/// Number of UTF-16 units needed for `s`, computed from the UTF-8 bytes in one pass: one
+/// unit per char (non-continuation byte), two for chars outside the BMP (4-byte leads).
+#[inline]
+pub(crate) fn utf16_len(s: &str) -> usize {
+    s.bytes()
+        .map(|b| usize::from((b & 0xC0) != 0x80) + usize::from(b >= 0xF0))
+        .sum()
+}
+
 /// A protocol `string` field: null, a `&str` to encode, or a decoded UTF-16 view.
 ///
 /// Equality compares the UTF-16 units, so `Text::Str("x") == Text::Utf16(..."x"...)` and a
@@ -244,7 +253,7 @@ impl<'a> Text<'a> {
     pub fn len_utf16(&self) -> usize {
         match self {
             Text::Null => 0,
-            Text::Str(s) => s.encode_utf16().count(),
+            Text::Str(s) => utf16_len(s),
             Text::Utf16(u) => u.len(),
         }
     }
