@@ -137,6 +137,11 @@ pub mod payload;
 pub mod transport;
 pub mod wire;
 
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use conn::{ClientConnection, ClientEvent, Handled, Status};
 pub use error::{ClientError, DecodeError, EncodeError, HeaderError};
 pub use payload::{AnyRequest, ErrorReply, Reply, Request, Response};

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The project's whole test suite, from a fresh machine: installs what it needs (Debian
+# packages, a Python venv with real .NET 8.0.4 and .NET Core 3.1.23 runtimes, cargo tools),
+# then runs lints, every Rust test (including interop against the real runtimes), the
+# Rust 1.63 build, the Windows build and tests under wine, and bounded fuzzing.
+#
+#   scripts/test.sh            everything (what CI runs)
+#   SKIP_WINDOWS=1 ...         skip the Windows/wine and Rust 1.63 part (local iterations)
+#   SKIP_FUZZ=1 ...            skip the fuzzing part
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+step() { printf '\n==== %s (%ds)\n' "$*" "$SECONDS"; }
+
+step "real .NET runtimes (PyPI)"
+scripts/setup-runtimes.sh
+# shellcheck disable=SC1091
+set -a; . target/dotnet-venv/dsipc-runtimes.env; set +a
+
+step "lints (fmt, clippy, doc)"
+if [ -x scripts/lint.sh ]; then
+    scripts/lint.sh
+else
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+fi
+
+step "cargo test (core, adapters, CLI, real-runtime interop)"
+cargo test --workspace
+
+if [ "${SKIP_WINDOWS:-0}" != 1 ]; then
+    step "Rust 1.63 and Windows toolchain (Debian)"
+    scripts/install-windows-toolchain.sh
+    step "Rust 1.63 build of the core (Linux)"
+    scripts/msrv.sh
+    step "Windows build, tests under wine64"
+    scripts/build-windows.sh
+fi
+
+if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -x scripts/fuzz-ci.sh ]; then
+    step "fuzzing (bounded)"
+    scripts/fuzz-ci.sh
+fi
+
+step "all green"
