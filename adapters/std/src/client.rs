@@ -1,0 +1,467 @@
+//! [`DiagnosticsClient`]: one method per command, each on a fresh connection.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsipc::conn::ClientEvent;
+use dsipc::payload::{
+    ApplyStartupHook, AttachProfiler, CollectTracing2, DisablePerfMap, DumpType, EnablePerfMap,
+    GenerateCoreDump, GenerateCoreDump2, GenerateCoreDump3, PerfMapType, ProcessEnvironment,
+    ProcessInfo as ProcessInfo1, ProcessInfo2, ProcessInfo3, Provider, Reply, Request,
+    ResumeRuntime, SetEnvironmentVariable, StartupProfiler, StopTracing, TraceFormat,
+};
+use dsipc::wire::{Command, Guid, Hresult, Text};
+use dsipc::AnyRequest;
+
+use crate::drive::{self, remaining, Exchange, Filled, Step};
+use crate::session::TraceSession;
+use crate::{Endpoint, Error, Transport};
+
+/// Default timeout for connecting and for each command's reply.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A [`Text`] as a `String`, with U+FFFD for lone surrogates.
+pub(crate) fn text_to_string(t: &Text<'_>) -> String {
+    t.chars_lossy().collect()
+}
+
+/// What ProcessInfo (any version) reported, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// The command that answered: ProcessInfo3, ProcessInfo2 or ProcessInfo.
+    pub command: Command,
+    /// Process id, in the target's pid namespace.
+    pub pid: u64,
+    /// Runtime instance cookie.
+    pub cookie: Guid,
+    /// Command line (on Linux the executable's path, then argv as the runtime saw it).
+    pub command_line: String,
+    /// Operating system (`Linux`, `Windows`, `macOS`).
+    pub os: String,
+    /// Architecture (`x64`, `arm64`, ...).
+    pub arch: String,
+    /// Entry assembly name (ProcessInfo2+; empty in hosted runtimes).
+    pub entrypoint_assembly: Option<String>,
+    /// CLR product version, such as `8.0.4` (ProcessInfo2+).
+    pub clr_version: Option<String>,
+    /// Runtime identifier, such as `linux-x64` (ProcessInfo3).
+    pub runtime_identifier: Option<String>,
+}
+
+impl ProcessInfo {
+    fn from_reply(command: Command, reply: &Reply<'_>) -> Option<ProcessInfo> {
+        let s = text_to_string;
+        Some(match reply {
+            Reply::ProcessInfo3(r) => ProcessInfo {
+                command,
+                pid: r.process_id,
+                cookie: r.runtime_cookie,
+                command_line: s(&r.command_line),
+                os: s(&r.os),
+                arch: s(&r.arch),
+                entrypoint_assembly: Some(s(&r.managed_entrypoint_assembly_name)),
+                clr_version: Some(s(&r.clr_product_version)),
+                runtime_identifier: Some(s(&r.runtime_identifier)),
+            },
+            Reply::ProcessInfo2(r) => ProcessInfo {
+                command,
+                pid: r.process_id,
+                cookie: r.runtime_cookie,
+                command_line: s(&r.command_line),
+                os: s(&r.os),
+                arch: s(&r.arch),
+                entrypoint_assembly: Some(s(&r.managed_entrypoint_assembly_name)),
+                clr_version: Some(s(&r.clr_product_version)),
+                runtime_identifier: None,
+            },
+            Reply::ProcessInfo(r) => ProcessInfo {
+                command,
+                pid: r.process_id,
+                cookie: r.runtime_cookie,
+                command_line: s(&r.command_line),
+                os: s(&r.os),
+                arch: s(&r.arch),
+                entrypoint_assembly: None,
+                clr_version: None,
+                runtime_identifier: None,
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// A client of one runtime's diagnostic server. Every method opens its own connection,
+/// sends one well-formed request, reads the reply within the timeout, and closes.
+///
+/// Cheap to clone; usable from several threads (the runtime serves one client at a time).
+#[derive(Debug)]
+pub struct DiagnosticsClient<T = Endpoint> {
+    transport: Arc<T>,
+    timeout: Duration,
+}
+
+impl<T> Clone for DiagnosticsClient<T> {
+    fn clone(&self) -> Self {
+        DiagnosticsClient {
+            transport: Arc::clone(&self.transport),
+            timeout: self.timeout,
+        }
+    }
+}
+
+#[cfg(unix)]
+impl DiagnosticsClient<Endpoint> {
+    /// The runtime of process `pid`, found with [`crate::unix::find_socket`] (target's
+    /// TMPDIR, `/tmp`, then through `/proc/PID/root`).
+    pub fn for_pid(pid: u32) -> Result<Self, Error> {
+        Self::for_pid_in(pid, None)
+    }
+
+    /// As [`for_pid`](Self::for_pid), searching only `tmpdir` when it is given.
+    pub fn for_pid_in(pid: u32, tmpdir: Option<&std::path::Path>) -> Result<Self, Error> {
+        Ok(Self::new(Endpoint::new(crate::unix::find_socket(
+            pid, tmpdir,
+        )?)))
+    }
+}
+
+/// The result of a GenerateCoreDump that carries only a status.
+fn expect_status(command: Command, ev: ClientEvent<'_>) -> Result<(), Error> {
+    match ev {
+        ClientEvent::Reply(Reply::Ok(h)) if h.is_success() => Ok(()),
+        ClientEvent::Reply(Reply::Ok(h)) => Err(Error::ErrorReply {
+            command,
+            hresult: h,
+            message: None,
+        }),
+        other => Err(unexpected(command, other)),
+    }
+}
+
+/// The error for an event that is not the expected reply (error replies become typed errors).
+pub(crate) fn unexpected(command: Command, ev: ClientEvent<'_>) -> Error {
+    match ev {
+        ClientEvent::Error(e) if e.hresult == Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND => {
+            Error::NotSupported {
+                command,
+                hresult: e.hresult,
+            }
+        }
+        ClientEvent::Error(e) => Error::ErrorReply {
+            command,
+            hresult: e.hresult,
+            message: e.message.as_ref().map(text_to_string),
+        },
+        _ => Error::UnexpectedReply { command },
+    }
+}
+
+impl<T: Transport> DiagnosticsClient<T> {
+    /// A client over `transport`, with [`DEFAULT_TIMEOUT`].
+    pub fn new(transport: T) -> Self {
+        DiagnosticsClient {
+            transport: Arc::new(transport),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Sets the timeout for connecting and for each reply (and a stopping trace's silence).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// Low level: sends any request on a fresh connection and hands every event (reply,
+    /// error reply, continuation) to `on_event`, within the timeout. Not for EventPipe
+    /// sessions: use [`start_tracing`](Self::start_tracing).
+    pub fn exchange<R, F>(&self, request: &R, on_event: F) -> Result<(), Error>
+    where
+        R: Request + ?Sized,
+        F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
+    {
+        self.exchange_within(request, self.timeout, on_event)
+    }
+
+    fn exchange_within<R, F>(
+        &self,
+        request: &R,
+        timeout: Duration,
+        on_event: F,
+    ) -> Result<(), Error>
+    where
+        R: Request + ?Sized,
+        F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
+    {
+        let command = request.command();
+        if command.is_collect_tracing() {
+            return Err(Error::InvalidArgument(
+                "EventPipe sessions go through start_tracing",
+            ));
+        }
+        let deadline = Instant::now() + timeout;
+        let conn = self.transport.connect(timeout)?;
+        drive::run(conn, request, deadline, timeout, on_event)
+    }
+
+    /// Sends a request whose OK reply is a status.
+    fn status<R: Request + ?Sized>(&self, request: &R) -> Result<(), Error> {
+        self.status_within(request, self.timeout)
+    }
+
+    fn status_within<R: Request + ?Sized>(
+        &self,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let command = request.command();
+        self.exchange_within(request, timeout, |ev| expect_status(command, ev))
+    }
+
+    /// Process information, as the official client gets it: ProcessInfo3, then
+    /// ProcessInfo2, then ProcessInfo when the runtime answers UNKNOWN_COMMAND.
+    /// [`Error::NotSupported`] (for ProcessInfo) when even ProcessInfo is unknown, as on
+    /// .NET Core 3.x.
+    pub fn process_info(&self) -> Result<ProcessInfo, Error> {
+        match self.process_info_with(&ProcessInfo3) {
+            Err(e) if e.is_not_supported() => {}
+            other => return other,
+        }
+        match self.process_info_with(&ProcessInfo2) {
+            Err(e) if e.is_not_supported() => {}
+            other => return other,
+        }
+        self.process_info_with(&ProcessInfo1)
+    }
+
+    /// ProcessInfo (0x0400) only: one round trip, no entrypoint, version or RID.
+    pub fn process_info_basic(&self) -> Result<ProcessInfo, Error> {
+        self.process_info_with(&ProcessInfo1)
+    }
+
+    fn process_info_with<R: Request>(&self, request: &R) -> Result<ProcessInfo, Error> {
+        let command = request.command();
+        let mut out = None;
+        self.exchange(request, |ev| match ev {
+            ClientEvent::Reply(r) => match ProcessInfo::from_reply(command, &r) {
+                Some(info) => {
+                    out = Some(info);
+                    Ok(())
+                }
+                None => Err(Error::UnexpectedReply { command }),
+            },
+            other => Err(unexpected(command, other)),
+        })?;
+        out.ok_or(Error::UnexpectedReply { command })
+    }
+
+    /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.
+    pub fn process_environment(&self) -> Result<Vec<String>, Error> {
+        let command = Command::ProcessEnvironment;
+        let mut vars = Vec::new();
+        let mut complete = false;
+        self.exchange(&ProcessEnvironment, |ev| match ev {
+            ClientEvent::Reply(Reply::ProcessEnvironment(_)) => Ok(()),
+            ClientEvent::EnvironmentVariable(t) => {
+                vars.push(text_to_string(&t));
+                Ok(())
+            }
+            ClientEvent::EndOfStream => {
+                complete = true;
+                Ok(())
+            }
+            other => Err(unexpected(command, other)),
+        })?;
+        if !complete {
+            return Err(Error::UnexpectedReply { command });
+        }
+        Ok(vars)
+    }
+
+    /// Sets `name` to `value` in the target's environment; `None` removes the variable.
+    pub fn set_environment_variable(&self, name: &str, value: Option<&str>) -> Result<(), Error> {
+        self.status(&SetEnvironmentVariable {
+            name: Text::Str(name),
+            value: value.into(),
+        })
+    }
+
+    /// Resumes a runtime paused at startup (send it over the port that suspended it).
+    pub fn resume_runtime(&self) -> Result<(), Error> {
+        self.status(&ResumeRuntime)
+    }
+
+    /// Starts writing perf maps and/or jitdump (`/tmp/perf-PID.map`, `/tmp/jit-PID.dump`).
+    pub fn enable_perf_map(&self, kind: PerfMapType) -> Result<(), Error> {
+        if matches!(kind, PerfMapType::Disabled | PerfMapType::Unknown(_)) {
+            return Err(Error::InvalidArgument(
+                "perf map type must be All, JitDump or PerfMap",
+            ));
+        }
+        self.status(&EnablePerfMap {
+            perf_map_type: kind,
+        })
+    }
+
+    /// Stops writing perf maps (the files stay).
+    pub fn disable_perf_map(&self) -> Result<(), Error> {
+        self.status(&DisablePerfMap)
+    }
+
+    /// Loads a startup hook assembly (absolute path): at once in a running runtime.
+    pub fn apply_startup_hook(&self, path: &str) -> Result<(), Error> {
+        if path.is_empty() {
+            return Err(Error::InvalidArgument("startup hook path is empty"));
+        }
+        self.status(&ApplyStartupHook {
+            startup_hook_path: Text::Str(path),
+        })
+    }
+
+    /// Writes a dump to `path` (in the target's file system; `%p` expands to its pid) and
+    /// returns once it is written. `flags` are `dsipc::payload::dump::flags` bits.
+    ///
+    /// Falls back like the official client: GenerateCoreDump3, 2, then 1 on
+    /// UNKNOWN_COMMAND (version 1 only knows the logging flag). Dumps take a while:
+    /// give this client a generous timeout.
+    pub fn write_dump(&self, path: &str, kind: DumpType, flags: u32) -> Result<(), Error> {
+        if path.is_empty() {
+            return Err(Error::InvalidArgument("dump path is empty"));
+        }
+        let name = Text::Str(path);
+        match self.status(&GenerateCoreDump3 {
+            dump_name: name,
+            dump_type: kind,
+            flags,
+        }) {
+            Err(e) if e.is_not_supported() => {}
+            other => return other,
+        }
+        match self.status(&GenerateCoreDump2 {
+            dump_name: name,
+            dump_type: kind,
+            flags,
+        }) {
+            Err(e) if e.is_not_supported() => {}
+            other => return other,
+        }
+        if flags & !dsipc::payload::dump::flags::LOGGING != 0 {
+            return Err(Error::InvalidArgument(
+                "this runtime only knows GenerateCoreDump, whose only flag is logging",
+            ));
+        }
+        self.status(&GenerateCoreDump {
+            dump_name: name,
+            dump_type: kind,
+            diagnostics: flags & dsipc::payload::dump::flags::LOGGING,
+        })
+    }
+
+    /// Loads a profiler into the running runtime; the runtime waits up to
+    /// `attach_timeout` (whole seconds) for it, so the reply wait is that plus the timeout.
+    pub fn attach_profiler(
+        &self,
+        attach_timeout: Duration,
+        clsid: Guid,
+        path: &str,
+        client_data: &[u8],
+    ) -> Result<(), Error> {
+        let secs = attach_timeout.as_secs().min(u64::from(u32::MAX)) as u32;
+        self.status_within(
+            &AttachProfiler {
+                attach_timeout: secs,
+                profiler_guid: clsid,
+                profiler_path: Text::Str(path),
+                client_data,
+            },
+            self.timeout + attach_timeout,
+        )
+    }
+
+    /// Registers a profiler to load at startup (while the runtime is suspended).
+    pub fn set_startup_profiler(&self, clsid: Guid, path: &str) -> Result<(), Error> {
+        self.status(&StartupProfiler {
+            profiler_guid: clsid,
+            profiler_path: Text::Str(path),
+        })
+    }
+
+    /// Sends StopTracing for `session_id` on a new connection. The runtime answers only
+    /// after it has flushed the session into the trace connection, so whoever reads that
+    /// connection must keep reading meanwhile (see [`TraceSession`]).
+    pub fn stop_tracing(&self, session_id: u64) -> Result<(), Error> {
+        let command = Command::StopTracing;
+        self.exchange(&StopTracing { session_id }, |ev| match ev {
+            ClientEvent::Reply(Reply::SessionId(_)) => Ok(()),
+            other => Err(unexpected(command, other)),
+        })
+    }
+
+    /// Starts an EventPipe session with any CollectTracing version, and returns once the
+    /// runtime has accepted it. Read the stream with [`TraceSession::drain`] or
+    /// [`TraceSession::copy_to`]. user_events sessions (CollectTracing5/6 with
+    /// `UserEvents`) need descriptor passing and are refused.
+    pub fn start_tracing<'a, R>(&self, request: R) -> Result<TraceSession<T>, Error>
+    where
+        R: Into<AnyRequest<'a>>,
+    {
+        use dsipc::payload::{CollectTracing5, CollectTracing6};
+        let request: AnyRequest<'a> = request.into();
+        match request {
+            AnyRequest::CollectTracing(_)
+            | AnyRequest::CollectTracing2(_)
+            | AnyRequest::CollectTracing3(_)
+            | AnyRequest::CollectTracing4(_)
+            | AnyRequest::CollectTracing5(CollectTracing5::Streaming(_))
+            | AnyRequest::CollectTracing6(CollectTracing6::Streaming { .. }) => {}
+            AnyRequest::CollectTracing5(_) | AnyRequest::CollectTracing6(_) => {
+                return Err(Error::InvalidArgument(
+                    "user_events sessions need descriptor passing, which this adapter does not do",
+                ))
+            }
+            _ => return Err(Error::InvalidArgument("not a CollectTracing request")),
+        }
+        let command = request.command();
+        let timeout = self.timeout;
+        let deadline = Instant::now() + timeout;
+        let conn = self.transport.connect(timeout)?;
+        let mut ex = Exchange::send(conn, &request, remaining(deadline, command, timeout)?)?;
+        let session_id = loop {
+            match ex.poll()? {
+                Step::Event(ClientEvent::Reply(Reply::SessionId(id))) => break id,
+                Step::Event(other) => return Err(unexpected(command, other)),
+                Step::NeedInput => {
+                    if let Filled::TimedOut = ex.fill(remaining(deadline, command, timeout)?)? {
+                        return Err(Error::Timeout { command, timeout });
+                    }
+                }
+                Step::Done => return Err(Error::UnexpectedReply { command }),
+            }
+        };
+        Ok(TraceSession::new(ex, session_id, self.clone()))
+    }
+
+    /// Starts a NetTrace session with CollectTracing2 (known to .NET Core 3.0 and later).
+    pub fn collect_tracing(
+        &self,
+        providers: &[Provider<'_>],
+        circular_buffer_mb: u32,
+        request_rundown: bool,
+    ) -> Result<TraceSession<T>, Error> {
+        self.start_tracing(CollectTracing2 {
+            circular_buffer_mb,
+            format: TraceFormat::NetTrace,
+            request_rundown,
+            providers: providers.into(),
+        })
+    }
+}

@@ -1,0 +1,191 @@
+//! The one drive loop: feeds a core [`ClientConnection`] from any [`Connection`].
+//!
+//! Every command method goes through [`Exchange`]: encode the request, write it in one
+//! `write_all`, then alternate [`Exchange::poll`] (hand the machine what is buffered) and
+//! [`Exchange::fill`] (read once, with a timeout).
+
+use std::io::{self, ErrorKind};
+use std::time::{Duration, Instant};
+
+use dsipc::conn::{ClientConnection, ClientEvent, Status};
+use dsipc::payload::Request;
+use dsipc::wire::Command;
+
+use crate::{Connection, Error};
+
+/// Receive buffer size: one message is at most 65,535 bytes (and an environment entry at
+/// most 65,539); the rest lets a read bring in what follows.
+pub const RECV_BUFFER_LEN: usize = 64 * 1024 + 4 * 1024;
+
+/// What [`Exchange::poll`] found.
+pub(crate) enum Step<'a> {
+    /// An event, borrowing the receive buffer.
+    Event(ClientEvent<'a>),
+    /// Nothing complete is buffered: call [`Exchange::fill`].
+    NeedInput,
+    /// The exchange is over.
+    Done,
+}
+
+/// What [`Exchange::fill`] got.
+pub(crate) enum Filled {
+    /// Some bytes (or EOF, which the next poll reports).
+    Progress,
+    /// The read timed out.
+    TimedOut,
+}
+
+/// One connection, its machine and its receive buffer.
+pub(crate) struct Exchange<C> {
+    conn: C,
+    machine: ClientConnection,
+    command: Command,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    eof: bool,
+    read_timeout: Option<Duration>,
+}
+
+/// Time left until `deadline`, or a timeout error for `command`.
+pub(crate) fn remaining(
+    deadline: Instant,
+    command: Command,
+    timeout: Duration,
+) -> Result<Duration, Error> {
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(Error::Timeout { command, timeout });
+    }
+    // A zero timeout is an error for std's sockets; never pass one.
+    Ok((deadline - now).max(Duration::from_millis(1)))
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+}
+
+impl<C: Connection> Exchange<C> {
+    /// Encodes `request` and writes it in one `write_all`, within `timeout` of now.
+    pub(crate) fn send<R: Request + ?Sized>(
+        mut conn: C,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<Self, Error> {
+        let command = request.command();
+        let mut buf = vec![0u8; RECV_BUFFER_LEN].into_boxed_slice();
+        let mut machine = ClientConnection::new();
+        let n = machine
+            .send_request(request, &mut buf)
+            .map_err(Error::from_client)?;
+        conn.set_write_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        match conn.write_all(&buf[..n]) {
+            Ok(()) => {}
+            Err(e) if is_timeout(&e) => return Err(Error::Timeout { command, timeout }),
+            Err(e) => return Err(Error::Io(e)),
+        }
+        Ok(Exchange {
+            conn,
+            machine,
+            command,
+            buf,
+            start: 0,
+            end: 0,
+            eof: false,
+            read_timeout: None,
+        })
+    }
+
+    /// The request's command.
+    pub(crate) fn command(&self) -> Command {
+        self.command
+    }
+
+    /// Hands the machine the buffered bytes and reports one step.
+    pub(crate) fn poll(&mut self) -> Result<Step<'_>, Error> {
+        let handled = self
+            .machine
+            .handle_input(&self.buf[self.start..self.end])
+            .map_err(Error::from_client)?;
+        self.start += handled.consumed;
+        match handled.status {
+            Status::Event(ev) => Ok(Step::Event(ev)),
+            Status::Done => Ok(Step::Done),
+            Status::Partial { needed } => {
+                if self.eof {
+                    return match self.machine.handle_eof().map_err(Error::from_client)? {
+                        Some(ev) => Ok(Step::Event(ev)),
+                        None => Ok(Step::Done),
+                    };
+                }
+                if needed > self.buf.len() {
+                    return Err(Error::BufferTooSmall { needed });
+                }
+                Ok(Step::NeedInput)
+            }
+        }
+    }
+
+    /// Reads once (keeping unconsumed bytes), waiting at most `timeout`.
+    pub(crate) fn fill(&mut self, timeout: Duration) -> Result<Filled, Error> {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.buf.len() {
+            return Err(Error::BufferTooSmall {
+                needed: self.end + 1,
+            });
+        }
+        let timeout = timeout.max(Duration::from_millis(1));
+        if self.read_timeout != Some(timeout) {
+            self.conn.set_read_timeout(Some(timeout))?;
+            self.read_timeout = Some(timeout);
+        }
+        loop {
+            match self.conn.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(Filled::Progress);
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(Filled::Progress);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if is_timeout(&e) => return Ok(Filled::TimedOut),
+                Err(e) => return Err(Error::Io(e)),
+            }
+        }
+    }
+}
+
+/// Runs one request/reply exchange to its end, handing every event to `on_event`; the
+/// whole exchange must finish by `deadline`.
+pub(crate) fn run<C, R, F>(
+    conn: C,
+    request: &R,
+    deadline: Instant,
+    timeout: Duration,
+    mut on_event: F,
+) -> Result<(), Error>
+where
+    C: Connection,
+    R: Request + ?Sized,
+    F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
+{
+    let command = request.command();
+    let mut ex = Exchange::send(conn, request, remaining(deadline, command, timeout)?)?;
+    loop {
+        match ex.poll()? {
+            Step::Event(ev) => on_event(ev)?,
+            Step::NeedInput => {
+                if let Filled::TimedOut = ex.fill(remaining(deadline, command, timeout)?)? {
+                    return Err(Error::Timeout { command, timeout });
+                }
+            }
+            Step::Done => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The adapter's error type.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dsipc::wire::{Command, CommandSet, Hresult};
+use dsipc::{ClientError, EncodeError};
+
+/// Everything a call can fail with. Peer input never panics: it ends up here.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error on an established connection (or while writing a trace to its sink).
+    Io(io::Error),
+    /// Connecting to the diagnostic endpoint failed.
+    Connect {
+        /// The endpoint (socket path).
+        endpoint: PathBuf,
+        /// The cause; `ConnectionRefused` usually means a stale socket left by a dead process.
+        source: io::Error,
+    },
+    /// The peer did not answer (or, for a stopping trace, made no progress) in time.
+    Timeout {
+        /// The command that was waiting.
+        command: Command,
+        /// The timeout that expired.
+        timeout: Duration,
+    },
+    /// The peer broke the protocol.
+    Protocol(ClientError),
+    /// The request holds a value real runtimes reject or crash on; nothing was sent.
+    InvalidRequest(EncodeError),
+    /// The runtime answered with an error reply.
+    ErrorReply {
+        /// The request.
+        command: Command,
+        /// The runtime's HRESULT.
+        hresult: Hresult,
+        /// GenerateCoreDump3's message from createdump, if any.
+        message: Option<String>,
+    },
+    /// The runtime does not know this command (it answered `CORDIAGIPC_E_UNKNOWN_COMMAND`).
+    NotSupported {
+        /// The request.
+        command: Command,
+        /// The runtime's HRESULT (UNKNOWN_COMMAND).
+        hresult: Hresult,
+    },
+    /// There is no process with this pid.
+    NoSuchProcess {
+        /// The pid.
+        pid: u32,
+    },
+    /// The process exists but has no diagnostic socket (not a .NET process, diagnostics
+    /// disabled, or in a mount namespace this process cannot reach).
+    NoSocket {
+        /// The pid.
+        pid: u32,
+        /// The directories searched.
+        searched: Vec<PathBuf>,
+    },
+    /// A single message needs more contiguous bytes than the receive buffer holds.
+    BufferTooSmall {
+        /// Bytes needed.
+        needed: usize,
+    },
+    /// The runtime's reply does not fit the request (a protocol violation).
+    UnexpectedReply {
+        /// The request.
+        command: Command,
+    },
+    /// An argument the adapter refuses before sending anything.
+    InvalidArgument(&'static str),
+}
+
+impl Error {
+    /// The runtime's HRESULT, for [`Error::ErrorReply`] and [`Error::NotSupported`].
+    pub fn hresult(&self) -> Option<Hresult> {
+        match self {
+            Error::ErrorReply { hresult, .. } | Error::NotSupported { hresult, .. } => {
+                Some(*hresult)
+            }
+            _ => None,
+        }
+    }
+
+    /// True when the runtime answered UNKNOWN_COMMAND.
+    pub fn is_not_supported(&self) -> bool {
+        matches!(self, Error::NotSupported { .. })
+    }
+
+    /// True for [`Error::Timeout`].
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout { .. })
+    }
+
+    pub(crate) fn from_client(e: ClientError) -> Error {
+        match e {
+            ClientError::Encode(EncodeError::BufferTooSmall { needed }) => {
+                Error::BufferTooSmall { needed }
+            }
+            ClientError::Encode(e) => Error::InvalidRequest(e),
+            ClientError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
+            other => Error::Protocol(other),
+        }
+    }
+
+    /// A copy for a second owner (I/O errors keep their kind and text, not their payload).
+    pub(crate) fn duplicate(&self) -> Error {
+        fn dup(e: &io::Error) -> io::Error {
+            io::Error::new(e.kind(), e.to_string())
+        }
+        match self {
+            Error::Io(e) => Error::Io(dup(e)),
+            Error::Connect { endpoint, source } => Error::Connect {
+                endpoint: endpoint.clone(),
+                source: dup(source),
+            },
+            Error::Timeout { command, timeout } => Error::Timeout {
+                command: *command,
+                timeout: *timeout,
+            },
+            Error::Protocol(e) => Error::Protocol(*e),
+            Error::InvalidRequest(e) => Error::InvalidRequest(*e),
+            Error::ErrorReply {
+                command,
+                hresult,
+                message,
+            } => Error::ErrorReply {
+                command: *command,
+                hresult: *hresult,
+                message: message.clone(),
+            },
+            Error::NotSupported { command, hresult } => Error::NotSupported {
+                command: *command,
+                hresult: *hresult,
+            },
+            Error::NoSuchProcess { pid } => Error::NoSuchProcess { pid: *pid },
+            Error::NoSocket { pid, searched } => Error::NoSocket {
+                pid: *pid,
+                searched: searched.clone(),
+            },
+            Error::BufferTooSmall { needed } => Error::BufferTooSmall { needed: *needed },
+            Error::UnexpectedReply { command } => Error::UnexpectedReply { command: *command },
+            Error::InvalidArgument(s) => Error::InvalidArgument(s),
+        }
+    }
+}
+
+/// When each command (set) arrived, for "not supported" messages.
+fn arrival_hint(command: Command) -> Option<&'static str> {
+    Some(match command {
+        Command::CollectTracing4 => "CollectTracing4 arrived in .NET 9",
+        Command::CollectTracing5 => "CollectTracing5 arrived in .NET 10",
+        Command::CollectTracing6 => "CollectTracing6 arrived in .NET 11",
+        c if c.set() == CommandSet::Process => "the Process commands arrived in .NET 5",
+        _ => return None,
+    })
+}
+
+/// Writes `s` on one line: line breaks and runs of blanks become one space.
+fn write_one_line(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
+    let mut first = true;
+    for word in s.split_whitespace() {
+        if !first {
+            f.write_str(" ")?;
+        }
+        f.write_str(word)?;
+        first = false;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Error {
+    /// One line, naming the HRESULT and its meaning where the runtime sent one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "I/O error: {}", e),
+            Error::Connect { endpoint, source } => {
+                write!(f, "cannot connect to {}: {}", endpoint.display(), source)?;
+                if source.kind() == io::ErrorKind::ConnectionRefused {
+                    f.write_str(" (stale socket of a process that has exited?)")?;
+                }
+                Ok(())
+            }
+            Error::Timeout { command, timeout } => write!(
+                f,
+                "timed out after {:.1} s waiting for the runtime ({})",
+                timeout.as_secs_f64(),
+                command
+            ),
+            Error::Protocol(e) => write!(f, "protocol error: {}", e),
+            Error::InvalidRequest(e) => write!(f, "invalid request, not sent: {}", e),
+            Error::ErrorReply {
+                command,
+                hresult,
+                message,
+            } => {
+                write!(f, "{} failed: the runtime answered {}", command, hresult)?;
+                if let Some(m) = message.as_deref().filter(|m| !m.trim().is_empty()) {
+                    f.write_str(": ")?;
+                    write_one_line(f, m)?;
+                }
+                Ok(())
+            }
+            Error::NotSupported { command, hresult } => {
+                write!(
+                    f,
+                    "this runtime does not support {}: it answered {}",
+                    command, hresult
+                )?;
+                if let Some(h) = arrival_hint(*command) {
+                    write!(f, "; {}", h)?;
+                }
+                Ok(())
+            }
+            Error::NoSuchProcess { pid } => write!(f, "no process with pid {}", pid),
+            Error::NoSocket { pid, searched } => {
+                write!(
+                    f,
+                    "process {} has no diagnostic socket (not a .NET process, or DOTNET_EnableDiagnostics=0?); searched",
+                    pid
+                )?;
+                for (i, d) in searched.iter().enumerate() {
+                    write!(f, "{} {}", if i == 0 { "" } else { "," }, d.display())?;
+                }
+                Ok(())
+            }
+            Error::BufferTooSmall { needed } => write!(
+                f,
+                "receive buffer too small: a message needs {} contiguous bytes",
+                needed
+            ),
+            Error::UnexpectedReply { command } => {
+                write!(
+                    f,
+                    "the runtime's reply does not fit the request {}",
+                    command
+                )
+            }
+            Error::InvalidArgument(s) => write!(f, "invalid argument: {}", s),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            Error::Connect { source, .. } => Some(source),
+            Error::Protocol(e) => Some(e),
+            Error::InvalidRequest(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl From<ClientError> for Error {
+    fn from(e: ClientError) -> Self {
+        Error::from_client(e)
+    }
+}

@@ -1,0 +1,51 @@
+//! # dsipc-std: a blocking client for the .NET Diagnostic IPC protocol
+//!
+//! A thin layer over the sans-IO [`dsipc`] core: it finds a runtime's diagnostic socket,
+//! opens one connection per command, writes the request the core encodes in one write, and
+//! feeds the core what it reads, with a timeout on every connect, write and read. It never
+//! encodes or decodes protocol bytes itself, and never sends a request the core refuses
+//! (ill-formed requests crash some runtimes).
+//!
+//! ```no_run
+//! use std::time::{Duration, Instant};
+//! use dsipc::payload::Provider;
+//! use dsipc_std::DiagnosticsClient;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = DiagnosticsClient::for_pid(1234)?.with_timeout(Duration::from_secs(5));
+//! let info = client.process_info()?; // ProcessInfo3, falling back to 2 and 1
+//! println!("{} {}", info.pid, info.command_line);
+//!
+//! // Two seconds of runtime events into a .nettrace file. StopTracing is sent on a second
+//! // connection while this thread keeps draining the stream to its end.
+//! let runtime = Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4);
+//! let mut session = client.collect_tracing(&[runtime], 256, true)?;
+//! let mut file = std::fs::File::create("trace.nettrace")?;
+//! let start = Instant::now();
+//! session.copy_to(&mut file, |_bytes| start.elapsed() > Duration::from_secs(2))?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Platform code lives in its own module ([`unix`]); the driver is generic over any
+//! [`Connection`] (`Read + Write` with timeouts), opened per command by a [`Transport`].
+#![deny(missing_docs)]
+#![warn(unsafe_op_in_unsafe_fn)]
+
+mod client;
+mod drive;
+mod error;
+mod session;
+mod transport;
+
+#[cfg(unix)]
+pub mod unix;
+
+pub use client::{DiagnosticsClient, ProcessInfo, DEFAULT_TIMEOUT};
+pub use drive::RECV_BUFFER_LEN;
+pub use error::Error;
+pub use session::{StopHandle, TraceSession};
+pub use transport::{Connection, Endpoint, Transport};
+
+/// The core crate, re-exported: requests, providers, GUIDs and HRESULTs come from here.
+pub use dsipc;

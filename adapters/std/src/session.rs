@@ -1,0 +1,242 @@
+//! EventPipe sessions: drain the stream, stop it from a second connection.
+
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use dsipc::conn::ClientEvent;
+use dsipc::wire::Command;
+
+use crate::client::{unexpected, DiagnosticsClient};
+use crate::drive::{Exchange, Filled, Step};
+use crate::{Error, Transport};
+
+/// How often a draining session wakes up when no data arrives, to check stop requests.
+const POLL_TICK: Duration = Duration::from_millis(200);
+
+#[derive(Default)]
+struct StopState {
+    /// When the first stop was requested.
+    requested_at: Option<Instant>,
+    /// A stop that answered.
+    stopped: bool,
+    /// A stop that failed before the runtime could receive it (the session still runs).
+    failure: Option<Error>,
+}
+
+/// Stops an EventPipe session from any thread, on a second connection.
+///
+/// The runtime answers StopTracing only after it has flushed the session into the trace
+/// connection: [`stop`](Self::stop) blocks until then, so the trace connection must be
+/// drained by another thread meanwhile (which [`TraceSession::drain`] does).
+pub struct StopHandle<T> {
+    client: DiagnosticsClient<T>,
+    session_id: u64,
+    state: Arc<Mutex<StopState>>,
+}
+
+impl<T> Clone for StopHandle<T> {
+    fn clone(&self) -> Self {
+        StopHandle {
+            client: self.client.clone(),
+            session_id: self.session_id,
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for StopHandle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StopHandle")
+            .field("session_id", &self.session_id)
+            .finish()
+    }
+}
+
+fn lock(state: &Mutex<StopState>) -> std::sync::MutexGuard<'_, StopState> {
+    // A panic while holding this lock cannot leave the state inconsistent.
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<T: Transport> StopHandle<T> {
+    /// The session this handle stops.
+    pub fn session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    /// True once a stop was requested (it may still be in flight).
+    pub fn is_requested(&self) -> bool {
+        lock(&self.state).requested_at.is_some()
+    }
+
+    /// Sends StopTracing and waits for the runtime's answer. Does nothing after a stop
+    /// that was answered.
+    pub fn stop(&self) -> Result<(), Error> {
+        {
+            let mut s = lock(&self.state);
+            if s.stopped {
+                return Ok(());
+            }
+            s.requested_at.get_or_insert_with(Instant::now);
+        }
+        let result = self.client.stop_tracing(self.session_id);
+        let mut s = lock(&self.state);
+        match &result {
+            Ok(()) => s.stopped = true,
+            // Timed out waiting for the answer: the request was sent, and the drain's own
+            // silence timeout guards against a runtime that never ends the stream.
+            Err(e) if e.is_timeout() => {}
+            Err(e) => s.failure = Some(e.duplicate()),
+        }
+        result
+    }
+}
+
+/// A running EventPipe session: the connection that receives its stream.
+///
+/// Dropping it closes the connection, which ends the session in the runtime without
+/// rundown. To end it cleanly, stop it (a [`StopHandle`], or `should_stop` in
+/// [`drain`](Self::drain)) and drain to the end.
+pub struct TraceSession<T: Transport> {
+    exchange: Exchange<T::Conn>,
+    handle: StopHandle<T>,
+    stopper: Option<JoinHandle<Result<(), Error>>>,
+    bytes: u64,
+}
+
+impl<T: Transport> std::fmt::Debug for TraceSession<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceSession")
+            .field("session_id", &self.handle.session_id)
+            .field("command", &self.exchange.command())
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl<T: Transport> TraceSession<T> {
+    pub(crate) fn new(
+        exchange: Exchange<T::Conn>,
+        session_id: u64,
+        client: DiagnosticsClient<T>,
+    ) -> Self {
+        TraceSession {
+            exchange,
+            handle: StopHandle {
+                client,
+                session_id,
+                state: Arc::new(Mutex::new(StopState::default())),
+            },
+            stopper: None,
+            bytes: 0,
+        }
+    }
+
+    /// The runtime's id for this session.
+    pub fn session_id(&self) -> u64 {
+        self.handle.session_id
+    }
+
+    /// A handle that stops this session from another thread.
+    pub fn stop_handle(&self) -> StopHandle<T> {
+        self.handle.clone()
+    }
+
+    /// Stream bytes received so far.
+    pub fn bytes_received(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Reads the stream to its end, handing each chunk (nettrace bytes, passed through) to
+    /// `on_data`. Returns the total byte count once the runtime closes the stream.
+    ///
+    /// `should_stop` is called with the byte count after every chunk, and at least every
+    /// 200 ms while the stream is quiet; the first time it returns true, StopTracing is sent
+    /// from a helper thread on a second connection while this thread keeps draining (the
+    /// runtime flushes into this connection before it answers). A [`StopHandle`] used from
+    /// another thread works the same way. Before a stop the stream may stay quiet for any
+    /// time; after it, a silence longer than the client's timeout is [`Error::Timeout`].
+    pub fn drain<F, S>(&mut self, mut on_data: F, mut should_stop: S) -> Result<u64, Error>
+    where
+        F: FnMut(&[u8]) -> io::Result<()>,
+        S: FnMut(u64) -> bool,
+        T: Send + Sync + 'static,
+    {
+        let timeout = self.handle.client.timeout();
+        let tick = timeout.min(POLL_TICK);
+        let command = self.exchange.command();
+        let mut last_data = Instant::now();
+        loop {
+            if self.stopper.is_none() && !self.handle.is_requested() && should_stop(self.bytes) {
+                self.spawn_stop()?;
+            }
+            match self.exchange.poll()? {
+                Step::Event(ClientEvent::StreamData(data)) => {
+                    on_data(data)?;
+                    self.bytes += data.len() as u64;
+                    last_data = Instant::now();
+                }
+                Step::Event(ClientEvent::EndOfStream) => {}
+                Step::Event(other) => return Err(unexpected(command, other)),
+                Step::NeedInput => {
+                    if let Filled::TimedOut = self.exchange.fill(tick)? {
+                        // Quiet: did a stop fail before reaching the runtime, or has the
+                        // runtime gone silent since the stop?
+                        let requested_at = {
+                            let mut s = lock(&self.handle.state);
+                            if let Some(e) = s.failure.take() {
+                                return Err(e);
+                            }
+                            s.requested_at
+                        };
+                        if let Some(at) = requested_at {
+                            if last_data.max(at).elapsed() > timeout {
+                                return Err(Error::Timeout {
+                                    command: Command::StopTracing,
+                                    timeout,
+                                });
+                            }
+                        }
+                    }
+                }
+                Step::Done => {
+                    // The stream ended cleanly. The runtime answers a stop before it
+                    // closes the stream, so this join returns at once.
+                    if let Some(stopper) = self.stopper.take() {
+                        let _ = stopper.join();
+                    }
+                    return Ok(self.bytes);
+                }
+            }
+        }
+    }
+
+    /// [`drain`](Self::drain) into any writer (a `.nettrace` file, for instance).
+    pub fn copy_to<W, S>(&mut self, out: &mut W, should_stop: S) -> Result<u64, Error>
+    where
+        W: Write + ?Sized,
+        S: FnMut(u64) -> bool,
+        T: Send + Sync + 'static,
+    {
+        let n = self.drain(|d| out.write_all(d), should_stop)?;
+        out.flush()?;
+        Ok(n)
+    }
+
+    fn spawn_stop(&mut self) -> Result<(), Error>
+    where
+        T: Send + Sync + 'static,
+    {
+        // Mark the request before the thread runs, so the silence timeout starts now.
+        lock(&self.handle.state)
+            .requested_at
+            .get_or_insert_with(Instant::now);
+        let handle = self.handle.clone();
+        let thread = std::thread::Builder::new()
+            .name("dsipc-stop".into())
+            .spawn(move || handle.stop())?;
+        self.stopper = Some(thread);
+        Ok(())
+    }
+}

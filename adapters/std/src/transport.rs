@@ -1,0 +1,51 @@
+//! What the protocol driver needs from a transport: a byte stream with timeouts, and a way
+//! to open a fresh one for every command (the protocol allows one command per connection).
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A connected byte stream to a diagnostic server, with settable timeouts.
+pub trait Connection: Read + Write {
+    /// Sets the read timeout (`None` blocks forever; the adapter never passes `None`).
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+    /// Sets the write timeout.
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+}
+
+/// Opens a new [`Connection`] to one diagnostic server for each command.
+pub trait Transport {
+    /// The connection type.
+    type Conn: Connection;
+    /// Connects within `timeout`.
+    fn connect(&self, timeout: Duration) -> Result<Self::Conn, crate::Error>;
+}
+
+impl Connection for TcpStream {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_write_timeout(self, timeout)
+    }
+}
+
+/// The address of a runtime's default diagnostic server: on Unix, the path of its
+/// `dotnet-diagnostic-{pid}-{key}-socket`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    path: PathBuf,
+}
+
+impl Endpoint {
+    /// An endpoint at `path` (a Unix socket path).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Endpoint { path: path.into() }
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}

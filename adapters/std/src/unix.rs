@@ -1,0 +1,447 @@
+//! Unix transport: `dotnet-diagnostic-{pid}-{key}-socket` under the target's TMPDIR, found
+//! through `/proc` on Linux; connecting with a timeout.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::{AsRawFd, FromRawFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use dsipc::transport::{key_from_proc_stat, SocketName};
+
+use crate::{Connection, Endpoint, Error, Transport};
+
+impl Connection for UnixStream {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, timeout)
+    }
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_write_timeout(self, timeout)
+    }
+}
+
+impl Transport for Endpoint {
+    type Conn = UnixStream;
+    fn connect(&self, timeout: Duration) -> Result<UnixStream, Error> {
+        connect(self.path(), timeout).map_err(|source| match source.kind() {
+            io::ErrorKind::TimedOut => Error::Connect {
+                endpoint: self.path().to_path_buf(),
+                source: io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no connection within {:.1} s (listen backlog full?)",
+                        timeout.as_secs_f64()
+                    ),
+                ),
+            },
+            _ => Error::Connect {
+                endpoint: self.path().to_path_buf(),
+                source,
+            },
+        })
+    }
+}
+
+/// Connects to a Unix socket, giving up after `timeout`.
+///
+/// A Unix-socket connect only blocks when the listener's backlog is full; this retries a
+/// non-blocking connect until the deadline instead, then returns a blocking stream.
+pub fn connect(path: &Path, timeout: Duration) -> io::Result<UnixStream> {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain old data; all zeroes is a valid (empty) value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.is_empty() || bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket path is empty, has a NUL, or is longer than sun_path",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (dst, &src) in addr.sun_path.iter_mut().zip(bytes) {
+        *dst = src as libc::c_char;
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh socket that nothing else owns; the stream closes it on drop.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    stream.set_nonblocking(true)?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        // SAFETY: `addr` is a valid sockaddr_un of `len` bytes; `fd` is our socket.
+        let r = unsafe {
+            libc::connect(
+                stream.as_raw_fd(),
+                &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+                len,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            // Linux: the backlog is full; nothing is in progress, so try again.
+            Some(libc::EAGAIN) => {
+                if Instant::now() >= deadline {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // Other systems: the connect completes asynchronously.
+            Some(libc::EINPROGRESS) => {
+                wait_writable(&stream, deadline)?;
+                if let Some(e) = stream.take_error()? {
+                    return Err(e);
+                }
+                break;
+            }
+            _ => return Err(err),
+        }
+    }
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+fn wait_writable(stream: &UnixStream, deadline: Instant) -> io::Result<()> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let mut pfd = libc::pollfd {
+            fd: stream.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r > 0 {
+            return Ok(());
+        }
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// A process with a reachable diagnostic socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnosableProcess {
+    /// Process id (as this process sees it).
+    pub pid: u32,
+    /// The socket.
+    pub socket: PathBuf,
+}
+
+fn proc_dir(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/proc/{}", pid))
+}
+
+/// True where `/proc` describes processes (Linux).
+fn have_proc() -> bool {
+    Path::new("/proc/self/stat").exists()
+}
+
+/// The socket key of `pid`: field 22 of `/proc/PID/stat` (Linux only).
+pub fn start_key(pid: u32) -> Option<u64> {
+    let stat = fs::read(proc_dir(pid).join("stat")).ok()?;
+    key_from_proc_stat(&stat).ok()
+}
+
+/// The value of `name` in `/proc/PID/environ`, where readable.
+fn environ_var(pid: u32, name: &str) -> Option<PathBuf> {
+    let env = fs::read(proc_dir(pid).join("environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|entry| {
+        let rest = entry.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        if rest.is_empty() {
+            None
+        } else {
+            Some(PathBuf::from(OsStr::from_bytes(rest)))
+        }
+    })
+}
+
+/// The pid of `pid` in its own (innermost) pid namespace: last field of `NSpid:`.
+fn namespace_pid(pid: u32) -> Option<u32> {
+    let status = fs::read_to_string(proc_dir(pid).join("status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+/// True when `pid` lives in another mount namespace than this process.
+fn other_mount_namespace(pid: u32) -> bool {
+    match (
+        fs::read_link("/proc/self/ns/mnt"),
+        fs::read_link(proc_dir(pid).join("ns/mnt")),
+    ) {
+        (Ok(a), Ok(b)) => a != b,
+        _ => false,
+    }
+}
+
+/// Joins an absolute path below `root` (`/proc/PID/root` + `/tmp`).
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// The directories where `pid`'s socket may be: its TMPDIR, `/tmp`, and both through
+/// `/proc/PID/root` (other mount namespaces).
+fn candidate_dirs(pid: u32) -> Vec<PathBuf> {
+    let tmp = PathBuf::from("/tmp");
+    let target_tmpdir = environ_var(pid, "TMPDIR");
+    let mut dirs = Vec::new();
+    let root = proc_dir(pid).join("root");
+    if other_mount_namespace(pid) {
+        if let Some(t) = &target_tmpdir {
+            dirs.push(under(&root, t));
+        }
+        dirs.push(under(&root, &tmp));
+    }
+    if let Some(t) = target_tmpdir {
+        dirs.push(t);
+    }
+    if !have_proc() {
+        if let Some(t) = std::env::var_os("TMPDIR") {
+            dirs.push(PathBuf::from(t));
+        }
+    }
+    dirs.push(tmp);
+    let mut seen = Vec::new();
+    dirs.retain(|d| {
+        if seen.contains(d) {
+            false
+        } else {
+            seen.push(d.clone());
+            true
+        }
+    });
+    dirs
+}
+
+/// A socket file found in a directory.
+struct Found {
+    path: PathBuf,
+    name: SocketName,
+    modified: SystemTime,
+}
+
+/// Every `dotnet-diagnostic-*-socket` in `dir` that is a socket (filtered by `pid`).
+fn scan(dir: &Path, pid: Option<u32>, out: &mut Vec<Found>) {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(_) => return,
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let name = match file_name.to_str().and_then(SocketName::parse) {
+            Some(n) => n,
+            None => continue,
+        };
+        if pid.map_or(false, |p| p != name.pid) {
+            continue;
+        }
+        let meta = match entry.metadata() {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        // S_IFSOCK
+        if meta.mode() & 0o170000 != 0o140000 {
+            continue;
+        }
+        out.push(Found {
+            path: entry.path(),
+            name,
+            modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        });
+    }
+}
+
+/// Picks the socket whose key is `key`, else the newest.
+fn pick(found: Vec<Found>, key: Option<u64>) -> Option<PathBuf> {
+    if let Some(k) = key {
+        if let Some(f) = found.iter().find(|f| f.name.key == k) {
+            return Some(f.path.clone());
+        }
+    }
+    found.into_iter().max_by_key(|f| f.modified).map(|f| f.path)
+}
+
+/// Finds the diagnostic socket of `pid`.
+///
+/// With `tmpdir`, only that directory is searched. Otherwise: the target's TMPDIR (from
+/// `/proc/PID/environ`, where readable), then `/tmp`, and both through `/proc/PID/root`
+/// when the target is in another mount namespace (there it is named after the target's
+/// own pid, the last `NSpid`). Among several candidates the one whose key equals the
+/// start time in `/proc/PID/stat` wins, else the newest.
+pub fn find_socket(pid: u32, tmpdir: Option<&Path>) -> Result<PathBuf, Error> {
+    let linux = have_proc();
+    if linux && !proc_dir(pid).exists() {
+        return Err(Error::NoSuchProcess { pid });
+    }
+    let dirs = match tmpdir {
+        Some(d) => vec![d.to_path_buf()],
+        None => candidate_dirs(pid),
+    };
+    let mut pids = vec![pid];
+    if let Some(inner) = namespace_pid(pid) {
+        if inner != pid {
+            pids.push(inner);
+        }
+    }
+    let mut found = Vec::new();
+    for dir in &dirs {
+        for &p in &pids {
+            scan(dir, Some(p), &mut found);
+        }
+    }
+    pick(found, start_key(pid)).ok_or(Error::NoSocket {
+        pid,
+        searched: dirs,
+    })
+}
+
+/// Lists the processes that have a live diagnostic socket, by pid.
+///
+/// With `tmpdir`, only that directory is searched. Otherwise: this process's TMPDIR,
+/// `/tmp`, the TMPDIR of every process whose environment is readable, and `/tmp` of
+/// processes in other mount namespaces (through `/proc/PID/root`). On Linux, sockets of
+/// dead processes, and sockets whose key is not the process's start time (a recycled
+/// pid), are left out.
+pub fn list_processes(tmpdir: Option<&Path>) -> Result<Vec<DiagnosableProcess>, Error> {
+    let linux = have_proc();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    // (outer pid, directory, inner pid) for processes in other mount namespaces.
+    let mut foreign: Vec<(u32, PathBuf, u32)> = Vec::new();
+    match tmpdir {
+        Some(d) => dirs.push(d.to_path_buf()),
+        None => {
+            dirs.push(std::env::temp_dir());
+            dirs.push(PathBuf::from("/tmp"));
+            if linux {
+                for pid in all_pids()? {
+                    if other_mount_namespace(pid) {
+                        let inner = namespace_pid(pid).unwrap_or(pid);
+                        let root = proc_dir(pid).join("root");
+                        if fs::metadata(&root).is_err() {
+                            continue;
+                        }
+                        if let Some(t) = environ_var(pid, "TMPDIR") {
+                            foreign.push((pid, under(&root, &t), inner));
+                        }
+                        foreign.push((pid, under(&root, Path::new("/tmp")), inner));
+                    } else if let Some(t) = environ_var(pid, "TMPDIR") {
+                        if !dirs.contains(&t) {
+                            dirs.push(t);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for d in &dirs {
+        scan(d, None, &mut found);
+    }
+    let mut by_pid: BTreeMap<u32, Vec<Found>> = BTreeMap::new();
+    for f in found {
+        by_pid.entry(f.name.pid).or_default().push(f);
+    }
+    let mut out = Vec::new();
+    for (pid, candidates) in by_pid {
+        if linux {
+            if !proc_dir(pid).exists() {
+                continue;
+            }
+            let key = start_key(pid);
+            let live: Vec<Found> = candidates
+                .into_iter()
+                .filter(|f| key.map_or(true, |k| k == f.name.key))
+                .collect();
+            if let Some(socket) = pick(live, key) {
+                out.push(DiagnosableProcess { pid, socket });
+            }
+        } else if let Some(socket) = pick(candidates, None) {
+            out.push(DiagnosableProcess { pid, socket });
+        }
+    }
+    for (pid, dir, inner) in foreign {
+        if out.iter().any(|p| p.pid == pid) {
+            continue;
+        }
+        let mut f = Vec::new();
+        scan(&dir, Some(inner), &mut f);
+        if let Some(socket) = pick(f, start_key(pid)) {
+            out.push(DiagnosableProcess { pid, socket });
+        }
+    }
+    out.sort_by_key(|p| p.pid);
+    Ok(out)
+}
+
+fn all_pids() -> Result<Vec<u32>, Error> {
+    let mut pids = Vec::new();
+    for entry in fs::read_dir("/proc")?.flatten() {
+        if let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_key_matches_stat() {
+        let me = std::process::id();
+        assert!(start_key(me).is_some());
+        assert!(find_socket(me, Some(Path::new("/nonexistent-dir"))).is_err());
+    }
+
+    #[test]
+    fn no_such_process() {
+        // Pids are below 2^22 on Linux.
+        match find_socket(u32::MAX - 1, None) {
+            Err(Error::NoSuchProcess { .. }) => {}
+            other => panic!("{:?}", other),
+        }
+    }
+
+    #[test]
+    fn connect_times_out_or_fails_fast() {
+        let t = Instant::now();
+        let e = connect(
+            Path::new("/nonexistent-dir/x-socket"),
+            Duration::from_secs(5),
+        );
+        assert!(e.is_err());
+        assert!(t.elapsed() < Duration::from_secs(1));
+        let long = "/tmp/".to_string() + &"x".repeat(200);
+        assert_eq!(
+            connect(Path::new(&long), Duration::from_secs(1))
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+}

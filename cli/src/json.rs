@@ -1,0 +1,67 @@
+//! Just enough JSON output for `dsipc info --json`.
+
+use std::fmt::Write;
+
+/// A flat JSON object, written in insertion order.
+pub struct Object {
+    out: String,
+}
+
+fn escape(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+impl Object {
+    pub fn new() -> Self {
+        Object {
+            out: String::from("{"),
+        }
+    }
+
+    fn key(&mut self, k: &str) {
+        if self.out.len() > 1 {
+            self.out.push(',');
+        }
+        escape(&mut self.out, k);
+        self.out.push(':');
+    }
+
+    pub fn number(&mut self, k: &str, v: u64) {
+        self.key(k);
+        let _ = write!(self.out, "{}", v);
+    }
+
+    pub fn string(&mut self, k: &str, v: &str) {
+        self.key(k);
+        escape(&mut self.out, v);
+    }
+
+    pub fn opt_string(&mut self, k: &str, v: Option<&str>) {
+        match v {
+            Some(v) => self.string(k, v),
+            None => {
+                self.key(k);
+                self.out.push_str("null");
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> String {
+        self.out.push('}');
+        self.out
+    }
+}
