@@ -238,6 +238,10 @@ pub enum ClientError {
         /// Contiguous bytes needed.
         needed: usize,
     },
+    /// A reverse-port connection did not start with a valid 34-byte Advertise.
+    BadAdvertise(crate::wire::AdvertiseError),
+    /// Misuse: a request on a reverse-port connection before the Advertise arrived.
+    AdvertiseNotReceived,
     /// Misuse: input or EOF was handed to the machine before a request was sent.
     NotSent,
     /// Misuse: a second request on one connection (the protocol allows one per connection).
@@ -302,6 +306,10 @@ impl fmt::Display for ClientError {
                 "receive buffer too small: a message needs {} contiguous bytes",
                 needed
             ),
+            ClientError::BadAdvertise(e) => write!(f, "bad advertise: {}", e),
+            ClientError::AdvertiseNotReceived => {
+                write!(f, "the runtime has not advertised itself yet")
+            }
             ClientError::NotSent => write!(f, "no request has been sent on this connection"),
             ClientError::AlreadySent => {
                 write!(f, "a request was already sent (one command per connection)")

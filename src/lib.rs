@@ -15,7 +15,8 @@
 //! - [`payload`]: one typed request per command, named after the spec
 //!   ([`payload::ProcessInfo3`], [`payload::CollectTracing2`], ...), all implementing
 //!   [`payload::Request`]; typed replies ([`payload::Reply`], [`payload::ErrorReply`]).
-//! - [`conn`]: [`ClientConnection`], the state machine of one client connection.
+//! - [`conn`]: [`ClientConnection`] (a tool's side of one connection, or a monitor's side of
+//!   a reverse port) and [`ServerConnection`] (the runtime's side, optionally advertising).
 //! - [`transport`]: socket and pipe names, the `/proc/PID/stat` key, `DOTNET_DiagnosticPorts`.
 //!
 //! ## The drive loop
@@ -142,7 +143,9 @@ pub mod wire;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use conn::{ClientConnection, ClientEvent, Handled, Status};
+pub use conn::{
+    ClientConnection, ClientEvent, Handled, ServerConnection, ServerEvent, ServerStatus, Status,
+};
 pub use error::{ClientError, DecodeError, EncodeError, HeaderError};
 pub use payload::{AnyRequest, ErrorReply, Reply, Request, Response};
 pub use wire::{Command, Guid, Hresult, Text};

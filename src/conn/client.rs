@@ -4,7 +4,9 @@
 use crate::error::{ClientError, DecodeError};
 use crate::fmt::{debug, trace};
 use crate::payload::{CollectTracing5, CollectTracing6, ErrorReply, Reply, Request, Response};
-use crate::wire::{Command, Header, HeaderView, Reader, Text, HEADER_LEN};
+use crate::wire::{
+    Advertise, AdvertiseError, Command, Header, HeaderView, Reader, Text, ADVERTISE_LEN, HEADER_LEN,
+};
 
 /// Something the peer said, decoded. Borrowed data points into the input slice given to
 /// [`ClientConnection::handle_input`] and stays valid until that buffer is reused.
@@ -22,6 +24,9 @@ pub enum ClientEvent<'a> {
     EnvironmentVariable(Text<'a>),
     /// The continuation ended cleanly (EOF after a stream, or the last environment entry).
     EndOfStream,
+    /// A runtime announced itself on a reverse port (see
+    /// [`ClientConnection::expecting_advertise`]); a request may now be sent.
+    Advertise(Advertise),
 }
 
 /// Outcome of [`ClientConnection::handle_input`].
@@ -55,6 +60,8 @@ pub struct Handled<'a> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// Reverse port: waiting for the runtime's 34-byte Advertise.
+    AwaitAdvertise { pending: usize },
     /// Nothing sent yet.
     Idle,
     /// Request sent; waiting for the reply message. `pending` = bytes the caller had last
@@ -109,6 +116,18 @@ impl ClientConnection {
         }
     }
 
+    /// A machine for the monitor side of a reverse port (`DOTNET_DiagnosticPorts=...,connect`):
+    /// the runtime connects and first sends an Advertise, reported as
+    /// [`ClientEvent::Advertise`]; only then can a request be sent. A short or malformed
+    /// Advertise is [`ClientError::BadAdvertise`].
+    pub const fn expecting_advertise() -> Self {
+        ClientConnection {
+            command: None,
+            fd_passing: false,
+            state: State::AwaitAdvertise { pending: 0 },
+        }
+    }
+
     /// Encodes `request` into `out` (header and payload, to be written in **one** write:
     /// .NET Core 3.1 reads each part with a single read) and returns its length.
     ///
@@ -121,8 +140,10 @@ impl ClientConnection {
         request: &R,
         out: &mut [u8],
     ) -> Result<usize, ClientError> {
-        if self.state != State::Idle {
-            return Err(ClientError::AlreadySent);
+        match self.state {
+            State::Idle => {}
+            State::AwaitAdvertise { .. } => return Err(ClientError::AdvertiseNotReceived),
+            _ => return Err(ClientError::AlreadySent),
         }
         let n = request.encode(out)?;
         let command = request.command();
@@ -199,6 +220,33 @@ impl ClientConnection {
     /// [`Status::Partial`] `consumed` is 0 and the caller keeps them. Reads only `input`.
     pub fn handle_input<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, ClientError> {
         match self.state {
+            State::AwaitAdvertise { .. } => {
+                if input.len() < ADVERTISE_LEN {
+                    self.state = State::AwaitAdvertise {
+                        pending: input.len(),
+                    };
+                    return Ok(Handled {
+                        consumed: 0,
+                        status: Status::Partial {
+                            needed: ADVERTISE_LEN,
+                        },
+                    });
+                }
+                match Advertise::parse(input) {
+                    Ok(adv) => {
+                        self.state = State::Idle;
+                        Ok(Handled {
+                            consumed: ADVERTISE_LEN,
+                            status: Status::Event(ClientEvent::Advertise(adv)),
+                        })
+                    }
+                    Err(e) => Err(self.fail(ClientError::BadAdvertise(e))),
+                }
+            }
+            State::Idle if input.is_empty() => Ok(Handled {
+                consumed: 0,
+                status: Status::Partial { needed: 1 },
+            }),
             State::Idle => Err(ClientError::NotSent),
             State::Failed(e) => Err(e),
             State::Done | State::AwaitClose => {
@@ -432,6 +480,9 @@ impl ClientConnection {
     /// any reply ([`ClientError::ClosedBeforeReply`]).
     pub fn handle_eof(&mut self) -> Result<Option<ClientEvent<'static>>, ClientError> {
         match self.state {
+            State::AwaitAdvertise { pending } => Err(self.fail(ClientError::BadAdvertise(
+                AdvertiseError::Truncated { available: pending },
+            ))),
             State::Idle => Err(ClientError::NotSent),
             State::Failed(e) => Err(e),
             State::Done | State::AwaitClose => {
