@@ -9,7 +9,7 @@ use std::cell::Cell;
 
 use dsipc::payload::*;
 use dsipc::wire::{Header, HEADER_LEN};
-use dsipc::{ClientConnection, Command, Status};
+use dsipc::{ClientConnection, Command, ServerConnection, ServerEvent, ServerStatus, Status};
 
 struct Counting;
 
@@ -88,6 +88,8 @@ fn core_operations_do_not_allocate() {
     let stat = b"77 (dotnet) S 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 9 0 123456 0 0".to_vec();
     let ports = "/tmp/a.sock,nosuspend;/tmp/b.sock".to_string();
     let lone = common::lone_surrogate_command_line();
+    let pi3_request = common::capture("net8.0.4", "process-info3.request.bin");
+    let bad_magic = common::capture("net8.0.4", "bad-magic.request.bin");
 
     let mut requests = 0;
     let n = allocations(|| {
@@ -159,6 +161,46 @@ fn core_operations_do_not_allocate() {
         let mut sink = Sink(0);
         write!(sink, "{} {}", e, Command::ProcessInfo3).unwrap();
         assert!(sink.0 > 0);
+
+        // The server machine: every captured request parsed, answered, plus a rejection,
+        // the advertising mode and an environment block.
+        let mut server = ServerConnection::new();
+        let h = server.handle_input(&pi3_request);
+        assert!(matches!(
+            h.status,
+            ServerStatus::Event(ServerEvent::Request { .. })
+        ));
+        let reply = Reply::decode(Command::ProcessInfo3, &pi3[HEADER_LEN..])
+            .unwrap()
+            .unwrap();
+        let n = server
+            .send_response(&Response::Ok(reply), &mut buf)
+            .unwrap();
+        assert_eq!(&buf[..n], &pi3[..]);
+        let mut server = ServerConnection::new();
+        let h = server.handle_input(&bad_magic);
+        assert!(matches!(
+            h.status,
+            ServerStatus::Event(ServerEvent::Rejected(_))
+        ));
+        assert_eq!(server.poll_transmit(&mut buf).unwrap(), 24);
+        let adv = dsipc::wire::Advertise {
+            runtime_cookie: dsipc::Guid::NIL,
+            process_id: 1,
+            future: 0,
+        };
+        let mut server = ServerConnection::advertising(adv);
+        assert_eq!(server.poll_transmit(&mut buf).unwrap(), 34);
+        let mut monitor = ClientConnection::expecting_advertise();
+        assert!(matches!(
+            monitor.handle_input(&buf[..34]).unwrap().status,
+            Status::Event(_)
+        ));
+        let vars = [dsipc::Text::Str("A=1"), dsipc::Text::Str("B=2")];
+        assert_eq!(
+            dsipc::conn::encode_environment_block(vars, &mut buf).unwrap(),
+            dsipc::conn::environment_block_len(vars)
+        );
 
         assert_eq!(dsipc::transport::key_from_proc_stat(&stat), Ok(123456));
         assert_eq!(dsipc::transport::DiagnosticPorts::parse(&ports).count(), 2);
