@@ -286,6 +286,17 @@ fn validate_providers<'a, T: WireItem<'a>>(
     providers.iter().try_for_each(|p| each(&p))
 }
 
+/// The checks shared by CollectTracing 1 to 4.
+fn validate_classic(
+    circular_buffer_mb: u32,
+    format: TraceFormat,
+    providers: &Seq<'_, Provider<'_>>,
+) -> Result<(), EncodeError> {
+    validate_buffer(circular_buffer_mb)?;
+    validate_format(format)?;
+    validate_providers(providers, Provider::validate)
+}
+
 /// 0x0201: stop the session `session_id` (send it on a second connection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -463,9 +474,7 @@ impl Request for CollectTracing<'_> {
         self.providers.encode(w);
     }
     fn validate(&self) -> Result<(), EncodeError> {
-        validate_buffer(self.circular_buffer_mb)?;
-        validate_format(self.format)?;
-        validate_providers(&self.providers, Provider::validate)
+        validate_classic(self.circular_buffer_mb, self.format, &self.providers)
     }
 }
 
@@ -496,9 +505,7 @@ impl Request for CollectTracing2<'_> {
         self.providers.encode(w);
     }
     fn validate(&self) -> Result<(), EncodeError> {
-        validate_buffer(self.circular_buffer_mb)?;
-        validate_format(self.format)?;
-        validate_providers(&self.providers, Provider::validate)
+        validate_classic(self.circular_buffer_mb, self.format, &self.providers)
     }
 }
 
@@ -531,9 +538,7 @@ impl Request for CollectTracing3<'_> {
         self.providers.encode(w);
     }
     fn validate(&self) -> Result<(), EncodeError> {
-        validate_buffer(self.circular_buffer_mb)?;
-        validate_format(self.format)?;
-        validate_providers(&self.providers, Provider::validate)
+        validate_classic(self.circular_buffer_mb, self.format, &self.providers)
     }
 }
 
@@ -566,9 +571,7 @@ impl Request for CollectTracing4<'_> {
         self.providers.encode(w);
     }
     fn validate(&self) -> Result<(), EncodeError> {
-        validate_buffer(self.circular_buffer_mb)?;
-        validate_format(self.format)?;
-        validate_providers(&self.providers, Provider::validate)
+        validate_classic(self.circular_buffer_mb, self.format, &self.providers)
     }
 }
 
