@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use dsipc::payload::{DumpType, PerfMapType, Provider};
 use dsipc::wire::{Guid, Text};
-use dsipc_std::{DiagnosticsClient, Endpoint, Error, ProcessInfo};
+use dsipc_std::{DiagnosticsClient, Error, ProcessInfo};
 
 use args::{parse, usage, Parsed, UsageError};
 
@@ -106,16 +106,8 @@ impl Common {
     }
 }
 
-#[cfg(unix)]
 fn find_client(pid: u32, tmpdir: Option<&Path>) -> Result<DiagnosticsClient, Error> {
     DiagnosticsClient::for_pid_in(pid, tmpdir)
-}
-
-#[cfg(not(unix))]
-fn find_client(_pid: u32, _tmpdir: Option<&Path>) -> Result<DiagnosticsClient, Error> {
-    Err(Error::InvalidArgument(
-        "finding processes is only implemented on Unix so far",
-    ))
 }
 
 fn parse_seconds(what: &str, s: &str) -> Result<Duration, UsageError> {
@@ -249,7 +241,8 @@ fn ps(common: &Common) -> CliResult {
     let mut out = out.lock();
     writeln!(out, "{:<8} {:<48} SOCKET", "PID", "COMMAND")?;
     for proc in procs {
-        let client = DiagnosticsClient::new(Endpoint::new(&proc.socket)).with_timeout(timeout);
+        let client =
+            DiagnosticsClient::new(dsipc_std::Endpoint::new(&proc.socket)).with_timeout(timeout);
         let command = match client.process_info_basic() {
             Ok(info) => info.command_line,
             // .NET Core 3.x has no ProcessInfo: show what /proc says, in brackets.

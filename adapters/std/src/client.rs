@@ -109,23 +109,29 @@ impl<T> Clone for DiagnosticsClient<T> {
     }
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, windows))]
 impl DiagnosticsClient<Endpoint> {
-    /// The runtime of process `pid`, found with [`crate::unix::find_socket`] (target's
-    /// TMPDIR, `/tmp`, then through `/proc/PID/root`).
+    /// The runtime of process `pid`: on Unix its socket, found with `unix::find_socket`
+    /// (the target's TMPDIR, `/tmp`, then through `/proc/PID/root`); on Windows its pipe.
     pub fn for_pid(pid: u32) -> Result<Self, Error> {
         Self::for_pid_in(pid, None)
     }
 
-    /// As [`for_pid`](Self::for_pid), searching only `tmpdir` when it is given.
+    /// As [`for_pid`](Self::for_pid), searching only `tmpdir` when it is given (Unix;
+    /// ignored on Windows, where the pipe name depends on the pid only).
     pub fn for_pid_in(pid: u32, tmpdir: Option<&std::path::Path>) -> Result<Self, Error> {
-        Ok(Self::new(Endpoint::new(crate::unix::find_socket(
-            pid, tmpdir,
-        )?)))
+        #[cfg(unix)]
+        let endpoint = Endpoint::new(crate::unix::find_socket(pid, tmpdir)?);
+        #[cfg(windows)]
+        let endpoint = {
+            let _ = tmpdir;
+            crate::windows::endpoint_for_pid(pid)
+        };
+        Ok(Self::new(endpoint))
     }
 }
 
-/// The result of a GenerateCoreDump that carries only a status.
+/// Checks a reply that carries only a status.
 fn expect_status(command: Command, ev: ClientEvent<'_>) -> Result<(), Error> {
     match ev {
         ClientEvent::Reply(Reply::Ok(h)) if h.is_success() => Ok(()),

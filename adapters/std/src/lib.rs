@@ -27,7 +27,7 @@
 //! # }
 //! ```
 //!
-//! Platform code lives in its own module ([`unix`]); the driver is generic over any
+//! Platform code lives in its own module (`unix`, `windows`); the driver is generic over any
 //! [`Connection`] (`Read + Write` with timeouts), opened per command by a [`Transport`].
 #![deny(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
@@ -40,6 +40,8 @@ mod transport;
 
 #[cfg(unix)]
 pub mod unix;
+#[cfg(windows)]
+pub mod windows;
 
 pub use client::{DiagnosticsClient, ProcessInfo, DEFAULT_TIMEOUT};
 pub use drive::RECV_BUFFER_LEN;
