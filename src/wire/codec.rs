@@ -211,11 +211,12 @@ impl<'a> Writer<'a> {
                 self.u16(0);
             }
             Text::Str(s) => {
-                let units = utf16_len(s);
+                let ascii = s.is_ascii();
+                let units = if ascii { s.len() } else { utf16_len(s) };
                 self.u32(units as u32 + 1);
                 let end = self.pos.saturating_add(2 * units);
                 match self.buf.get_mut(self.pos..end) {
-                    Some(dst) if s.is_ascii() => {
+                    Some(dst) if ascii => {
                         for (d, b) in dst.chunks_exact_mut(2).zip(s.bytes()) {
                             d[0] = b;
                             d[1] = 0;

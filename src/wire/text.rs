@@ -191,6 +191,9 @@ impl defmt::Format for Utf16Str<'_> {
 /// unit per char (non-continuation byte), two for chars outside the BMP (4-byte leads).
 #[inline]
 pub(crate) fn utf16_len(s: &str) -> usize {
+    if s.is_ascii() {
+        return s.len();
+    }
     s.bytes()
         .map(|b| usize::from((b & 0xC0) != 0x80) + usize::from(b >= 0xF0))
         .sum()
