@@ -13,7 +13,7 @@ use dsipc::payload::{
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
 
-use crate::drive::{self, remaining, Exchange, Filled, Step};
+use crate::drive::{self, remaining, Filled, Step};
 use crate::session::TraceSession;
 use crate::{Endpoint, Error, Transport};
 
@@ -214,9 +214,7 @@ impl<T: Transport> DiagnosticsClient<T> {
                 "EventPipe sessions go through start_tracing",
             ));
         }
-        let deadline = Instant::now() + timeout;
-        let conn = self.transport.connect(timeout)?;
-        drive::run(conn, request, deadline, timeout, on_event)
+        drive::run(request, |t| self.transport.connect(t), timeout, on_event)
     }
 
     /// Sends a request whose OK reply is a status.
@@ -439,8 +437,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         let command = request.command();
         let timeout = self.timeout;
         let deadline = Instant::now() + timeout;
-        let conn = self.transport.connect(timeout)?;
-        let mut ex = Exchange::send(conn, &request, remaining(deadline, command, timeout)?)?;
+        let mut ex = drive::open(&request, |t| self.transport.connect(t), timeout, deadline)?;
         let session_id = loop {
             match ex.poll()? {
                 Step::Event(ClientEvent::Reply(Reply::SessionId(id))) => break id,

@@ -65,37 +65,63 @@ fn is_timeout(e: &io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 
-impl<C: Connection> Exchange<C> {
-    /// Encodes `request` and writes it in one `write_all`, within `timeout` of now.
-    pub(crate) fn send<R: Request + ?Sized>(
-        mut conn: C,
-        request: &R,
-        timeout: Duration,
-    ) -> Result<Self, Error> {
-        let command = request.command();
+/// A request encoded by the machine, not sent yet: encoding (and the core's refusal of
+/// ill-formed requests) happens before any connection is opened.
+pub(crate) struct Prepared {
+    machine: ClientConnection,
+    command: Command,
+    buf: Box<[u8]>,
+    len: usize,
+}
+
+impl Prepared {
+    /// Encodes `request`.
+    pub(crate) fn new<R: Request + ?Sized>(request: &R) -> Result<Self, Error> {
         let mut buf = vec![0u8; RECV_BUFFER_LEN].into_boxed_slice();
         let mut machine = ClientConnection::new();
-        let n = machine
+        let len = machine
             .send_request(request, &mut buf)
             .map_err(Error::from_client)?;
+        Ok(Prepared {
+            machine,
+            command: request.command(),
+            buf,
+            len,
+        })
+    }
+
+    /// The request's command.
+    pub(crate) fn command(&self) -> Command {
+        self.command
+    }
+
+    /// Writes the request on `conn` in one `write_all`, within `timeout`.
+    pub(crate) fn send<C: Connection>(
+        self,
+        mut conn: C,
+        timeout: Duration,
+    ) -> Result<Exchange<C>, Error> {
+        let command = self.command;
         conn.set_write_timeout(Some(timeout.max(Duration::from_millis(1))))?;
-        match conn.write_all(&buf[..n]) {
+        match conn.write_all(&self.buf[..self.len]) {
             Ok(()) => {}
             Err(e) if is_timeout(&e) => return Err(Error::Timeout { command, timeout }),
             Err(e) => return Err(Error::Io(e)),
         }
         Ok(Exchange {
             conn,
-            machine,
+            machine: self.machine,
             command,
-            buf,
+            buf: self.buf,
             start: 0,
             end: 0,
             eof: false,
             read_timeout: None,
         })
     }
+}
 
+impl<C: Connection> Exchange<C> {
     /// The request's command.
     pub(crate) fn command(&self) -> Command {
         self.command
@@ -161,22 +187,23 @@ impl<C: Connection> Exchange<C> {
     }
 }
 
-/// Runs one request/reply exchange to its end, handing every event to `on_event`; the
-/// whole exchange must finish by `deadline`.
-pub(crate) fn run<C, R, F>(
-    conn: C,
+/// Runs one request/reply exchange to its end: encodes `request`, connects with
+/// `connect`, sends, and hands every event to `on_event`; all within `timeout`.
+pub(crate) fn run<C, R, K, F>(
     request: &R,
-    deadline: Instant,
+    connect: K,
     timeout: Duration,
     mut on_event: F,
 ) -> Result<(), Error>
 where
     C: Connection,
     R: Request + ?Sized,
+    K: FnOnce(Duration) -> Result<C, Error>,
     F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
 {
-    let command = request.command();
-    let mut ex = Exchange::send(conn, request, remaining(deadline, command, timeout)?)?;
+    let deadline = Instant::now() + timeout;
+    let mut ex = open(request, connect, timeout, deadline)?;
+    let command = ex.command();
     loop {
         match ex.poll()? {
             Step::Event(ev) => on_event(ev)?,
@@ -188,4 +215,22 @@ where
             Step::Done => return Ok(()),
         }
     }
+}
+
+/// Encodes `request`, then connects and sends it, by `deadline`.
+pub(crate) fn open<C, R, K>(
+    request: &R,
+    connect: K,
+    timeout: Duration,
+    deadline: Instant,
+) -> Result<Exchange<C>, Error>
+where
+    C: Connection,
+    R: Request + ?Sized,
+    K: FnOnce(Duration) -> Result<C, Error>,
+{
+    let prepared = Prepared::new(request)?;
+    let command = prepared.command();
+    let conn = connect(remaining(deadline, command, timeout)?)?;
+    prepared.send(conn, remaining(deadline, command, timeout)?)
 }

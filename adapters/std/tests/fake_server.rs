@@ -1,0 +1,291 @@
+//! The adapter against scripted servers on Unix sockets: the cases real runtimes do not
+//! produce on demand (a server that goes silent, closes early, sends garbage, or makes the
+//! stop wait until the stream is drained). The replies are encoded by the core.
+#![cfg(unix)]
+
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use dsipc::payload::{ErrorReply, ProcessInfo2Reply, ProcessInfo3, Provider, Reply, Response};
+use dsipc::wire::{Command, Guid, Hresult, Text};
+use dsipc::ClientError;
+use dsipc_std::{DiagnosticsClient, Endpoint, Error};
+
+static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn socket_path() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "dsipc-fake-{}-{}-socket",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    ))
+}
+
+/// Reads one request: its command and payload.
+fn read_request(s: &mut UnixStream) -> (Command, Vec<u8>) {
+    let mut head = [0u8; 20];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(&head[..14], b"DOTNET_IPC_V1\0");
+    let size = u16::from_le_bytes([head[14], head[15]]) as usize;
+    let mut payload = vec![0u8; size - 20];
+    s.read_exact(&mut payload).unwrap();
+    (Command::from_code(head[16], head[17]), payload)
+}
+
+fn send(s: &mut UnixStream, r: Response<'_>) {
+    let mut buf = vec![0u8; r.encoded_len()];
+    let n = r.encode(&mut buf).unwrap();
+    s.write_all(&buf[..n]).unwrap();
+}
+
+/// Serves every connection on its own thread with `handler`, until the test ends.
+fn serve<F>(handler: F) -> PathBuf
+where
+    F: Fn(UnixStream, Command, Vec<u8>) + Send + Sync + 'static,
+{
+    let path = socket_path();
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    let handler = Arc::new(handler);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let mut conn = match conn {
+                Ok(c) => c,
+                Err(_) => return,
+            };
+            let handler = Arc::clone(&handler);
+            std::thread::spawn(move || {
+                let (cmd, payload) = read_request(&mut conn);
+                handler(conn, cmd, payload);
+            });
+        }
+    });
+    path
+}
+
+fn client(path: &PathBuf, timeout: Duration) -> DiagnosticsClient {
+    DiagnosticsClient::new(Endpoint::new(path)).with_timeout(timeout)
+}
+
+#[test]
+fn a_silent_server_times_out() {
+    let path = serve(|conn, _, _| {
+        std::thread::sleep(Duration::from_secs(5));
+        drop(conn);
+    });
+    let c = client(&path, Duration::from_millis(300));
+    let t = Instant::now();
+    match c.process_info() {
+        Err(e @ Error::Timeout { .. }) => {
+            assert!(e.to_string().contains("ProcessInfo3"), "{}", e);
+        }
+        other => panic!("{:?}", other),
+    }
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn process_info_falls_back_from_3_to_2() {
+    let path = serve(|mut conn, cmd, payload| {
+        assert!(payload.is_empty());
+        match cmd {
+            Command::ProcessInfo3 => send(
+                &mut conn,
+                Response::Error(ErrorReply::new(Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND)),
+            ),
+            Command::ProcessInfo2 => send(
+                &mut conn,
+                Response::Ok(Reply::ProcessInfo2(ProcessInfo2Reply {
+                    process_id: 42,
+                    runtime_cookie: Guid::from_fields(1, 2, 3, [4; 8]),
+                    command_line: Text::Str("/usr/bin/dotnet app.dll"),
+                    os: Text::Str("Linux"),
+                    arch: Text::Str("arm64"),
+                    managed_entrypoint_assembly_name: Text::Str("app"),
+                    clr_product_version: Text::Str("6.0.0"),
+                })),
+            ),
+            other => panic!("unexpected {:?}", other),
+        }
+    });
+    let info = client(&path, Duration::from_secs(5))
+        .process_info()
+        .unwrap();
+    assert_eq!(info.command, Command::ProcessInfo2);
+    assert_eq!(info.pid, 42);
+    assert_eq!(info.command_line, "/usr/bin/dotnet app.dll");
+    assert_eq!(info.clr_version.as_deref(), Some("6.0.0"));
+    assert_eq!(info.runtime_identifier, None);
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn early_close_and_garbage_are_protocol_errors() {
+    let path = serve(|mut conn, cmd, _| match cmd {
+        Command::ProcessInfo3 => drop(conn),
+        Command::ResumeRuntime => conn.write_all(&[0xAB; 24]).unwrap(),
+        // A reply cut short by EOF.
+        _ => conn
+            .write_all(&b"DOTNET_IPC_V1\0\x18\x00\xff\x00\x00\x00\x00"[..])
+            .unwrap(),
+    });
+    let c = client(&path, Duration::from_secs(5));
+    match c.process_info() {
+        Err(Error::Protocol(ClientError::ClosedBeforeReply)) => {}
+        other => panic!("{:?}", other),
+    }
+    match c.resume_runtime() {
+        Err(Error::Protocol(ClientError::BadMagic { .. })) => {}
+        other => panic!("{:?}", other),
+    }
+    match c.disable_perf_map() {
+        Err(Error::Protocol(ClientError::UnexpectedEof { needed, available })) => {
+            assert_eq!((needed, available), (24, 21));
+        }
+        other => panic!("{:?}", other),
+    }
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_stale_socket_is_a_connect_error() {
+    let path = socket_path();
+    drop(UnixListener::bind(&path).unwrap()); // the file stays, nobody listens
+    let e = client(&path, Duration::from_secs(1))
+        .process_info()
+        .unwrap_err();
+    match &e {
+        Error::Connect { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::ConnectionRefused)
+        }
+        other => panic!("{:?}", other),
+    }
+    assert!(e.to_string().contains("stale"), "{}", e);
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn requests_are_routed_by_kind() {
+    let c = client(&socket_path(), Duration::from_secs(1));
+    // EventPipe sessions must go through start_tracing, and start_tracing only takes them.
+    let providers = [Provider::new("X", 1, 4)];
+    let ct2 = dsipc::payload::CollectTracing2 {
+        circular_buffer_mb: 1,
+        format: dsipc::payload::TraceFormat::NetTrace,
+        request_rundown: false,
+        providers: (&providers[..]).into(),
+    };
+    assert!(matches!(
+        c.exchange(&ct2, |_| Ok(())),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.start_tracing(ProcessInfo3),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Requests the core refuses are not sent (no server exists here at all).
+    assert!(matches!(
+        c.collect_tracing(&[], 1, false),
+        Err(Error::InvalidRequest(_))
+    ));
+}
+
+/// A runtime-like EventPipe server: it streams until a stop arrives, then flushes
+/// `flush_bytes` more into the trace connection (blocking until the client reads them),
+/// and only then answers the stop and closes the stream.
+fn eventpipe_server(flush_bytes: usize, close_after_flush: bool) -> PathBuf {
+    let state = Arc::new((Mutex::new((false, false)), Condvar::new())); // (stop requested, flushed)
+    serve(move |mut conn, cmd, _| {
+        let (lock, cv) = &*state;
+        match cmd {
+            Command::CollectTracing2 => {
+                send(&mut conn, Response::Ok(Reply::SessionId(0x42)));
+                conn.write_all(b"Nettrace").unwrap();
+                let chunk = vec![0x5Au8; 64 * 1024];
+                // Stream until the stop arrives.
+                while !lock.lock().unwrap().0 {
+                    if conn.write_all(&chunk[..4096]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                // Flush: these writes only complete if the client keeps draining.
+                let mut left = flush_bytes;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    if conn.write_all(&chunk[..n]).is_err() {
+                        return;
+                    }
+                    left -= n;
+                }
+                lock.lock().unwrap().1 = true;
+                cv.notify_all();
+                if close_after_flush {
+                    conn.write_all(&[0x06, 0x01]).unwrap();
+                } else {
+                    // Misbehave: never close the stream.
+                    std::thread::sleep(Duration::from_secs(30));
+                }
+            }
+            Command::StopTracing => {
+                lock.lock().unwrap().0 = true;
+                let mut s = lock.lock().unwrap();
+                while !s.1 {
+                    s = cv.wait(s).unwrap();
+                }
+                drop(s);
+                send(&mut conn, Response::Ok(Reply::SessionId(0x42)));
+            }
+            other => panic!("unexpected {:?}", other),
+        }
+    })
+}
+
+#[test]
+fn stop_is_answered_only_because_the_stream_keeps_draining() {
+    let flush = 8 * 1024 * 1024; // far more than the socket buffers hold
+    let path = eventpipe_server(flush, true);
+    let c = client(&path, Duration::from_secs(5));
+    let mut session = c
+        .collect_tracing(&[Provider::new("X", 1, 4)], 1, false)
+        .unwrap();
+    assert_eq!(session.session_id(), 0x42);
+    let t = Instant::now();
+    let mut first = Vec::new();
+    let n = session
+        .drain(
+            |d| {
+                if first.len() < 8 {
+                    first.extend_from_slice(d);
+                }
+                Ok(())
+            },
+            |bytes| bytes > 256 * 1024,
+        )
+        .expect("drained to the end");
+    assert!(first.starts_with(b"Nettrace"));
+    assert!(n as usize > flush + 256 * 1024, "{}", n);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(session.stop_handle().is_requested());
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_stream_that_never_ends_after_stop_times_out() {
+    let path = eventpipe_server(1024, false);
+    let c = client(&path, Duration::from_millis(500));
+    let mut session = c
+        .collect_tracing(&[Provider::new("X", 1, 4)], 1, false)
+        .unwrap();
+    let t = Instant::now();
+    match session.drain(|_| Ok(()), |bytes| bytes > 16 * 1024) {
+        Err(Error::Timeout { command, .. }) => assert_eq!(command, Command::StopTracing),
+        other => panic!("{:?}", other),
+    }
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let _ = std::fs::remove_file(path);
+}

@@ -1,0 +1,330 @@
+//! The `dsipc` binary end to end, against real runtimes (see adapters/std/tests/interop.rs;
+//! needs `scripts/setup-runtimes.sh`, and fails without it). Every run is bounded.
+#![cfg(target_os = "linux")]
+
+#[path = "../../adapters/std/tests/support/mod.rs"]
+mod support;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{remove, temp_path, Host, Runtime};
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+/// Runs `dsipc ARGS`, killing it after `limit`.
+fn dsipc(args: &[&str], limit: Duration) -> Run {
+    let t = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dsipc");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("dsipc {:?} ran longer than {:?}", args, limit);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let run = Run {
+        code: status.code(),
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+        took: t.elapsed(),
+    };
+    eprintln!(
+        "$ dsipc {} -> {:?} in {:.2} s\n{}{}",
+        args.join(" "),
+        run.code,
+        run.took.as_secs_f64(),
+        run.stdout,
+        run.stderr
+    );
+    run
+}
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn ps_lists_the_host_with_its_command_line_and_socket() {
+    let host = Host::start(Runtime::Net8, false);
+    let r = dsipc(&["ps"], LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let pid = host.pid.to_string();
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
+        .unwrap_or_else(|| panic!("pid {} not listed:\n{}", pid, r.stdout));
+    assert!(line.contains(host.exe().to_str().unwrap()), "{}", line);
+    assert!(
+        line.contains(&format!("/tmp/dotnet-diagnostic-{}-", host.pid)),
+        "{}",
+        line
+    );
+}
+
+#[test]
+fn info_json_has_the_pid_and_text_info_the_version() {
+    let host = Host::start(Runtime::Net8, false);
+    let pid = host.pid.to_string();
+    let r = dsipc(&["info", &pid, "--json"], LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let json = r.stdout.trim();
+    assert!(json.starts_with('{') && json.ends_with('}'), "{}", json);
+    assert!(json.contains(&format!("\"pid\":{},", host.pid)), "{}", json);
+    assert!(json.contains("\"clr_version\":\"8.0.4\""), "{}", json);
+    assert!(
+        json.contains("\"runtime_identifier\":\"linux-x64\""),
+        "{}",
+        json
+    );
+    let r = dsipc(&["info", &pid, "--timeout", "5"], LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("clr version:         8.0.4"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn trace_for_two_seconds_writes_a_nettrace_file() {
+    let host = Host::start(Runtime::Net8, true);
+    let out = temp_path("cli.nettrace");
+    let pid = host.pid.to_string();
+    let r = dsipc(
+        &[
+            "trace",
+            &pid,
+            "--duration",
+            "2",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.took >= Duration::from_secs(2), "{:?}", r.took);
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(
+        bytes.starts_with(b"Nettrace"),
+        "{:?}",
+        &bytes[..bytes.len().min(16)]
+    );
+    assert!(bytes.ends_with(&[0x06, 0x01]));
+    assert!(
+        r.stdout.contains(&format!("wrote {} bytes", bytes.len())),
+        "{}",
+        r.stdout
+    );
+    // Default providers: dotnet-trace's cpu-sampling profile.
+    assert!(
+        r.stderr.contains("Microsoft-DotNETCore-SampleProfiler"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("0x00000014C14FCCBD"), "{}", r.stderr);
+    remove(&out);
+}
+
+#[test]
+fn trace_stops_on_sigint_and_drains_to_the_end() {
+    let host = Host::start(Runtime::Net8, true);
+    let out = temp_path("sigint.nettrace");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
+        .args([
+            "trace",
+            &host.pid.to_string(),
+            "--providers",
+            "Microsoft-Windows-DotNETRuntime:0x8001:4",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > LIMIT {
+            let _ = child.kill();
+            panic!("dsipc trace did not stop after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!("stopped {:?} after SIGINT: {:?}", t.elapsed(), status);
+    assert!(status.success(), "{:?}", status);
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(bytes.starts_with(b"Nettrace"));
+    assert!(bytes.ends_with(&[0x06, 0x01]), "not drained to the end");
+    remove(&out);
+}
+
+#[test]
+fn setenv_then_env_then_unset() {
+    let host = Host::start(Runtime::Net8, false);
+    let pid = host.pid.to_string();
+    let r = dsipc(&["setenv", &pid, "DSIPC_CLI_VAR", "a b=c"], LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = dsipc(&["env", &pid], LIMIT);
+    assert!(
+        r.stdout.lines().any(|l| l == "DSIPC_CLI_VAR=a b=c"),
+        "{}",
+        r.stdout
+    );
+    let r = dsipc(&["setenv", &pid, "DSIPC_CLI_VAR", "--unset"], LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = dsipc(&["env", &pid], LIMIT);
+    assert_eq!(r.code, Some(0));
+    assert!(!r.stdout.contains("DSIPC_CLI_VAR"), "{}", r.stdout);
+}
+
+#[test]
+fn perfmap_and_resume_and_errors_from_the_runtime() {
+    let host = Host::start(Runtime::Net8, false);
+    let pid = host.pid.to_string();
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", host.pid));
+    let r = dsipc(&["perfmap", &pid, "enable", "--type", "perfmap"], LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    support::wait_until("perf map", Duration::from_secs(10), || map.exists());
+    assert_eq!(dsipc(&["perfmap", &pid, "disable"], LIMIT).code, Some(0));
+    remove(&map);
+    remove(&std::path::PathBuf::from(format!(
+        "/tmp/perfinfo-{}.map",
+        host.pid
+    )));
+    assert_eq!(dsipc(&["resume", &pid], LIMIT).code, Some(0));
+    // The runtime's error reply, on one line, naming the HRESULT and its meaning.
+    let r = dsipc(&["startup-hook", &pid, "/nonexistent/hook.dll"], LIMIT);
+    assert_eq!(r.code, Some(1));
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("0x80070057 (E_INVALIDARG"),
+        "{}",
+        r.stderr
+    );
+    let r = dsipc(
+        &[
+            "attach-profiler",
+            &pid,
+            "--clsid",
+            "12345678-1234-5678-9abc-def012345678",
+            "--path",
+            "/nonexistent/profiler.so",
+            "--data",
+            "0a0b",
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("0x8007007E"), "{}", r.stderr);
+}
+
+#[test]
+fn dump_writes_a_file_or_reports_the_runtime_error() {
+    let host = Host::start(Runtime::Net8, false);
+    let out = temp_path("cli.dmp");
+    let r = dsipc(
+        &[
+            "dump",
+            &host.pid.to_string(),
+            "-o",
+            out.to_str().unwrap(),
+            "--type",
+            "triage",
+        ],
+        Duration::from_secs(120),
+    );
+    if r.code == Some(0) {
+        let size = std::fs::metadata(&out).unwrap().len();
+        eprintln!("CASE: dump written ({} bytes)", size);
+        assert!(size > 0);
+    } else {
+        eprintln!("CASE: no dump here: {}", r.stderr);
+        assert_eq!(r.code, Some(1));
+        assert!(r.stderr.contains("GenerateCoreDump"), "{}", r.stderr);
+    }
+    remove(&out);
+}
+
+#[test]
+fn netcore31_info_fails_with_one_line_naming_the_hresult() {
+    let host = Host::start(Runtime::NetCore31, false);
+    let r = dsipc(&["info", &host.pid.to_string()], LIMIT);
+    assert_eq!(r.code, Some(1));
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("0x80131385"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("CORDIAGIPC_E_UNKNOWN_COMMAND"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains(".NET 5"), "{}", r.stderr);
+    // ps still lists it (without ProcessInfo: the command line comes from /proc).
+    let r = dsipc(&["ps"], LIMIT);
+    let pid = host.pid.to_string();
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(pid.as_str())),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn usage_errors_and_missing_processes() {
+    let r = dsipc(&["info"], LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    let r = dsipc(&["frobnicate"], LIMIT);
+    assert_eq!(r.code, Some(2));
+    let r = dsipc(
+        &["trace", "1", "--providers", "X:zz", "-o", "/dev/null"],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(2));
+    let r = dsipc(&["info", "4194303"], LIMIT);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("no process"), "{}", r.stderr);
+    let r = dsipc(&["--help"], LIMIT);
+    assert_eq!(r.code, Some(0));
+    assert!(r.stdout.contains("usage: dsipc"));
+    // --tmpdir limits the search.
+    let me = std::process::id().to_string();
+    let r = dsipc(&["info", &me, "--tmpdir", "/nonexistent"], LIMIT);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("no diagnostic socket"), "{}", r.stderr);
+}
