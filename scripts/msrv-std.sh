@@ -28,6 +28,7 @@ import re, sys
 s = open(sys.argv[1]).read()
 for section in (r"\[dev-dependencies\]", r"\[\[bench\]\]", r"\[profile\.bench\]"):
     s = re.sub(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
+s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "cli"]', s)
 open(sys.argv[2], "w").write(s)
 EOF
 cp "$ROOT/Cargo.lock" "$W/Cargo.lock"

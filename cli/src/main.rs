@@ -430,7 +430,14 @@ fn cmd_trace(rest: &[String]) -> CliResult {
         .map_err(|e| CliError::Other(format!("cannot create {}: {}", output.display(), e)))?;
     let mut out = BufWriter::with_capacity(256 * 1024, file);
     term::catch_interrupts();
-    let mut session = client.collect_tracing(&providers, buffer_mb, rundown)?;
+    let mut session = match client.collect_tracing(&providers, buffer_mb, rundown) {
+        Ok(s) => s,
+        Err(e) => {
+            drop(out);
+            let _ = std::fs::remove_file(&output);
+            return Err(e.into());
+        }
+    };
 
     let tty = term::stderr_is_terminal();
     eprintln!(

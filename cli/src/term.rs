@@ -13,7 +13,8 @@ pub fn interrupted() -> bool {
 mod imp {
     use super::*;
 
-    extern "C" fn on_signal(_: libc::c_int) {
+    // `c_int` is `i32` on every Unix Rust supports.
+    extern "C" fn on_signal(_: i32) {
         // A second Ctrl-C while stopping: leave at once (only async-signal-safe calls).
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             // SAFETY: _exit is async-signal-safe.
@@ -26,7 +27,7 @@ mod imp {
             // SAFETY: installs a handler that only touches an atomic and calls _exit.
             unsafe {
                 let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+                action.sa_sigaction = on_signal as extern "C" fn(i32) as usize;
                 libc::sigemptyset(&mut action.sa_mask);
                 // No SA_RESTART: a blocking read returns EINTR and the loop looks at the flag.
                 action.sa_flags = 0;

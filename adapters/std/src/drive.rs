@@ -13,9 +13,14 @@ use dsipc::wire::Command;
 
 use crate::{Connection, Error};
 
-/// Receive buffer size: one message is at most 65,535 bytes (and an environment entry at
-/// most 65,539); the rest lets a read bring in what follows.
+/// Largest receive buffer: one message is at most 65,535 bytes (and an environment entry
+/// at most 65,539); the rest lets a read bring in what follows. A connection starts with
+/// 4 KiB (most replies are small) and grows to this size when a message needs it or a
+/// stream starts.
 pub const RECV_BUFFER_LEN: usize = 64 * 1024 + 4 * 1024;
+
+/// The receive buffer a connection starts with.
+const INITIAL_BUFFER_LEN: usize = 4 * 1024;
 
 /// What [`Exchange::poll`] found.
 pub(crate) enum Step<'a> {
@@ -40,11 +45,14 @@ pub(crate) struct Exchange<C> {
     conn: C,
     machine: ClientConnection,
     command: Command,
-    buf: Box<[u8]>,
+    buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// Contiguous bytes the machine waits for (from `start`).
+    needed: usize,
     eof: bool,
-    read_timeout: Option<Duration>,
+    /// The read timeout set on `conn`.
+    read_timeout: Duration,
 }
 
 /// Time left until `deadline`, or a timeout error for `command`.
@@ -70,14 +78,17 @@ fn is_timeout(e: &io::Error) -> bool {
 pub(crate) struct Prepared {
     machine: ClientConnection,
     command: Command,
-    buf: Box<[u8]>,
+    buf: Vec<u8>,
     len: usize,
 }
 
 impl Prepared {
     /// Encodes `request`.
     pub(crate) fn new<R: Request + ?Sized>(request: &R) -> Result<Self, Error> {
-        let mut buf = vec![0u8; RECV_BUFFER_LEN].into_boxed_slice();
+        let size = request
+            .encoded_len()
+            .clamp(INITIAL_BUFFER_LEN, RECV_BUFFER_LEN);
+        let mut buf = vec![0u8; size];
         let mut machine = ClientConnection::new();
         let len = machine
             .send_request(request, &mut buf)
@@ -95,14 +106,14 @@ impl Prepared {
         self.command
     }
 
-    /// Writes the request on `conn` in one `write_all`, within `timeout`.
+    /// Writes the request on `conn` in one `write_all`. `timeout` is the read and write
+    /// timeout the transport set on `conn`.
     pub(crate) fn send<C: Connection>(
         self,
         mut conn: C,
         timeout: Duration,
     ) -> Result<Exchange<C>, Error> {
         let command = self.command;
-        conn.set_write_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         match conn.write_all(&self.buf[..self.len]) {
             Ok(()) => {}
             Err(e) if is_timeout(&e) => return Err(Error::Timeout { command, timeout }),
@@ -115,8 +126,9 @@ impl Prepared {
             buf: self.buf,
             start: 0,
             end: 0,
+            needed: 0,
             eof: false,
-            read_timeout: None,
+            read_timeout: timeout,
         })
     }
 }
@@ -144,9 +156,10 @@ impl<C: Connection> Exchange<C> {
                         None => Ok(Step::Done),
                     };
                 }
-                if needed > self.buf.len() {
+                if needed > RECV_BUFFER_LEN {
                     return Err(Error::BufferTooSmall { needed });
                 }
+                self.needed = needed;
                 Ok(Step::NeedInput)
             }
         }
@@ -159,15 +172,22 @@ impl<C: Connection> Exchange<C> {
             self.end -= self.start;
             self.start = 0;
         }
+        if self.buf.len() < RECV_BUFFER_LEN
+            && (self.needed > self.buf.len() || self.machine.is_streaming())
+        {
+            self.buf.resize(RECV_BUFFER_LEN, 0);
+        }
         if self.end == self.buf.len() {
             return Err(Error::BufferTooSmall {
                 needed: self.end + 1,
             });
         }
+        // Keep the timeout already set when it is at most 1/8 longer than asked (a deadline
+        // drifting by microseconds is not worth a system call per read).
         let timeout = timeout.max(Duration::from_millis(1));
-        if self.read_timeout != Some(timeout) {
+        if self.read_timeout < timeout || self.read_timeout > timeout + timeout / 8 {
             self.conn.set_read_timeout(Some(timeout))?;
-            self.read_timeout = Some(timeout);
+            self.read_timeout = timeout;
         }
         loop {
             match self.conn.read(&mut self.buf[self.end..]) {
@@ -230,7 +250,7 @@ where
     K: FnOnce(Duration) -> Result<C, Error>,
 {
     let prepared = Prepared::new(request)?;
-    let command = prepared.command();
-    let conn = connect(remaining(deadline, command, timeout)?)?;
-    prepared.send(conn, remaining(deadline, command, timeout)?)
+    let left = remaining(deadline, prepared.command(), timeout)?;
+    let conn = connect(left)?;
+    prepared.send(conn, left)
 }

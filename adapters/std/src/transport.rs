@@ -18,7 +18,8 @@ pub trait Connection: Read + Write {
 pub trait Transport {
     /// The connection type.
     type Conn: Connection;
-    /// Connects within `timeout`.
+    /// Connects within `timeout`, and returns a connection whose read and write timeouts
+    /// are both set to `timeout` (the driver changes the read timeout when it needs another).
     fn connect(&self, timeout: Duration) -> Result<Self::Conn, crate::Error>;
 }
 

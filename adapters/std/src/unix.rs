@@ -47,11 +47,14 @@ impl Transport for Endpoint {
     }
 }
 
-/// Connects to a Unix socket, giving up after `timeout`.
+/// Connects to a Unix socket within `timeout`, and returns a blocking stream whose read and
+/// write timeouts are both `timeout`.
 ///
-/// A Unix-socket connect only blocks when the listener's backlog is full; this retries a
-/// non-blocking connect until the deadline instead, then returns a blocking stream.
+/// A Unix-socket connect only blocks when the listener's backlog is full. On Linux the
+/// send timeout, set before `connect`, bounds that wait; elsewhere a non-blocking connect
+/// is retried until the deadline.
 pub fn connect(path: &Path, timeout: Duration) -> io::Result<UnixStream> {
+    let timeout = timeout.max(Duration::from_millis(1));
     let bytes = path.as_os_str().as_bytes();
     // SAFETY: sockaddr_un is plain old data; all zeroes is a valid (empty) value.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
@@ -63,25 +66,17 @@ pub fn connect(path: &Path, timeout: Duration) -> io::Result<UnixStream> {
     }
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
     for (dst, &src) in addr.sun_path.iter_mut().zip(bytes) {
-        *dst = src as libc::c_char;
+        *dst = src as _;
     }
     let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
-
-    // SAFETY: plain socket(2) call; the result is checked before use.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh socket that nothing else owns; the stream closes it on drop.
-    let stream = unsafe { UnixStream::from_raw_fd(fd) };
-    // SAFETY: fcntl on a descriptor we own.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    stream.set_nonblocking(true)?;
+    let stream = new_socket()?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.set_read_timeout(Some(timeout))?;
     let deadline = Instant::now() + timeout;
+    #[cfg(not(target_os = "linux"))]
+    stream.set_nonblocking(true)?;
     loop {
-        // SAFETY: `addr` is a valid sockaddr_un of `len` bytes; `fd` is our socket.
+        // SAFETY: `addr` is a valid sockaddr_un of `len` bytes; the socket is ours.
         let r = unsafe {
             libc::connect(
                 stream.as_raw_fd(),
@@ -95,14 +90,18 @@ pub fn connect(path: &Path, timeout: Duration) -> io::Result<UnixStream> {
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
             Some(libc::EINTR) => continue,
-            // Linux: the backlog is full; nothing is in progress, so try again.
+            // Linux: the backlog stayed full for the whole send timeout.
+            #[cfg(target_os = "linux")]
+            Some(libc::EAGAIN) => return Err(io::ErrorKind::TimedOut.into()),
+            // Elsewhere: backlog full, try again until the deadline.
+            #[cfg(not(target_os = "linux"))]
             Some(libc::EAGAIN) => {
                 if Instant::now() >= deadline {
                     return Err(io::ErrorKind::TimedOut.into());
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
-            // Other systems: the connect completes asynchronously.
+            // The connect completes asynchronously.
             Some(libc::EINPROGRESS) => {
                 wait_writable(&stream, deadline)?;
                 if let Some(e) = stream.take_error()? {
@@ -113,10 +112,35 @@ pub fn connect(path: &Path, timeout: Duration) -> io::Result<UnixStream> {
             _ => return Err(err),
         }
     }
+    #[cfg(not(target_os = "linux"))]
     stream.set_nonblocking(false)?;
     Ok(stream)
 }
 
+/// A new AF_UNIX stream socket, close-on-exec.
+fn new_socket() -> io::Result<UnixStream> {
+    #[cfg(target_os = "linux")]
+    let flags = libc::SOCK_STREAM | libc::SOCK_CLOEXEC;
+    #[cfg(not(target_os = "linux"))]
+    let flags = libc::SOCK_STREAM;
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, flags, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh socket that nothing else owns; the stream closes it on drop.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    #[cfg(not(target_os = "linux"))]
+    {
+        // SAFETY: fcntl on a descriptor we own.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(stream)
+}
+
+/// Waits until the socket is writable (an asynchronous connect finished), by `deadline`.
 fn wait_writable(stream: &UnixStream, deadline: Instant) -> io::Result<()> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -128,7 +152,7 @@ fn wait_writable(stream: &UnixStream, deadline: Instant) -> io::Result<()> {
             events: libc::POLLOUT,
             revents: 0,
         };
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        let ms: i32 = left.as_millis().clamp(1, i32::MAX as u128) as i32;
         // SAFETY: one valid pollfd.
         let r = unsafe { libc::poll(&mut pfd, 1, ms) };
         if r > 0 {
