@@ -66,9 +66,6 @@ fn main() {
                 s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                 s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
             }
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
-            }
             s.write_all(&request[..n]).unwrap();
             let mut got = 0;
             loop {
