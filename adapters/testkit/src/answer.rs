@@ -1,0 +1,118 @@
+//! What the fake runtime says: its identity, per-command answers and EventPipe streams.
+
+use std::time::Duration;
+
+use dsipc::wire::{Guid, Hresult};
+
+/// Who the fake runtime claims to be: the ProcessInfo 1/2/3 fields and the Advertise.
+/// [`Identity::net8`] looks like a .NET 8.0.4 runtime on linux-x64.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Process id (ProcessInfo, Advertise, and the `{pid}` of the socket name).
+    pub pid: u64,
+    /// Runtime instance cookie (ProcessInfo and Advertise).
+    pub cookie: Guid,
+    /// Command line.
+    pub command_line: String,
+    /// Operating system ("Linux").
+    pub os: String,
+    /// Architecture ("x64").
+    pub arch: String,
+    /// Managed entrypoint assembly (ProcessInfo2/3; "" for a hosted CLR).
+    pub entrypoint: String,
+    /// CLR product version (ProcessInfo2/3).
+    pub clr_version: String,
+    /// Runtime identifier (ProcessInfo3).
+    pub runtime_identifier: String,
+}
+
+impl Identity {
+    /// A .NET 8.0.4 runtime on linux-x64 with the given pid and cookie.
+    pub fn net8(pid: u64, cookie: Guid) -> Self {
+        Identity {
+            pid,
+            cookie,
+            command_line: "/usr/share/dotnet/dotnet app.dll".to_string(),
+            os: "Linux".to_string(),
+            arch: "x64".to_string(),
+            entrypoint: "app".to_string(),
+            clr_version: "8.0.4".to_string(),
+            runtime_identifier: "linux-x64".to_string(),
+        }
+    }
+}
+
+/// How an EventPipe session streams after its OK reply. The bytes follow
+/// [`pattern_byte`](crate::pattern_byte) from offset 0, so a reader can check every byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamSpec {
+    /// Total bytes; `None` streams until StopTracing (for this session, on another
+    /// connection), the client closing, or shutdown.
+    pub len: Option<u64>,
+    /// Bytes per write.
+    pub chunk: usize,
+    /// Sleep between writes (zero: as fast as the socket takes them).
+    pub pause: Duration,
+}
+
+impl StreamSpec {
+    /// Exactly `len` bytes, as fast as the reader takes them, then the stream ends (the
+    /// connection closes) without a StopTracing.
+    pub fn bytes(len: u64) -> Self {
+        StreamSpec {
+            len: Some(len),
+            chunk: 64 * 1024,
+            pause: Duration::ZERO,
+        }
+    }
+
+    /// `chunk` bytes every `pause` until StopTracing arrives (or the client closes).
+    pub fn until_stopped(chunk: usize, pause: Duration) -> Self {
+        StreamSpec {
+            len: None,
+            chunk,
+            pause,
+        }
+    }
+}
+
+impl Default for StreamSpec {
+    /// 16 KiB every 5 ms (about 3 MB/s, a busy runtime) until stopped.
+    fn default() -> Self {
+        StreamSpec::until_stopped(16 * 1024, Duration::from_millis(5))
+    }
+}
+
+/// What the fake runtime does with one command. Set per command with
+/// [`Config::answer`](crate::Config::answer) or
+/// [`FakeRuntime::set_answer`](crate::FakeRuntime::set_answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Answer {
+    /// What a .NET 8 runtime does: ProcessInfo 1/2/3 from the [`Identity`], the environment
+    /// block for ProcessEnvironment, a session id and the configured stream for every
+    /// CollectTracing version, the session id echoed for StopTracing (after that session's
+    /// stream ended), SetEnvironmentVariable applied to the environment, and OK for the rest.
+    Default,
+    /// An OK reply carrying this HRESULT (commands whose reply is a status only).
+    Status(Hresult),
+    /// An error reply (24 bytes), then close.
+    Error(Hresult),
+    /// An error reply with a message after the HRESULT (GenerateCoreDump3's form), then close.
+    ErrorWithMessage(Hresult, String),
+    /// For CollectTracing: a session id, then this stream instead of the configured one.
+    Stream(StreamSpec),
+    /// These bytes instead of a reply (a malformed server), then close.
+    Raw(Vec<u8>),
+    /// Close without replying (as a runtime that crashed on the request).
+    Close,
+    /// Never reply: hold the connection until the client closes it (or the idle timeout).
+    Hang,
+}
+
+impl Answer {
+    /// The error reply a runtime gives for a command it does not know.
+    pub fn unknown_command() -> Self {
+        Answer::Error(Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND)
+    }
+}

@@ -1,0 +1,74 @@
+//! # dsipc-testkit: test doubles for the .NET Diagnostic IPC protocol
+//!
+//! - [`FakeRuntime`]: a fake .NET runtime built on the core's
+//!   [`ServerConnection`](dsipc::ServerConnection), over std Unix sockets. It listens as
+//!   `dotnet-diagnostic-{pid}-{key}-socket` in a directory of your choice (mode 0600)
+//!   and/or connects to a monitor's reverse port (Advertise, one command, reconnect),
+//!   answers every command like a .NET 8 runtime unless told otherwise per command
+//!   ([`Answer`]: status, error, error with message, raw bytes, close, hang, custom
+//!   stream), streams EventPipe continuations of a chosen size, stops them on StopTracing
+//!   from another connection (replying only after the stream ended, like the runtime), and
+//!   records every request for assertions. Use it where a real runtime cannot answer:
+//!   CollectTracing4/5/6, StartupProfiler when not suspended, error paths.
+//! - [`HostedRuntime`]: a real .NET runtime in a child process (`tests/runtime/host.py`
+//!   with the interpreter from `DSIPC_PYTHON`), killed on drop.
+//! - [`bind_private`] (mode 0600, a stale socket removed, nothing else ever removed) and
+//!   [`TempDir`].
+//!
+//! Std only, no unsafe code, and Rust 1.63 compatible (Windows support may come later:
+//! the Unix parts are `cfg(unix)`).
+//!
+//! ```
+//! # #[cfg(unix)] {
+//! use std::io::{Read, Write};
+//! use std::time::Duration;
+//! use dsipc::payload::ProcessInfo;
+//! use dsipc::{ClientConnection, ClientEvent, Command, Reply, Status};
+//! use dsipc_testkit::{Answer, Config, TempDir};
+//!
+//! let dir = TempDir::new("doc").unwrap();
+//! let rt = Config::new()
+//!     .pid(4242)
+//!     .answer(Command::ProcessInfo3, Answer::unknown_command())
+//!     .listen_in(dir.path())
+//!     .start()
+//!     .unwrap();
+//!
+//! let mut sock = std::os::unix::net::UnixStream::connect(rt.socket_path().unwrap()).unwrap();
+//! let mut conn = ClientConnection::new();
+//! let mut tx = [0u8; 64];
+//! let n = conn.send_request(&ProcessInfo, &mut tx).unwrap();
+//! sock.write_all(&tx[..n]).unwrap();
+//! let mut rx = Vec::new();
+//! sock.read_to_end(&mut rx).unwrap();
+//! match conn.handle_input(&rx).unwrap().status {
+//!     Status::Event(ClientEvent::Reply(Reply::ProcessInfo(info))) => {
+//!         assert_eq!(info.process_id, 4242)
+//!     }
+//!     other => panic!("{:?}", other),
+//! }
+//! let got = rt.wait_received(1, Duration::from_secs(5));
+//! assert_eq!(got[0].command, Some(Command::ProcessInfo));
+//! # }
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod answer;
+#[cfg(unix)]
+mod fake;
+mod host;
+mod pattern;
+#[cfg(unix)]
+mod socket;
+
+pub use answer::{Answer, Identity, StreamSpec};
+#[cfg(unix)]
+pub use fake::{Config, FakeRuntime, Received, ReversePort, StreamEnd, StreamRecord};
+pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready};
+pub use pattern::{check_pattern, fill_pattern, pattern_byte};
+#[cfg(unix)]
+pub use socket::{bind_private, socket_name, BindError, TempDir};
+
+/// The core crate, re-exported.
+pub use dsipc;
