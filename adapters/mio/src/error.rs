@@ -1,0 +1,196 @@
+//! Errors and close reasons.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use dsipc::conn::ServerError;
+use dsipc::{ClientError, EncodeError};
+
+use crate::ConnId;
+
+/// A failed operation on a [`Control`](crate::Control), or why a connection failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A system call failed.
+    Io {
+        /// What was being done (`"connect"`, `"read"`, `"write"`, `"register"`...).
+        op: &'static str,
+        /// The error.
+        source: io::Error,
+    },
+    /// The client machine refused an operation or the peer broke the protocol (bad reply,
+    /// malformed Advertise, EOF inside a message, a request the core will not encode...).
+    Client(ClientError),
+    /// The server machine refused an operation (no request to answer, a reply that does
+    /// not fit the request, a continuation without a stream...).
+    Server(ServerError),
+    /// A reply or environment block could not be encoded.
+    Encode(EncodeError),
+    /// The connection is closed (or the id was never issued).
+    UnknownConnection(ConnId),
+    /// A client-side operation on a server connection.
+    NotAClient(ConnId),
+    /// A server-side operation on a client connection.
+    NotAServer(ConnId),
+    /// A user_events session (CollectTracing5/6) needs its file descriptor passed with
+    /// `SCM_RIGHTS`, which this adapter does not do.
+    FdPassingUnsupported,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, source } => write!(f, "{} failed: {}", op, source),
+            Error::Client(e) => write!(f, "client: {}", e),
+            Error::Server(e) => write!(f, "server: {}", e),
+            Error::Encode(e) => write!(f, "encode: {}", e),
+            Error::UnknownConnection(c) => write!(f, "connection {} is closed", c),
+            Error::NotAClient(c) => write!(f, "connection {} is a server connection", c),
+            Error::NotAServer(c) => write!(f, "connection {} is a client connection", c),
+            Error::FdPassingUnsupported => f.write_str(
+                "user_events sessions need SCM_RIGHTS descriptor passing, which dsipc-mio does not do",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Client(e) => Some(e),
+            Error::Server(e) => Some(e),
+            Error::Encode(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ClientError> for Error {
+    fn from(e: ClientError) -> Self {
+        Error::Client(e)
+    }
+}
+
+impl From<ServerError> for Error {
+    fn from(e: ServerError) -> Self {
+        Error::Server(e)
+    }
+}
+
+impl From<EncodeError> for Error {
+    fn from(e: EncodeError) -> Self {
+        Error::Encode(e)
+    }
+}
+
+/// Why a connection was closed ([`Event::Closed`](crate::Event::Closed), delivered once per
+/// connection).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The exchange is complete: a client got its reply (and continuation, to the end); a
+    /// server sent its reply (and continuation, or finished its stream).
+    Done,
+    /// The peer closed first: a client left a server before the exchange ended (for
+    /// example during an EventPipe stream: end the session), or a runtime closed a
+    /// reverse connection it had advertised on (typically: it exited).
+    PeerClosed,
+    /// [`Control::close`](crate::Control::close) was called.
+    Closed,
+    /// The deadline set with [`Control::set_timeout`](crate::Control::set_timeout) passed.
+    TimedOut,
+    /// A protocol violation or an I/O error.
+    Failed(Error),
+}
+
+impl CloseReason {
+    /// True for [`CloseReason::Done`].
+    pub fn is_done(&self) -> bool {
+        matches!(self, CloseReason::Done)
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseReason::Done => f.write_str("done"),
+            CloseReason::PeerClosed => f.write_str("closed by the peer"),
+            CloseReason::Closed => f.write_str("closed"),
+            CloseReason::TimedOut => f.write_str("timed out"),
+            CloseReason::Failed(e) => write!(f, "failed: {}", e),
+        }
+    }
+}
+
+/// Why a listener could not be created.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ListenError {
+    /// Something that is not a socket is at the path. It is never removed.
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A live listener answers at the path (another monitor runs).
+    InUse {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The path does not fit in `sun_path` (107 bytes).
+    PathTooLong {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A system call failed.
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for ListenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenError::NotASocket { path } => write!(
+                f,
+                "{} exists and is not a socket; refusing to remove it",
+                path.display()
+            ),
+            ListenError::InUse { path } => {
+                write!(f, "{} is in use by a live listener", path.display())
+            }
+            ListenError::PathTooLong { path } => write!(
+                f,
+                "{} is longer than a Unix socket path can be (107 bytes)",
+                path.display()
+            ),
+            ListenError::Io { op, path, source } => {
+                write!(f, "{} {}: {}", op, path.display(), source)
+            }
+        }
+    }
+}
+
+impl std::error::Error for ListenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ListenError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// A copy of an I/O error (kind and OS code; the message is rebuilt).
+pub(crate) fn io_copy(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), e.to_string()),
+    }
+}

@@ -1,0 +1,141 @@
+//! # dsipc-mio: many Diagnostic IPC connections in one mio event loop
+//!
+//! A [`Reactor`] drives any number of [`dsipc`] client and server machines over Unix
+//! sockets in one thread: tools talking to many runtimes at once, monitors accepting
+//! runtimes on a reverse port (`DOTNET_DiagnosticPorts=PATH,connect,suspend`), fake
+//! runtimes and routers serving requests. It never encodes or decodes protocol bytes
+//! itself: the core's machines do, and this crate moves bytes and reports what they say.
+//!
+//! - **Client connections**: [`Control::connect`] sends one request; its reply, EventPipe
+//!   data or environment entries come as [`Event::Client`], then [`Event::Closed`].
+//! - **Reverse ports**: [`Control::listen_reverse`] binds (mode 0600, replacing only a
+//!   stale *socket*); each runtime that connects produces [`Event::Advertise`] (pid and
+//!   cookie); answer with [`Control::send_request`]. Runtimes reconnect after every
+//!   command, so each command has its own connection and Advertise.
+//! - **Server connections**: [`Control::listen`] accepts clients; each request comes as
+//!   [`Event::Request`]; answer with [`Control::respond`], stream with
+//!   [`Control::write_continuation`] (flow-controlled by [`Event::Writable`]) and end
+//!   with [`Control::finish_stream`]. Malformed requests are answered for you
+//!   ([`Event::Rejected`]). [`Control::connect_advertising`] plays the runtime side of a
+//!   reverse port.
+//!
+//! Each connection is registered for exactly what its machine wants (read, write, both),
+//! re-registered only when that changes. Reads go into one shared 256 KiB buffer until
+//! `WouldBlock` (edge-triggered), and only the bytes of a message split across reads are
+//! kept per connection; output the socket does not take at once is kept and written on
+//! writability. Nothing spins: an idle reactor sleeps in `epoll_wait`. Nothing panics on
+//! peer input: protocol violations close that connection with a typed
+//! [`CloseReason::Failed`].
+//!
+//! ## The loop
+//!
+//! A monitor that resumes every runtime suspended on its reverse port, then asks each one
+//! for its process information. Here the "runtime" is a server machine in the same loop
+//! ([`Control::connect_advertising`]); a real one is started with
+//! `DOTNET_DiagnosticPorts=/path/to/port.sock,connect,suspend`.
+//!
+//! ```
+//! use std::collections::HashSet;
+//! use std::time::{Duration, Instant};
+//! use dsipc::payload::{ProcessInfo, ProcessInfoReply, ResumeRuntime};
+//! use dsipc::wire::{Advertise, Guid};
+//! use dsipc::{AnyRequest, ClientEvent, Hresult, Reply, Response};
+//! use dsipc_mio::{CloseReason, Control, Event, Reactor};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = std::env::temp_dir().join(format!("dsipc-mio-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let port = dir.join("port.sock");
+//!
+//! let mut reactor = Reactor::new()?;
+//! reactor.control().listen_reverse(&port)?;
+//!
+//! // The runtime side, for this example only: a real runtime connects by itself.
+//! let me = Advertise { runtime_cookie: Guid::from_fields(1, 2, 3, [4; 8]), process_id: 4242, future: 0 };
+//! let mut runtime = reactor.control().connect_advertising(&port, me)?;
+//!
+//! let mut resumed = HashSet::new(); // cookies
+//! let mut pids = Vec::new();
+//! let deadline = Instant::now() + Duration::from_secs(10);
+//! while pids.is_empty() && Instant::now() < deadline {
+//!     reactor.poll(Some(Duration::from_millis(100)), &mut |ctl: &mut Control, event: Event<'_>| {
+//!         match event {
+//!             // The monitor: one command per Advertise.
+//!             Event::Advertise { conn, advertise, .. } => {
+//!                 let sent = if resumed.insert(advertise.runtime_cookie) {
+//!                     ctl.send_request(conn, &ResumeRuntime)
+//!                 } else {
+//!                     ctl.send_request(conn, &ProcessInfo)
+//!                 };
+//!                 if let Err(e) = sent {
+//!                     eprintln!("{}: {}", conn, e);
+//!                 }
+//!             }
+//!             Event::Client { event: ClientEvent::Reply(Reply::ProcessInfo(info)), .. } => {
+//!                 pids.push(info.process_id)
+//!             }
+//!             Event::Client { conn, event: ClientEvent::Error(e) } => {
+//!                 eprintln!("{}: error reply {}", conn, e.hresult)
+//!             }
+//!             Event::Closed { conn, reason } => {
+//!                 if let CloseReason::Failed(e) = reason {
+//!                     eprintln!("{}: {}", conn, e);
+//!                 }
+//!                 // (example runtime: reconnect after each command, as a runtime does)
+//!                 if conn == runtime {
+//!                     runtime = ctl.connect_advertising(&port, me).unwrap();
+//!                 }
+//!             }
+//!             // The example runtime answers.
+//!             Event::Request { conn, request, .. } => {
+//!                 let reply = match request {
+//!                     AnyRequest::ProcessInfo(_) => Reply::ProcessInfo(ProcessInfoReply {
+//!                         process_id: 4242,
+//!                         runtime_cookie: me.runtime_cookie,
+//!                         command_line: "app".into(),
+//!                         os: "Linux".into(),
+//!                         arch: "x64".into(),
+//!                     }),
+//!                     _ => Reply::Ok(Hresult::S_OK),
+//!                 };
+//!                 ctl.respond(conn, &Response::Ok(reply)).unwrap();
+//!             }
+//!             _ => {}
+//!         }
+//!     })?;
+//! }
+//! assert_eq!(pids, [4242]);
+//! drop(reactor); // closes every connection and removes the socket file
+//! assert!(!port.exists());
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Borrowing
+//! Events borrow the reactor's read buffer: copy what you keep. A request may be
+//! answered later (outside the handler, through [`Reactor::control`]), but its borrowed
+//! fields must be copied before the handler returns.
+//!
+//! ## Limits
+//! Unix sockets only. user_events sessions (CollectTracing5/6 passing a descriptor with
+//! `SCM_RIGHTS`) are refused with [`Error::FdPassingUnsupported`]. A process serving
+//! 1,000 connections needs about 1,000 descriptors per side: raise `RLIMIT_NOFILE` if
+//! needed.
+#![deny(missing_docs)]
+#![cfg(unix)]
+
+mod error;
+mod listen;
+mod reactor;
+
+pub use error::{CloseReason, Error, ListenError};
+pub use listen::bind_private;
+pub use reactor::{
+    ConnId, Control, Event, Handler, ListenerId, ListenerKind, Reactor, READ_BUFFER_LEN,
+};
+
+/// The core crate, re-exported.
+pub use dsipc;
+/// mio, re-exported (for [`mio::Waker`]).
+pub use mio;
