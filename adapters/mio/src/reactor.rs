@@ -1387,6 +1387,9 @@ fn on_eof<H: Handler + ?Sized>(control: &mut Control, id: ConnId, handler: &mut 
             let finished = m.should_close();
             match m.handle_eof() {
                 Some(ServerEvent::Rejected(rejection)) => {
+                    // EOF inside the request: the runtime answers BAD_ENCODING, which a
+                    // half-closed client can still read; `sync` closes once it is written.
+                    queue_rejection(c);
                     handler.on_event(
                         control,
                         Event::Rejected {
@@ -1394,8 +1397,7 @@ fn on_eof<H: Handler + ?Sized>(control: &mut Control, id: ConnId, handler: &mut 
                             rejection,
                         },
                     );
-                    delivered += 1;
-                    CloseReason::PeerClosed
+                    return delivered + 1;
                 }
                 Some(_) => CloseReason::PeerClosed,
                 None if finished => {

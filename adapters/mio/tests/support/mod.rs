@@ -1,0 +1,268 @@
+//! Shared test helpers: a handler that plays both sides (clients logging what they get,
+//! servers answering like a runtime and streaming a checked pattern), and a bounded loop.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use dsipc::conn::Rejection;
+use dsipc::payload::{
+    ProcessEnvironmentReply, ProcessInfo2Reply, ProcessInfo3Reply, ProcessInfoReply, Reply,
+    ReplyKind, Response,
+};
+use dsipc::wire::{Guid, Hresult, Text};
+use dsipc::{AnyRequest, ClientEvent, Command};
+use dsipc_mio::{CloseReason, ConnId, Control, Event, Handler, Reactor};
+use dsipc_testkit::{check_pattern, fill_pattern};
+
+/// What one client connection saw.
+#[derive(Debug, Default, Clone)]
+pub struct Log {
+    /// Debug text of every event except stream data and environment entries.
+    pub events: Vec<String>,
+    /// Stream bytes received.
+    pub stream: u64,
+    /// Offset of the first stream byte that broke the pattern.
+    pub stream_bad: Option<u64>,
+    /// Environment entries (lossy UTF-8).
+    pub env: Vec<String>,
+    /// How it closed (Debug text).
+    pub closed: Option<String>,
+    /// True if it closed with `CloseReason::Done`.
+    pub done: bool,
+}
+
+/// The environment the test servers report.
+pub const ENV: [&str; 3] = ["A=1", "PATH=/usr/bin:/bin", "E="];
+
+/// A response of the right shape for `command` (the server side of the tests).
+pub fn response_for(command: Command) -> Response<'static> {
+    match ReplyKind::of(command) {
+        Some(ReplyKind::Status) | None => Response::Ok(Reply::Ok(Hresult::S_OK)),
+        Some(ReplyKind::SessionId) => Response::Ok(Reply::SessionId(0x7f00_0000_1234)),
+        Some(ReplyKind::ProcessInfo) => Response::Ok(Reply::ProcessInfo(ProcessInfoReply {
+            process_id: 77,
+            runtime_cookie: Guid::from_fields(1, 2, 3, [4; 8]),
+            command_line: "/usr/bin/dotnet app.dll --flag".into(),
+            os: "Linux".into(),
+            arch: "x64".into(),
+        })),
+        Some(ReplyKind::ProcessInfo2) => Response::Ok(Reply::ProcessInfo2(ProcessInfo2Reply {
+            process_id: 77,
+            runtime_cookie: Guid::NIL,
+            command_line: "app".into(),
+            os: "Linux".into(),
+            arch: "arm64".into(),
+            managed_entrypoint_assembly_name: "App".into(),
+            clr_product_version: "9.0.0".into(),
+        })),
+        Some(ReplyKind::ProcessInfo3) => Response::Ok(Reply::ProcessInfo3(ProcessInfo3Reply {
+            version: 1,
+            process_id: 77,
+            runtime_cookie: Guid::NIL,
+            command_line: "app".into(),
+            os: "Linux".into(),
+            arch: "x64".into(),
+            managed_entrypoint_assembly_name: "App".into(),
+            clr_product_version: "10.0.0".into(),
+            runtime_identifier: "linux-musl-x64".into(),
+            extension: &[],
+        })),
+        Some(ReplyKind::ProcessEnvironment) => {
+            Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
+                incoming_bytes: 0, // replaced by respond_environment
+                future: 0,
+            }))
+        }
+        Some(_) => Response::Ok(Reply::Ok(Hresult::S_OK)),
+    }
+}
+
+/// Plays both sides in one reactor.
+pub struct Peer {
+    /// Client connections opened by the test, and what they saw.
+    pub logs: HashMap<ConnId, Log>,
+    /// Debug text of each request the server side received, in order.
+    pub requests: Vec<String>,
+    /// Rejections the server side reported.
+    pub rejections: Vec<Rejection>,
+    /// How server connections closed (Debug text).
+    pub server_closed: Vec<String>,
+    /// Server connections that closed with Done.
+    pub server_done: usize,
+    /// Length of the streams the server side sends after CollectTracing.
+    pub stream_len: u64,
+    /// Bytes per write_continuation call.
+    pub chunk: usize,
+    /// Bytes sent per streaming connection.
+    pub sent: HashMap<ConnId, u64>,
+    /// Writable events seen.
+    pub writable: usize,
+    /// Answer requests (false: leave them unanswered).
+    pub answer: bool,
+    /// Override: answer this command with this response.
+    pub overrides: HashMap<Command, Response<'static>>,
+    /// Stream chunk buffer.
+    pub buf: Vec<u8>,
+}
+
+impl Default for Peer {
+    fn default() -> Self {
+        Peer {
+            logs: HashMap::new(),
+            requests: Vec::new(),
+            rejections: Vec::new(),
+            server_closed: Vec::new(),
+            server_done: 0,
+            stream_len: 100_000,
+            chunk: 64 * 1024,
+            sent: HashMap::new(),
+            writable: 0,
+            answer: true,
+            overrides: HashMap::new(),
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl Peer {
+    /// Registers a client connection opened by the test.
+    pub fn track(&mut self, conn: ConnId) {
+        self.logs.insert(conn, Log::default());
+    }
+
+    /// True once every tracked client connection closed.
+    pub fn all_closed(&self) -> bool {
+        self.logs.values().all(|l| l.closed.is_some())
+    }
+
+    fn pump(&mut self, ctl: &mut Control, conn: ConnId) {
+        if self.buf.len() < self.chunk {
+            self.buf.resize(self.chunk, 0);
+        }
+        loop {
+            let sent = *self.sent.get(&conn).unwrap_or(&0);
+            if sent >= self.stream_len {
+                ctl.finish_stream(conn).unwrap();
+                return;
+            }
+            let n = ((self.stream_len - sent) as usize).min(self.chunk);
+            fill_pattern(sent, &mut self.buf[..n]);
+            let w = match ctl.write_continuation(conn, &self.buf[..n]) {
+                Ok(w) => w,
+                Err(_) => return, // the client left; Closed follows
+            };
+            *self.sent.entry(conn).or_insert(0) += w as u64;
+            if w < n {
+                return; // Writable will come
+            }
+        }
+    }
+}
+
+impl Handler for Peer {
+    fn on_event(&mut self, ctl: &mut Control, event: Event<'_>) {
+        match event {
+            Event::Client { conn, event } => {
+                let log = self.logs.entry(conn).or_default();
+                match event {
+                    ClientEvent::StreamData(d) => {
+                        if log.stream_bad.is_none() {
+                            if let Some(i) = check_pattern(log.stream, d) {
+                                log.stream_bad = Some(log.stream + i as u64);
+                            }
+                        }
+                        log.stream += d.len() as u64;
+                    }
+                    ClientEvent::EnvironmentVariable(t) => log.env.push(t.chars_lossy().collect()),
+                    other => log.events.push(format!("{:?}", other)),
+                }
+            }
+            Event::Request { conn, request, .. } => {
+                self.requests.push(format!("{:?}", request));
+                if !self.answer {
+                    return;
+                }
+                let command = dsipc::Request::command(&request);
+                if let Some(r) = self.overrides.get(&command) {
+                    let r = *r;
+                    ctl.respond(conn, &r).unwrap();
+                    if command.is_collect_tracing() && matches!(r, Response::Ok(_)) {
+                        self.pump(ctl, conn);
+                    }
+                    return;
+                }
+                match request {
+                    AnyRequest::ProcessEnvironment(_) => {
+                        ctl.respond_environment(conn, ENV.iter().map(|v| Text::Str(v)))
+                            .unwrap();
+                    }
+                    _ => {
+                        ctl.respond(conn, &response_for(command)).unwrap();
+                        if command.is_collect_tracing() {
+                            self.pump(ctl, conn);
+                        }
+                    }
+                }
+            }
+            Event::Writable { conn } => {
+                self.writable += 1;
+                self.pump(ctl, conn);
+            }
+            Event::Rejected { rejection, .. } => self.rejections.push(rejection),
+            Event::Closed { conn, reason } => {
+                let done = matches!(reason, CloseReason::Done);
+                if let Some(log) = self.logs.get_mut(&conn) {
+                    log.closed = Some(format!("{:?}", reason));
+                    log.done = done;
+                } else {
+                    if done {
+                        self.server_done += 1;
+                    }
+                    self.server_closed.push(format!("{:?}", reason));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Polls until `done(handler)` or `timeout`; panics on timeout with `what`.
+pub fn run_until<H: Handler>(
+    reactor: &mut Reactor,
+    handler: &mut H,
+    timeout: Duration,
+    what: &str,
+    mut done: impl FnMut(&H) -> bool,
+) {
+    let deadline = Instant::now() + timeout;
+    while !done(handler) {
+        let now = Instant::now();
+        assert!(now < deadline, "timed out after {:?}: {}", timeout, what);
+        reactor
+            .poll(
+                Some((deadline - now).min(Duration::from_millis(200))),
+                handler,
+            )
+            .unwrap();
+    }
+}
+
+/// Raises the soft descriptor limit to at least `want` (up to the hard limit).
+pub fn raise_fd_limit(want: u64) -> u64 {
+    // SAFETY: plain getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        lim.rlim_cur
+    }
+}
