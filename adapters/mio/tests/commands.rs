@@ -4,7 +4,6 @@
 
 mod support;
 
-#[allow(dead_code)]
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 
