@@ -22,7 +22,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A [`Text`] as a `String`, with U+FFFD for lone surrogates.
 pub(crate) fn text_to_string(t: &Text<'_>) -> String {
-    t.chars_lossy().collect()
+    // Sized up front: at least one byte per UTF-16 unit (ASCII, the usual case, is exact).
+    let mut s = String::with_capacity(t.len_utf16());
+    s.extend(t.chars_lossy());
+    s
 }
 
 /// What ProcessInfo (any version) reported, owned.
