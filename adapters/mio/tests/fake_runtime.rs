@@ -113,7 +113,12 @@ fn default_answers_look_like_net8() {
     ];
     for req in &ok {
         let log = exchange(&mut reactor, &rt, &**req, None);
-        assert_eq!(log.events, ["Reply(Ok(Hresult(S_OK)))"], "{:?}", req.command());
+        assert_eq!(
+            log.events,
+            ["Reply(Ok(Hresult(S_OK)))"],
+            "{:?}",
+            req.command()
+        );
         assert!(log.done);
     }
     let received = rt.received();
