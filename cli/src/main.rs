@@ -146,7 +146,7 @@ fn main() -> ExitCode {
     match run(argv) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Usage(msg)) => {
-            eprintln!("dsipc: {}\n(see dsipc --help)", msg);
+            eprintln!("dsipc: {} (see dsipc --help)", msg);
             ExitCode::from(2)
         }
         Err(CliError::Ipc(e)) => {
@@ -204,6 +204,8 @@ fn run(argv: Vec<String>) -> CliResult {
         "perfmap" => cmd_perfmap(&rest),
         "startup-hook" => cmd_startup_hook(&rest),
         "attach-profiler" => cmd_attach_profiler(&rest),
+        // Subcommands to come (e.g. `monitor`, reverse diagnostic ports) go here, each as a
+        // `cmd_*` function taking the arguments after the command name.
         "help" => {
             print!("{}", USAGE);
             Ok(())
