@@ -301,6 +301,7 @@ fn net8_reverse_port_suspended_until_resume() {
             _ => None,
         },
     );
+    assert_eq!(closed4, "Done");
     assert!(
         vars.iter()
             .any(|v| v.starts_with("DOTNET_DiagnosticPorts=")),
