@@ -35,6 +35,8 @@ if [ "${SKIP_WINDOWS:-0}" != 1 ]; then
     scripts/install-windows-toolchain.sh
     step "Rust 1.63 build of the core (Linux)"
     scripts/msrv.sh
+    step "Rust 1.63 build of the std adapter and the CLI (Linux, windows-gnu check)"
+    scripts/msrv-std.sh
     step "Windows build, tests under wine64"
     scripts/build-windows.sh
 fi

@@ -104,8 +104,9 @@
 //!   valid until the caller changes that buffer. The machine keeps no reference to it.
 //! - On [`Status::Partial`] nothing was consumed: keep the bytes, append, call again.
 //!   `needed` says how many contiguous bytes the next event needs (at most one message of
-//!   65,535 bytes, or one environment entry): a buffer smaller than that is the caller's
-//!   capacity error, never a silent truncation.
+//!   65,535 bytes, or one environment entry, which Linux lets grow to about 256 KiB in
+//!   UTF-16): a buffer smaller than that is the caller's capacity error, never a silent
+//!   truncation.
 //! - EventPipe data arrives as [`ClientEvent::StreamData`] slices of the input: the core
 //!   copies no stream byte.
 //! - Strings are [`wire::Text`] views over the received bytes. Convert them into a buffer

@@ -405,7 +405,10 @@ fn user_events_session_asks_for_fd_passing() {
         rundown_keyword: 0,
         providers: dsipc::wire::Seq::Slice(&providers),
     });
-    conn.send_collect_tracing5(&req, &mut tx).unwrap();
+    conn.send_request(&req, &mut tx).unwrap();
+    assert!(req.requires_fd_passing());
+    // Through AnyRequest too (what generic drivers hold).
+    assert!(AnyRequest::from(req).requires_fd_passing());
     assert!(conn.requires_fd_passing());
     let mut conn = ClientConnection::new();
     conn.send_request(&ProcessInfo, &mut tx).unwrap();

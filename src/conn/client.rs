@@ -3,7 +3,7 @@
 
 use crate::error::{ClientError, DecodeError};
 use crate::fmt::{debug, trace};
-use crate::payload::{CollectTracing5, CollectTracing6, ErrorReply, Reply, Request, Response};
+use crate::payload::{ErrorReply, Reply, Request, Response};
 use crate::wire::{
     Advertise, AdvertiseError, Command, Header, HeaderView, Reader, Text, ADVERTISE_LEN, HEADER_LEN,
 };
@@ -37,8 +37,12 @@ pub enum Status<'a> {
     Event(ClientEvent<'a>),
     /// Not an error: at least `needed` contiguous bytes (counted from the first unconsumed
     /// byte) must be available before the next event. Keep the unconsumed bytes, append
-    /// more, and call again. `needed` never exceeds 65,535 + 4 (one message, or one
-    /// environment entry bounded by its announced size).
+    /// more, and call again. For a message `needed` is at most 65,535 (the `u16` size
+    /// field) or 34 (an Advertise). For a ProcessEnvironment entry it is the entry's size,
+    /// `4 + 2 × units` (plus 4 for the count before the first entry), never more than the
+    /// size the reply announced: Linux allows one variable of up to 128 KiB, so such an
+    /// entry can need about 256 KiB. Grow the buffer up to a limit you choose, and report
+    /// [`ClientError::BufferTooSmall`] past it.
     Partial {
         /// Contiguous bytes required.
         needed: usize,
@@ -147,37 +151,13 @@ impl ClientConnection {
         }
         let n = request.encode(out)?;
         let command = request.command();
+        self.fd_passing = request.requires_fd_passing();
         debug!("dsipc: sending {} bytes", n);
         self.command = Some(command);
         self.state = State::AwaitReply {
             pending: 0,
             needed: HEADER_LEN,
         };
-        Ok(n)
-    }
-
-    /// Like [`send_request`](Self::send_request) for CollectTracing5, remembering whether the
-    /// session is a user_events one (see [`requires_fd_passing`](Self::requires_fd_passing)).
-    #[must_use = "the returned length of bytes must be sent"]
-    pub fn send_collect_tracing5(
-        &mut self,
-        request: &CollectTracing5<'_>,
-        out: &mut [u8],
-    ) -> Result<usize, ClientError> {
-        let n = self.send_request(request, out)?;
-        self.fd_passing = matches!(request, CollectTracing5::UserEvents(_));
-        Ok(n)
-    }
-
-    /// Like [`send_request`](Self::send_request) for CollectTracing6.
-    #[must_use = "the returned length of bytes must be sent"]
-    pub fn send_collect_tracing6(
-        &mut self,
-        request: &CollectTracing6<'_>,
-        out: &mut [u8],
-    ) -> Result<usize, ClientError> {
-        let n = self.send_request(request, out)?;
-        self.fd_passing = matches!(request, CollectTracing6::UserEvents(_));
         Ok(n)
     }
 

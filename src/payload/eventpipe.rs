@@ -692,6 +692,9 @@ impl Request for CollectTracing5<'_> {
             CollectTracing5::UserEvents(u) => u.validate(),
         }
     }
+    fn requires_fd_passing(&self) -> bool {
+        matches!(self, CollectTracing5::UserEvents(_))
+    }
 }
 
 impl<'a> CollectTracing6<'a> {
@@ -747,6 +750,9 @@ impl Request for CollectTracing6<'_> {
             }
             CollectTracing6::UserEvents(u) => u.validate(),
         }
+    }
+    fn requires_fd_passing(&self) -> bool {
+        matches!(self, CollectTracing6::UserEvents(_))
     }
 }
 

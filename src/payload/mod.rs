@@ -47,6 +47,13 @@ pub trait Request {
         Ok(())
     }
 
+    /// True for a user_events session request (CollectTracing5/6 with `session_type = 1`):
+    /// right after it, the client must pass the `user_events_data` file descriptor with
+    /// `SCM_RIGHTS`, and the runtime replies only once it has it.
+    fn requires_fd_passing(&self) -> bool {
+        false
+    }
+
     /// Size of the whole message, header included.
     fn encoded_len(&self) -> usize {
         HEADER_LEN + self.payload_len()
@@ -258,6 +265,9 @@ impl Request for AnyRequest<'_> {
     }
     fn validate(&self) -> Result<(), EncodeError> {
         any_request_dispatch!(self, r => r.validate())
+    }
+    fn requires_fd_passing(&self) -> bool {
+        any_request_dispatch!(self, r => r.requires_fd_passing())
     }
 }
 

@@ -151,21 +151,31 @@ impl<'a> Utf16Str<'a> {
     }
 }
 
+/// Debug-formats chars exactly as `str`'s Debug does (double quotes escaped, single quotes
+/// not), with lone surrogates as `\u{d800}`: equal texts print the same whatever they hold.
+fn debug_chars<I: Iterator<Item = Result<char, core::char::DecodeUtf16Error>>>(
+    chars: I,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    use fmt::Write;
+    f.write_char('"')?;
+    for c in chars {
+        match c {
+            Ok('\'') => f.write_char('\'')?,
+            Ok(c) => {
+                for e in c.escape_debug() {
+                    f.write_char(e)?;
+                }
+            }
+            Err(e) => write!(f, "\\u{{{:x}}}", e.unpaired_surrogate())?,
+        }
+    }
+    f.write_char('"')
+}
+
 impl fmt::Debug for Utf16Str<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use fmt::Write;
-        f.write_char('"')?;
-        for c in self.chars() {
-            match c {
-                Ok(c) => {
-                    for e in c.escape_debug() {
-                        f.write_char(e)?;
-                    }
-                }
-                Err(e) => write!(f, "\\u{{{:x}}}", e.unpaired_surrogate())?,
-            }
-        }
-        f.write_char('"')
+        debug_chars(self.chars(), f)
     }
 }
 
@@ -365,8 +375,7 @@ impl fmt::Debug for Text<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Text::Null => f.write_str("null"),
-            Text::Str(s) => fmt::Debug::fmt(s, f),
-            Text::Utf16(u) => fmt::Debug::fmt(u, f),
+            _ => debug_chars(self.chars(), f),
         }
     }
 }

@@ -19,6 +19,10 @@ use crate::{Connection, Error};
 /// stream starts.
 pub const RECV_BUFFER_LEN: usize = 64 * 1024 + 4 * 1024;
 
+/// Largest receive buffer: a ProcessEnvironment entry may exceed one message (Linux allows a
+/// 128 KiB variable, about 256 KiB in UTF-16); anything needing more is `BufferTooSmall`.
+pub const MAX_RECV_BUFFER_LEN: usize = 512 * 1024;
+
 /// The receive buffer a connection starts with.
 const INITIAL_BUFFER_LEN: usize = 4 * 1024;
 
@@ -196,7 +200,7 @@ impl<C: Connection> Exchange<C> {
                         None => Ok(Step::Done),
                     };
                 }
-                if needed > RECV_BUFFER_LEN {
+                if needed > MAX_RECV_BUFFER_LEN {
                     return Err(Error::BufferTooSmall { needed });
                 }
                 self.needed = needed;
@@ -212,10 +216,13 @@ impl<C: Connection> Exchange<C> {
             self.end -= self.start;
             self.start = 0;
         }
-        if self.buf.len() < RECV_BUFFER_LEN
-            && (self.needed > self.buf.len() || self.machine.is_streaming())
+        if self.needed > self.buf.len()
+            || (self.machine.is_streaming() && self.buf.len() < RECV_BUFFER_LEN)
         {
-            self.buf.resize(RECV_BUFFER_LEN, 0);
+            let want = self.needed.max(RECV_BUFFER_LEN).min(MAX_RECV_BUFFER_LEN);
+            if want > self.buf.len() {
+                self.buf.resize(want, 0);
+            }
         }
         if self.end == self.buf.len() {
             return Err(Error::BufferTooSmall {

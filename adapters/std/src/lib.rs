@@ -44,7 +44,7 @@ pub mod unix;
 pub mod windows;
 
 pub use client::{DiagnosticsClient, ProcessInfo, DEFAULT_TIMEOUT};
-pub use drive::RECV_BUFFER_LEN;
+pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 pub use error::Error;
 pub use session::{StopHandle, TraceSession};
 pub use transport::{Connection, Endpoint, Transport};

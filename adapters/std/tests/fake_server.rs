@@ -289,3 +289,35 @@ fn a_stream_that_never_ends_after_stop_times_out() {
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     let _ = std::fs::remove_file(path);
 }
+
+/// An environment variable of 100,000 UTF-16 units (Linux allows 128 KiB per variable) needs
+/// more than one message's worth of buffer: the adapter grows its buffer and reads it whole.
+/// Found by the core's `client` fuzz target; see tests/fuzz_regressions.rs.
+#[test]
+fn a_huge_environment_variable_is_read_whole() {
+    let big: String = std::iter::once("BIG=")
+        .chain(std::iter::repeat("v").take(100_000 - 4))
+        .collect();
+    let expected = big.clone();
+    let path = serve(move |mut s, cmd, _| {
+        assert_eq!(cmd, Command::ProcessEnvironment);
+        let vars = [Text::Str("A=1"), Text::Str(&big)];
+        let len = dsipc::conn::environment_block_len(vars);
+        send(
+            &mut s,
+            Response::Ok(Reply::ProcessEnvironment(
+                dsipc::payload::ProcessEnvironmentReply {
+                    incoming_bytes: len as u32,
+                    future: 0,
+                },
+            )),
+        );
+        let mut block = vec![0u8; len];
+        dsipc::conn::encode_environment_block(vars, &mut block).unwrap();
+        s.write_all(&block).unwrap();
+    });
+    let env = client(&path, Duration::from_secs(5))
+        .process_environment()
+        .unwrap();
+    assert_eq!(env, vec!["A=1".to_string(), expected]);
+}
