@@ -219,7 +219,7 @@ impl<C: Connection> Exchange<C> {
         if self.needed > self.buf.len()
             || (self.machine.is_streaming() && self.buf.len() < RECV_BUFFER_LEN)
         {
-            let want = self.needed.max(RECV_BUFFER_LEN).min(MAX_RECV_BUFFER_LEN);
+            let want = self.needed.clamp(RECV_BUFFER_LEN, MAX_RECV_BUFFER_LEN);
             if want > self.buf.len() {
                 self.buf.resize(want, 0);
             }
