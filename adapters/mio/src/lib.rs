@@ -132,7 +132,7 @@ mod reactor;
 pub use error::{CloseReason, Error, ListenError};
 pub use listen::bind_private;
 pub use reactor::{
-    ConnId, Control, Event, Handler, ListenerId, ListenerKind, Reactor, READ_BUFFER_LEN,
+    ConnId, Control, Event, Handler, ListenerId, ListenerKind, Reactor, Stats, READ_BUFFER_LEN,
 };
 
 /// The core crate, re-exported.

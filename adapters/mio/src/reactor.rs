@@ -89,6 +89,32 @@ pub enum ListenerKind {
     Reverse,
 }
 
+/// Counters of what the reactor asked of the kernel, to check that it does no more than
+/// needed (for example: one registration per connection, re-registration only when a
+/// connection's interest changes). See [`Control::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// `epoll_wait` calls.
+    pub polls: u64,
+    /// Readiness events received.
+    pub events: u64,
+    /// Connections registered.
+    pub registers: u64,
+    /// Interest changes (`EPOLL_CTL_MOD`).
+    pub reregisters: u64,
+    /// Connections deregistered.
+    pub deregisters: u64,
+    /// `read` calls on connections (the last one of a burst returns `WouldBlock` or EOF).
+    pub reads: u64,
+    /// `write` calls on connections.
+    pub writes: u64,
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections closed.
+    pub closed: u64,
+}
+
 /// Something that happened, handed to the [`Handler`] with the [`Control`] to act on it.
 /// Borrowed data points into the reactor's read buffer and is valid during the call only.
 #[derive(Debug)]
@@ -230,8 +256,9 @@ impl Conn {
     }
 
     /// Writes pending output until done or the socket is full.
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&mut self, writes: &mut u64) -> io::Result<()> {
         while self.tx_at < self.tx.len() {
+            *writes += 1;
             match self.stream.write(&self.tx[self.tx_at..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.tx_at += n,
@@ -315,6 +342,7 @@ pub struct Control {
     /// Connections with input left unread (read budget spent).
     again: Vec<ConnId>,
     open: usize,
+    stats: Stats,
 }
 
 impl fmt::Debug for Control {
@@ -337,6 +365,7 @@ impl Control {
             queued: VecDeque::new(),
             again: Vec::new(),
             open: 0,
+            stats: Stats::default(),
         }
     }
 
@@ -397,9 +426,11 @@ impl Control {
         };
         if let Some(mut conn) = slot.conn.take() {
             if conn.registered.is_some() {
+                self.stats.deregisters += 1;
                 let _ = self.registry.deregister(&mut conn.stream);
             }
         }
+        self.stats.closed += 1;
         slot.generation = slot.generation.wrapping_add(1);
         self.free.push(id.index);
         self.open -= 1;
@@ -428,7 +459,7 @@ impl Control {
             }) if *generation == id.generation => c,
             _ => return,
         };
-        if let Err(e) = conn.flush() {
+        if let Err(e) = conn.flush(&mut self.stats.writes) {
             return self.write_failed(id, &e);
         }
         if conn.finished() {
@@ -440,9 +471,18 @@ impl Control {
         }
         let token = Token(id.index as usize);
         let result = match (conn.registered, want) {
-            (None, Some(i)) => self.registry.register(&mut conn.stream, token, i),
-            (Some(_), Some(i)) => self.registry.reregister(&mut conn.stream, token, i),
-            (Some(_), None) => self.registry.deregister(&mut conn.stream),
+            (None, Some(i)) => {
+                self.stats.registers += 1;
+                self.registry.register(&mut conn.stream, token, i)
+            }
+            (Some(_), Some(i)) => {
+                self.stats.reregisters += 1;
+                self.registry.reregister(&mut conn.stream, token, i)
+            }
+            (Some(_), None) => {
+                self.stats.deregisters += 1;
+                self.registry.deregister(&mut conn.stream)
+            }
             (None, None) => Ok(()),
         };
         match result {
@@ -636,7 +676,13 @@ impl Control {
     // ---- server side -------------------------------------------------------------------
 
     fn server(&mut self, conn: ConnId) -> Result<ServerParts<'_>, Error> {
-        let c = self.get_mut(conn)?;
+        let c = match self.slots.get_mut(conn.index as usize) {
+            Some(Slot {
+                generation,
+                conn: Some(c),
+            }) if *generation == conn.generation => c,
+            _ => return Err(Error::UnknownConnection(conn)),
+        };
         let Conn {
             stream,
             machine,
@@ -647,6 +693,7 @@ impl Control {
         } = c;
         match machine {
             Machine::Server(machine) => Ok(ServerParts {
+                writes: &mut self.stats.writes,
                 stream,
                 machine,
                 tx,
@@ -735,6 +782,7 @@ impl Control {
         let mut written = 0;
         let mut failure = None;
         while *p.tx_at < p.tx.len() {
+            *p.writes += 1;
             match p.stream.write(&p.tx[*p.tx_at..]) {
                 Ok(0) => {
                     failure = Some(io::Error::from(io::ErrorKind::WriteZero));
@@ -751,6 +799,7 @@ impl Control {
         }
         if failure.is_none() && *p.tx_at == p.tx.len() {
             while written < data.len() {
+                *p.writes += 1;
                 match p.stream.write(&data[written..]) {
                     Ok(0) => {
                         failure = Some(io::Error::from(io::ErrorKind::WriteZero));
@@ -837,6 +886,11 @@ impl Control {
         self.open
     }
 
+    /// What the reactor asked of the kernel so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
     // ---- inside poll -------------------------------------------------------------------
 
     fn next_deadline(&mut self) -> Option<Instant> {
@@ -889,6 +943,7 @@ impl Drop for Control {
 
 /// The parts of a server connection an operation needs at once.
 struct ServerParts<'c> {
+    writes: &'c mut u64,
     stream: &'c mut UnixStream,
     machine: &'c mut ServerConnection,
     tx: &'c mut Vec<u8>,
@@ -1014,6 +1069,7 @@ impl Reactor {
             let until = d.saturating_duration_since(now);
             wait = Some(wait.map_or(until, |w| w.min(until)));
         }
+        self.control.stats.polls += 1;
         match self.poll.poll(&mut self.events, wait) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(delivered),
@@ -1025,6 +1081,7 @@ impl Reactor {
             let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
             self.ready.push((ev.token(), readable, writable));
         }
+        self.control.stats.events += self.ready.len() as u64;
         for i in 0..self.ready.len() {
             let (token, readable, writable) = self.ready[i];
             if token == WAKER {
@@ -1093,6 +1150,7 @@ impl Reactor {
             let kind = l.kind;
             match l.socket.accept() {
                 Ok((stream, _)) => {
+                    self.control.stats.accepted += 1;
                     let machine = match kind {
                         ListenerKind::Server => Machine::Server(ServerConnection::new()),
                         ListenerKind::Reverse => {
@@ -1149,11 +1207,16 @@ impl Reactor {
         let id = self.control.id_of(index as u32);
         let mut delivered = 0;
         if writable {
-            let c = match self.control.by_index(index) {
+            let c = match self
+                .control
+                .slots
+                .get_mut(index)
+                .and_then(|s| s.conn.as_mut())
+            {
                 Some(c) => c,
                 None => return delivered,
             };
-            if let Err(e) = c.flush() {
+            if let Err(e) = c.flush(&mut self.control.stats.writes) {
                 self.control.write_failed(id, &e);
                 return delivered;
             }
@@ -1194,7 +1257,9 @@ impl Reactor {
             };
             let mut eof = false;
             let mut would_block = false;
-            match c.stream.read(&mut scratch[end..]) {
+            let got = c.stream.read(&mut scratch[end..]);
+            control.stats.reads += 1;
+            match got {
                 Ok(0) => eof = true,
                 Ok(n) => {
                     end += n;

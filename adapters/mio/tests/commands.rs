@@ -423,3 +423,156 @@ fn client_leaves_during_stream() {
     assert_eq!(peer.logs[&conn].stream_bad, None);
     let _ = CloseReason::Done;
 }
+
+/// One registration per connection and no re-registration for plain exchanges; an idle
+/// reactor sleeps in the kernel instead of spinning.
+#[test]
+fn registration_and_no_busy_loop() {
+    let (_dir, path, mut reactor) = setup();
+    let mut peer = Peer::default();
+    let before = reactor.control().stats();
+    for _ in 0..100 {
+        let c = reactor.control().connect(&path, &ProcessInfo).unwrap();
+        peer.track(c);
+        run_until(&mut reactor, &mut peer, T, "exchange", |p| {
+            p.all_closed() && p.server_done == p.logs.len()
+        });
+    }
+    let s = reactor.control().stats();
+    assert!(peer.logs.values().all(|l| l.done));
+    assert_eq!(s.registers - before.registers, 200, "{:?}", s);
+    assert_eq!(s.reregisters - before.reregisters, 0, "{:?}", s);
+    assert_eq!(s.accepted - before.accepted, 100);
+    assert_eq!(s.closed - before.closed, 200);
+    // Request and reply each go out in one write.
+    assert_eq!(s.writes - before.writes, 200, "{:?}", s);
+    // Server: request + EOF/WouldBlock; client: reply + EOF (+ WouldBlock).
+    assert!(s.reads - before.reads <= 600, "{:?}", s);
+
+    // Idle, with connections held open: each poll waits in the kernel for its timeout.
+    let held = reactor.control().connect(&path, &ProcessInfo).unwrap();
+    let mut silent = Peer {
+        answer: false,
+        ..Peer::default()
+    };
+    run_until(&mut reactor, &mut silent, T, "request", |p| {
+        p.requests.len() == 1
+    });
+    let s0 = reactor.control().stats();
+    let t0 = std::time::Instant::now();
+    for _ in 0..5 {
+        let n = reactor
+            .poll(Some(Duration::from_millis(100)), &mut silent)
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+    let s1 = reactor.control().stats();
+    assert!(
+        t0.elapsed() >= Duration::from_millis(480),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(s1.polls - s0.polls, 5);
+    assert_eq!(s1.events, s0.events);
+    assert_eq!(s1.reads, s0.reads);
+    assert!(reactor.control().is_open(held));
+}
+
+/// A stream that never ends does not starve the other connections of the same thread.
+#[test]
+fn an_endless_stream_does_not_starve_others() {
+    let (_dir, path, mut reactor) = setup();
+    let mut peer = Peer {
+        stream_len: u64::MAX,
+        ..Peer::default()
+    };
+    let providers = [Provider::new("P", 1, 4)];
+    let trace = CollectTracing2 {
+        circular_buffer_mb: 1,
+        format: TraceFormat::NetTrace,
+        request_rundown: false,
+        providers: dsipc::wire::Seq::Slice(&providers),
+    };
+    let stream = reactor.control().connect(&path, &trace).unwrap();
+    peer.track(stream);
+    run_until(&mut reactor, &mut peer, T, "stream", |p| {
+        p.logs[&stream].stream > 10_000_000
+    });
+    let mut others = Vec::new();
+    for _ in 0..50 {
+        let c = reactor.control().connect(&path, &ProcessInfo2).unwrap();
+        peer.track(c);
+        others.push(c);
+    }
+    let at = peer.logs[&stream].stream;
+    run_until(
+        &mut reactor,
+        &mut peer,
+        T,
+        "50 exchanges beside the stream",
+        |p| others.iter().all(|c| p.logs[c].done),
+    );
+    assert!(peer.logs[&stream].closed.is_none());
+    assert!(peer.logs[&stream].stream > at);
+    assert_eq!(peer.logs[&stream].stream_bad, None);
+}
+
+/// Replies that arrive one byte at a time (every message split across reads): ProcessInfo
+/// and a ProcessEnvironment block.
+#[test]
+fn replies_arriving_byte_by_byte() {
+    let dir = TempDir::new("dsipc-mio").unwrap();
+    let path = dir.join("slow.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut req = [0u8; 20];
+            s.read_exact(&mut req).unwrap();
+            let mut out = vec![0u8; 4096];
+            let n = match req[17] {
+                0x00 => response_for(Command::ProcessInfo).encode(&mut out).unwrap(),
+                _ => {
+                    let vars = ENV.iter().map(|v| Text::Str(v));
+                    let len = dsipc::conn::environment_block_len(vars.clone());
+                    let head = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
+                        incoming_bytes: len as u32,
+                        future: 0,
+                    }))
+                    .encode(&mut out)
+                    .unwrap();
+                    head + dsipc::conn::encode_environment_block(vars, &mut out[head..]).unwrap()
+                }
+            };
+            for b in &out[..n] {
+                s.write_all(std::slice::from_ref(b)).unwrap();
+                std::thread::sleep(Duration::from_micros(300));
+            }
+        }
+    });
+    let mut reactor = Reactor::new().unwrap();
+    let mut peer = Peer::default();
+    let a = reactor.control().connect(&path, &ProcessInfo).unwrap();
+    peer.track(a);
+    run_until(&mut reactor, &mut peer, T, "ProcessInfo", |p| {
+        p.all_closed()
+    });
+    let b = reactor
+        .control()
+        .connect(&path, &ProcessEnvironment)
+        .unwrap();
+    peer.track(b);
+    run_until(&mut reactor, &mut peer, T, "environment", |p| {
+        p.all_closed()
+    });
+    server.join().unwrap();
+    assert!(peer.logs[&a].done, "{:?}", peer.logs[&a]);
+    assert_eq!(
+        peer.logs[&a].events[0],
+        format!("{:?}", ClientReply(response_for(Command::ProcessInfo)))
+    );
+    assert!(peer.logs[&b].done, "{:?}", peer.logs[&b]);
+    assert_eq!(peer.logs[&b].env, ENV);
+    // Far more reads than messages: the partial bytes were kept between reads.
+    assert!(reactor.control().stats().reads > 150);
+}
