@@ -533,15 +533,14 @@ fn runtimes20() {
             .poll(
                 Some(Duration::from_millis(200)),
                 &mut |ctl: &mut Control, e: Event<'_>| match e {
+                    // A runtime not seen yet: resume it (later Advertises are held).
                     Event::Advertise {
                         conn, advertise, ..
-                    } => {
-                        if advertised.insert(advertise.runtime_cookie) {
-                            first_advertise.get_or_insert(t0.elapsed());
-                            last_advertise = Some(t0.elapsed());
-                            ctl.send_request(conn, &ResumeRuntime).unwrap();
-                            asked.insert(conn, advertise.runtime_cookie);
-                        }
+                    } if advertised.insert(advertise.runtime_cookie) => {
+                        first_advertise.get_or_insert(t0.elapsed());
+                        last_advertise = Some(t0.elapsed());
+                        ctl.send_request(conn, &ResumeRuntime).unwrap();
+                        asked.insert(conn, advertise.runtime_cookie);
                     }
                     Event::Client {
                         conn,
