@@ -107,8 +107,25 @@ impl<'a> Utf16Str<'a> {
         decode_utf16(self.units()).map(|r| r.unwrap_or(REPLACEMENT_CHARACTER))
     }
 
+    /// True if every unit is ASCII (then the UTF-8 form is the low bytes, one per unit).
+    pub fn is_ascii(&self) -> bool {
+        // Little-endian units: ASCII iff every high byte is 0 and every low byte < 0x80.
+        // Four units at a time.
+        const MASK: u64 = 0xFF80_FF80_FF80_FF80;
+        let words = self.bytes.chunks_exact(8);
+        let tail = words.remainder();
+        let mut acc = 0u64;
+        for w in words {
+            acc |= u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        }
+        acc & MASK == 0 && tail.chunks_exact(2).all(|c| c[0] < 0x80 && c[1] == 0)
+    }
+
     /// UTF-8 length of the lossy conversion.
     pub fn utf8_len_lossy(&self) -> usize {
+        if self.is_ascii() {
+            return self.len();
+        }
         self.chars_lossy().map(char::len_utf8).sum()
     }
 
@@ -137,13 +154,25 @@ impl<'a> Utf16Str<'a> {
     /// Lossy conversion into `out` (lone surrogates become U+FFFD): fails only if `out` is
     /// smaller than [`Utf16Str::utf8_len_lossy`].
     pub fn to_utf8_lossy<'b>(&self, out: &'b mut [u8]) -> Result<&'b str, TranscodeError> {
-        let needed = self.utf8_len_lossy();
+        let ascii = self.is_ascii();
+        let needed = if ascii {
+            self.len()
+        } else {
+            self.chars_lossy().map(char::len_utf8).sum()
+        };
         if out.len() < needed {
             return Err(TranscodeError::BufferTooSmall { needed });
         }
         let mut pos = 0;
-        for c in self.chars_lossy() {
-            pos += c.encode_utf8(&mut out[pos..]).len();
+        if ascii {
+            for (o, c) in out.iter_mut().zip(self.bytes.chunks_exact(2)) {
+                *o = c[0];
+            }
+            pos = needed;
+        } else {
+            for c in self.chars_lossy() {
+                pos += c.encode_utf8(&mut out[pos..]).len();
+            }
         }
         // Every byte written came from `char::encode_utf8`, so this cannot fail; the fallback
         // keeps the function panic-free regardless.

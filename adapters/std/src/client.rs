@@ -22,10 +22,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A [`Text`] as a `String`, with U+FFFD for lone surrogates.
 pub(crate) fn text_to_string(t: &Text<'_>) -> String {
-    // Sized up front: at least one byte per UTF-16 unit (ASCII, the usual case, is exact).
-    let mut s = String::with_capacity(t.len_utf16());
-    s.extend(t.chars_lossy());
-    s
+    // The core's lossy transcoder has an ASCII fast path; one exactly sized allocation.
+    let mut v = vec![0u8; t.utf8_len_lossy()];
+    if t.to_utf8_lossy(&mut v).is_ok() {
+        if let Ok(s) = String::from_utf8(v) {
+            return s;
+        }
+    }
+    // Unreachable in practice (the buffer is exactly the size asked for).
+    t.chars_lossy().collect()
 }
 
 /// What ProcessInfo (any version) reported, owned.
