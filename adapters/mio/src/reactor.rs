@@ -1255,6 +1255,17 @@ impl Reactor {
                 Ok(c) => c,
                 Err(_) => return delivered,
             };
+            if end == scratch.len() {
+                // Unreachable with the core's bounds (a pending message is < 64 KiB), but
+                // an empty read buffer would read as EOF: fail instead.
+                control.finish(
+                    id,
+                    CloseReason::Failed(Error::Client(ClientError::BufferTooSmall {
+                        needed: end + 1,
+                    })),
+                );
+                return delivered;
+            }
             let mut eof = false;
             let mut would_block = false;
             let got = c.stream.read(&mut scratch[end..]);
