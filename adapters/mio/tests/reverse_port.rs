@@ -236,13 +236,14 @@ fn many_runtimes_advertise_command_reconnect() {
 }
 
 /// ResumeRuntime over the fake runtime's listen socket does not resume it when it is
-/// suspended on a reverse port (as .NET 8 behaves); over the reverse port it does.
+/// suspended on a reverse port (as .NET 8 behaves); over the reverse port it does, once a
+/// monitor listens there (the runtime retries until then).
 #[test]
 fn resume_only_over_the_reverse_port() {
     let dir = TempDir::new("dsipc-mio").unwrap();
     let port = dir.join("port.sock");
     let mut reactor = Reactor::new().unwrap();
-    reactor.control().listen_reverse(&port).unwrap();
+    // Nobody listens on the reverse port yet: the runtime keeps retrying, suspended.
     let rt = Config::new()
         .listen_in(dir.path())
         .reverse_port(&port, true)
@@ -259,6 +260,8 @@ fn resume_only_over_the_reverse_port() {
     });
     assert!(peer.logs[&c].done);
     assert!(!rt.is_resumed());
+    assert_eq!(rt.advertised(), 0);
+    reactor.control().listen_reverse(&port).unwrap();
     let mut m = Monitor::new(1);
     support::run_until(&mut reactor, &mut m, T, "resume (reverse)", |m| {
         m.complete(1) == 1
