@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Lint gates for CI: formatting, clippy with warnings denied, rustdoc with warnings denied,
+# the fuzz crate (fuzz/), the no_std/no-alloc binary (nostd-check/) and the Rust 1.63 build.
+# Every gate runs; the script fails at the end if any failed, naming them.
+#
+#   scripts/lint.sh
+#
+# Environment: LINT_SKIP_MSRV=1 skips scripts/msrv.sh (it needs
+# scripts/install-windows-toolchain.sh to have run).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+t0=$(date +%s)
+FAILED=()
+
+# gate NAME COMMAND...: runs COMMAND (in a subshell, with -e), records a failure.
+gate() {
+    local name="$1"
+    shift
+    echo
+    echo "lint: $name"
+    local s=$(date +%s)
+    if (set -e; "$@"); then
+        echo "lint: $name: ok ($(( $(date +%s) - s ))s)"
+    else
+        echo "lint: $name: FAILED"
+        FAILED+=("$name")
+    fi
+}
+
+fmt_all() {
+    cargo fmt --all --check
+    (cd fuzz && cargo fmt --check)
+    (cd nostd-check && cargo fmt --check)
+}
+
+fuzz_crate() {
+    cd fuzz
+    cargo clippy --all-targets -- -D warnings
+    # The harness over corpus-seeds/ and regressions/, without libFuzzer.
+    cargo test --quiet
+}
+
+nostd() {
+    cd nostd-check
+    local bin=target/x86_64-unknown-linux-gnu/release/dsipc-nostd-check
+    cargo clippy --all-targets -- -D warnings
+    cargo build --release
+    # Statically linked against nothing: no dynamic section, no undefined symbol.
+    if readelf -d "$bin" | grep -q 'Dynamic section'; then
+        echo "lint: $bin has a dynamic section"
+        return 1
+    fi
+    local undefined
+    undefined="$(nm -u "$bin")"
+    if [[ -n "$undefined" ]]; then
+        echo "lint: $bin has undefined symbols:"
+        echo "$undefined"
+        return 1
+    fi
+    "$bin"
+    # The dev profile (debug assertions, overflow checks) links and runs too.
+    cargo build
+    target/x86_64-unknown-linux-gnu/debug/dsipc-nostd-check
+    # defmt: every log statement of the core compiled in (DEFMT_LOG=trace), stub logger.
+    DEFMT_LOG=trace cargo clippy --all-targets --features defmt -- -D warnings
+    DEFMT_LOG=trace cargo build --release --features defmt
+    "$bin"
+}
+
+gate "cargo fmt --check (workspace, fuzz/, nostd-check/)" fmt_all
+gate "cargo clippy --workspace --all-targets -D warnings" \
+    cargo clippy --workspace --all-targets -- -D warnings
+gate "cargo clippy on the core: no_std without features" \
+    cargo clippy -p dsipc --lib --no-default-features -- -D warnings
+gate "cargo clippy on the core: all features" \
+    cargo clippy -p dsipc --lib --all-features -- -D warnings
+gate "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)" \
+    env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+gate "fuzz/: clippy, harness over seeds and regressions" fuzz_crate
+gate "nostd-check/: #![no_std] #![no_main], panic=abort, no allocator, no libc; defmt" nostd
+if [[ -x scripts/msrv.sh && "${LINT_SKIP_MSRV:-0}" != 1 ]]; then
+    gate "scripts/msrv.sh (the core with Rust 1.63)" scripts/msrv.sh
+fi
+
+echo
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+    echo "lint: FAILED ($(( $(date +%s) - t0 ))s):"
+    printf '  %s\n' "${FAILED[@]}"
+    exit 1
+fi
+echo "lint: all gates passed ($(( $(date +%s) - t0 ))s)"
