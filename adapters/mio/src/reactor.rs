@@ -15,10 +15,8 @@ use dsipc::conn::{
     encode_environment_block, environment_block_len, Rejection, ServerConnection, ServerEvent,
     ServerStatus,
 };
-use dsipc::payload::{
-    CollectTracing5, CollectTracing6, ProcessEnvironmentReply, Reply, Request, Response,
-};
-use dsipc::wire::{Advertise, Text, HEADER_LEN};
+use dsipc::payload::{ProcessEnvironmentReply, Reply, Request, Response};
+use dsipc::wire::{Advertise, Text};
 use dsipc::{AnyRequest, ClientConnection, ClientError, ClientEvent, Command, Status};
 
 use crate::error::io_copy;
@@ -965,22 +963,8 @@ fn encode_request<R: Request + ?Sized>(
     machine: &mut ClientConnection,
     request: &R,
 ) -> Result<Vec<u8>, Error> {
-    let command = request.command();
-    if matches!(command, Command::CollectTracing5 | Command::CollectTracing6) {
-        // The trait does not say which session kind it is: decode the payload to find out.
-        let mut probe = vec![0u8; request.encoded_len()];
-        let n = request.encode(&mut probe).map_err(ClientError::Encode)?;
-        let user_events = matches!(
-            AnyRequest::decode(command, &probe[HEADER_LEN..n]),
-            Ok(Some(AnyRequest::CollectTracing5(
-                CollectTracing5::UserEvents(_)
-            ))) | Ok(Some(AnyRequest::CollectTracing6(
-                CollectTracing6::UserEvents(_)
-            )))
-        );
-        if user_events {
-            return Err(Error::FdPassingUnsupported);
-        }
+    if request.requires_fd_passing() {
+        return Err(Error::FdPassingUnsupported);
     }
     let mut tx = vec![0u8; request.encoded_len()];
     let n = machine.send_request(request, &mut tx)?;
