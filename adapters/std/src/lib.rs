@@ -38,6 +38,8 @@ mod error;
 mod session;
 mod transport;
 
+pub mod reverse;
+
 #[cfg(unix)]
 pub mod unix;
 #[cfg(windows)]

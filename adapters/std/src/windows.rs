@@ -1,53 +1,398 @@
-//! Windows transport: `\\.\pipe\dotnet-diagnostic-{pid}`.
+//! Windows transport: the runtime's named pipe `\\.\pipe\dotnet-diagnostic-{pid}`.
 //!
-//! A placeholder so that the crate and its users build on Windows: connecting reports
-//! `Unsupported`. A named-pipe client with timeouts (overlapped I/O) replaces
-//! [`PipeStream`] and [`Transport::connect`] here; nothing else in the crate changes.
+//! - [`connect`] opens a pipe within a timeout. While every instance of the pipe is busy
+//!   (`ERROR_PIPE_BUSY`: the runtime serves one client at a time and has not created its
+//!   next instance yet) it waits with `WaitNamedPipeW` and tries again, until the deadline.
+//! - [`PipeStream`] is a connected pipe with read and write timeouts. Pipes opened like
+//!   files have none, so every read and write is *overlapped*: it is started, waited for
+//!   with `WaitForSingleObject` up to the timeout, and on a timeout cancelled with
+//!   `CancelIoEx`, after which the adapter still waits for the cancellation to complete
+//!   (bytes that arrived in between are returned, never lost, and the kernel never writes
+//!   into a buffer the caller got back). One wait per call: no polling, no helper thread.
+//! - [`list_processes`] enumerates `\\.\pipe\` for `dotnet-diagnostic-{pid}` pipes. Where
+//!   enumeration is denied it says so ([`ListError::Denied`]); where the system does not
+//!   support it (Wine) it falls back to probing the pipe of every process.
+//! - [`PipeListener`] is the server side of a pipe (the monitor side of a reverse port, see
+//!   [`crate::reverse`], and test doubles): byte-mode instances that reject remote
+//!   clients, accepted with a timeout.
+//!
+//! The Win32 functions are declared in this crate (`kernel32` only): no dependency besides
+//! the core, and Rust 1.63 builds it.
 
+mod sys;
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::io::{self, Read, Write};
-use std::time::Duration;
+use std::os::windows::ffi::{OsStrExt, OsStringExt};
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
+use std::path::{Path, PathBuf};
+use std::ptr;
+use std::time::{Duration, Instant};
 
-use dsipc::transport::PipeName;
+use dsipc::transport::{PipeName, PIPE_NAMESPACE};
 
+use self::sys::*;
 use crate::{Connection, Endpoint, Error, Transport};
 
-/// A connected pipe (not implemented yet, so it has no values).
-#[derive(Debug)]
-pub enum PipeStream {}
+/// Size of each direction's buffer of the pipe instances a [`PipeListener`] creates.
+pub const PIPE_BUFFER_LEN: u32 = 64 * 1024;
+
+/// A NUL-terminated UTF-16 copy of `s`.
+fn wide(s: &OsStr) -> Vec<u16> {
+    s.encode_wide().chain(Some(0)).collect()
+}
+
+/// Milliseconds for a Win32 wait: rounded up, at least 1 (0 often means "default" or "do
+/// not wait"), below `INFINITE`; `None` is `INFINITE`.
+fn millis(timeout: Option<Duration>) -> u32 {
+    match timeout {
+        None => INFINITE,
+        Some(t) => {
+            let ms = t.as_nanos().saturating_add(999_999) / 1_000_000;
+            ms.clamp(1, u128::from(INFINITE - 1)) as u32
+        }
+    }
+}
+
+/// A new manual-reset event, not signalled.
+fn new_event() -> io::Result<OwnedHandle> {
+    // SAFETY: no security attributes, no name; the result is checked before use.
+    let h = unsafe { CreateEventW(ptr::null_mut(), 1, 0, ptr::null()) };
+    if h.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle that nothing else owns.
+    Ok(unsafe { OwnedHandle::from_raw_handle(h as RawHandle) })
+}
+
+fn raw(h: &OwnedHandle) -> HANDLE {
+    h.as_raw_handle() as HANDLE
+}
+
+/// What an overlapped operation did.
+struct Transfer {
+    /// Bytes transferred (also for a cancelled operation).
+    bytes: u32,
+    /// The timeout expired and the operation was cancelled.
+    timed_out: bool,
+}
+
+/// Runs one overlapped operation on `handle` to its end: `start` begins it with the
+/// `OVERLAPPED` it is given; then this waits up to `timeout` on `event`, and on a timeout
+/// cancels the operation and waits until the cancellation has completed.
+///
+/// # Safety
+/// `handle` must be open with `FILE_FLAG_OVERLAPPED` and `event` a manual-reset event;
+/// every buffer `start` hands to the system must stay valid until this returns (it does:
+/// the operation is over when this returns, whatever the outcome).
+unsafe fn overlapped<F>(
+    handle: HANDLE,
+    event: HANDLE,
+    timeout: Option<Duration>,
+    start: F,
+) -> io::Result<Transfer>
+where
+    F: FnOnce(*mut OVERLAPPED) -> BOOL,
+{
+    let mut ov = OVERLAPPED {
+        Internal: 0,
+        InternalHigh: 0,
+        Offset: 0,
+        OffsetHigh: 0,
+        hEvent: event,
+    };
+    let mut bytes = 0u32;
+    if start(&mut ov) == 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(ERROR_IO_PENDING) {
+            // Failed at once: nothing is pending.
+            return Err(err);
+        }
+        // SAFETY (all calls below): `ov` lives on this frame until the operation is over.
+        match unsafe { WaitForSingleObject(event, millis(timeout)) } {
+            WAIT_OBJECT_0 => {}
+            WAIT_TIMEOUT => {
+                // ERROR_NOT_FOUND from CancelIoEx: it completed meanwhile. Either way the
+                // wait below returns once the operation is over.
+                unsafe { CancelIoEx(handle, &mut ov) };
+                if unsafe { GetOverlappedResult(handle, &mut ov, &mut bytes, 1) } != 0 {
+                    return Ok(Transfer {
+                        bytes,
+                        timed_out: false,
+                    });
+                }
+                let err = io::Error::last_os_error();
+                return if err.raw_os_error() == Some(ERROR_OPERATION_ABORTED) {
+                    Ok(Transfer {
+                        bytes,
+                        timed_out: true,
+                    })
+                } else {
+                    Err(err)
+                };
+            }
+            _ => {
+                let err = io::Error::last_os_error();
+                unsafe { CancelIoEx(handle, &mut ov) };
+                unsafe { GetOverlappedResult(handle, &mut ov, &mut bytes, 1) };
+                return Err(err);
+            }
+        }
+    }
+    // SAFETY: as above; the operation has completed, so this does not block.
+    if unsafe { GetOverlappedResult(handle, &mut ov, &mut bytes, 1) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Transfer {
+        bytes,
+        timed_out: false,
+    })
+}
+
+/// True for the errors a pipe read reports once the other end has closed (and every byte
+/// it wrote has been read).
+fn is_closed(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(ERROR_BROKEN_PIPE) | Some(ERROR_PIPE_NOT_CONNECTED)
+    )
+}
+
+fn check_timeout(timeout: Option<Duration>) -> io::Result<()> {
+    if timeout == Some(Duration::ZERO) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot set a 0 duration timeout",
+        ));
+    }
+    Ok(())
+}
+
+/// A connected named pipe (either end) with read and write timeouts, through overlapped
+/// I/O. A read returns `Ok(0)` once the other end has closed and everything it wrote has
+/// been read; a timeout is [`io::ErrorKind::TimedOut`].
+pub struct PipeStream {
+    handle: OwnedHandle,
+    read_event: OwnedHandle,
+    write_event: OwnedHandle,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+impl fmt::Debug for PipeStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PipeStream")
+            .field("handle", &self.handle.as_raw_handle())
+            .field("read_timeout", &self.read_timeout)
+            .field("write_timeout", &self.write_timeout)
+            .finish()
+    }
+}
+
+impl PipeStream {
+    /// Wraps a pipe handle opened with `FILE_FLAG_OVERLAPPED` (required: reads and writes
+    /// are overlapped). No timeouts are set.
+    pub fn from_overlapped_handle(handle: OwnedHandle) -> io::Result<PipeStream> {
+        Ok(PipeStream {
+            handle,
+            read_event: new_event()?,
+            write_event: new_event()?,
+            read_timeout: None,
+            write_timeout: None,
+        })
+    }
+
+    /// The pipe handle.
+    pub fn handle(&self) -> &OwnedHandle {
+        &self.handle
+    }
+
+    /// The read timeout (`None`: reads block until data or EOF).
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.read_timeout
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.write_timeout
+    }
+
+    /// On the server end of a pipe: the process id of the connected client
+    /// (`GetNamedPipeClientProcessId`).
+    pub fn client_process_id(&self) -> io::Result<u32> {
+        let mut pid = 0u32;
+        // SAFETY: a valid pipe handle and a valid out pointer.
+        if unsafe { GetNamedPipeClientProcessId(raw(&self.handle), &mut pid) } == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(pid)
+    }
+
+    /// Waits until the other end has read everything written so far (`FlushFileBuffers`).
+    /// This blocks without a timeout; a runtime does it before it closes a connection.
+    pub fn wait_until_read(&self) -> io::Result<()> {
+        // SAFETY: a valid handle.
+        if unsafe { FlushFileBuffers(raw(&self.handle)) } == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
 
 impl Read for PipeStream {
-    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
-        match *self {}
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        let handle = raw(&self.handle);
+        let ptr = buf.as_mut_ptr();
+        // SAFETY: an overlapped pipe handle and a manual-reset event; `buf` outlives the
+        // operation, which `overlapped` finishes before returning.
+        let t = unsafe {
+            overlapped(handle, raw(&self.read_event), self.read_timeout, |ov| {
+                ReadFile(handle, ptr, len, ptr::null_mut(), ov)
+            })
+        };
+        match t {
+            Ok(Transfer {
+                bytes: 0,
+                timed_out: true,
+            }) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "pipe read timed out",
+            )),
+            Ok(t) => Ok(t.bytes as usize),
+            Err(e) if is_closed(&e) => Ok(0),
+            Err(e) => Err(e),
+        }
     }
 }
 
 impl Write for PipeStream {
-    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
-        match *self {}
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        let handle = raw(&self.handle);
+        let ptr = buf.as_ptr();
+        // SAFETY: as for `read`.
+        let t = unsafe {
+            overlapped(handle, raw(&self.write_event), self.write_timeout, |ov| {
+                WriteFile(handle, ptr, len, ptr::null_mut(), ov)
+            })
+        }?;
+        if t.timed_out && t.bytes == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "pipe write timed out (the other end is not reading)",
+            ));
+        }
+        Ok(t.bytes as usize)
     }
+
+    /// Does nothing: written bytes are in the pipe already (see
+    /// [`PipeStream::wait_until_read`]).
     fn flush(&mut self) -> io::Result<()> {
-        match *self {}
+        Ok(())
     }
 }
 
 impl Connection for PipeStream {
-    fn set_read_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
-        match *self {}
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        check_timeout(timeout)?;
+        self.read_timeout = timeout;
+        Ok(())
     }
-    fn set_write_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
-        match *self {}
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        check_timeout(timeout)?;
+        self.write_timeout = timeout;
+        Ok(())
     }
+}
+
+/// Connects to the pipe at `path` (`\\.\pipe\NAME`) within `timeout`, and returns a stream
+/// whose read and write timeouts are both `timeout`.
+///
+/// While every instance is busy it waits (`WaitNamedPipeW`) and retries until the
+/// deadline, then fails with [`io::ErrorKind::TimedOut`]. A pipe that does not exist is
+/// [`io::ErrorKind::NotFound`] at once. The client allows the server to identify it but not
+/// to impersonate it (`SECURITY_IDENTIFICATION`).
+pub fn connect(path: &Path, timeout: Duration) -> io::Result<PipeStream> {
+    let timeout = timeout.max(Duration::from_millis(1));
+    let deadline = Instant::now() + timeout;
+    let name = wide(path.as_os_str());
+    loop {
+        // SAFETY: `name` is NUL-terminated and outlives the call; the result is checked.
+        let h = unsafe {
+            CreateFileW(
+                name.as_ptr(),
+                GENERIC_READ | GENERIC_WRITE,
+                0,
+                ptr::null_mut(),
+                OPEN_EXISTING,
+                FILE_FLAG_OVERLAPPED | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION,
+                ptr::null_mut(),
+            )
+        };
+        if h != INVALID_HANDLE_VALUE {
+            // SAFETY: a fresh handle that nothing else owns.
+            let handle = unsafe { OwnedHandle::from_raw_handle(h as RawHandle) };
+            let mut stream = PipeStream::from_overlapped_handle(handle)?;
+            stream.read_timeout = Some(timeout);
+            stream.write_timeout = Some(timeout);
+            return Ok(stream);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(ERROR_PIPE_BUSY) {
+            return Err(err);
+        }
+        // Every instance is busy: wait for one to be free, then race for it.
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(busy_timeout(timeout));
+        }
+        // SAFETY: as above.
+        if unsafe { WaitNamedPipeW(name.as_ptr(), millis(Some(left))) } == 0 {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(ERROR_SEM_TIMEOUT) => return Err(busy_timeout(timeout)),
+                // Every instance went away meanwhile: CreateFileW says what is there now.
+                Some(ERROR_FILE_NOT_FOUND) => {}
+                _ => return Err(err),
+            }
+        }
+    }
+}
+
+fn busy_timeout(timeout: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "every instance of the pipe stayed busy for {:.1} s (another client is being served)",
+            timeout.as_secs_f64()
+        ),
+    )
 }
 
 impl Transport for Endpoint {
     type Conn = PipeStream;
-    fn connect(&self, _timeout: Duration) -> Result<PipeStream, Error> {
-        Err(Error::Connect {
-            endpoint: self.path().to_path_buf(),
-            source: io::Error::new(
-                io::ErrorKind::Unsupported,
-                "the Windows named-pipe transport is not implemented yet",
-            ),
+    fn connect(&self, timeout: Duration) -> Result<PipeStream, Error> {
+        connect(self.path(), timeout).map_err(|source| {
+            let source = if source.raw_os_error() == Some(ERROR_FILE_NOT_FOUND) {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no such pipe (not a .NET process, it has exited, or DOTNET_EnableDiagnostics=0)",
+                )
+            } else {
+                source
+            };
+            Error::Connect {
+                endpoint: self.path().to_path_buf(),
+                source,
+            }
         })
     }
 }
@@ -55,4 +400,422 @@ impl Transport for Endpoint {
 /// The endpoint of process `pid`: its default pipe.
 pub fn endpoint_for_pid(pid: u32) -> Endpoint {
     Endpoint::new(PipeName { pid }.to_string())
+}
+
+/// True if a pipe named `path` exists, without connecting to it (`WaitNamedPipeW` with a
+/// 1 ms wait: connecting would occupy the runtime's single server).
+pub fn pipe_exists(path: &Path) -> bool {
+    let name = wide(path.as_os_str());
+    // SAFETY: NUL-terminated name.
+    if unsafe { WaitNamedPipeW(name.as_ptr(), 1) } != 0 {
+        return true;
+    }
+    // Busy instances exist too.
+    io::Error::last_os_error().raw_os_error() == Some(ERROR_SEM_TIMEOUT)
+}
+
+/// A process with a diagnostic pipe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnosableProcess {
+    /// Process id.
+    pub pid: u32,
+    /// Its pipe, `\\.\pipe\dotnet-diagnostic-{pid}`.
+    pub pipe: PathBuf,
+}
+
+/// How [`list_processes`] found the pipes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListMethod {
+    /// By enumerating `\\.\pipe\`.
+    PipeDirectory,
+    /// Enumeration is not supported here (as under Wine): by probing the pipe of every
+    /// process in a process snapshot, without connecting.
+    ProcessProbe,
+}
+
+/// Why the diagnosable processes could not be listed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ListError {
+    /// This account may not enumerate `\\.\pipe\` (`ERROR_ACCESS_DENIED`). A process whose
+    /// pid is known can still be reached: [`endpoint_for_pid`].
+    Denied {
+        /// The system's error.
+        source: io::Error,
+    },
+    /// Enumerating `\\.\pipe\` is not supported here (only from [`list_pipes`];
+    /// [`list_processes`] probes every process instead).
+    Unsupported {
+        /// The system's error.
+        source: io::Error,
+    },
+    /// Another system error (enumeration, or the process snapshot).
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The system's error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for ListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListError::Denied { source } => write!(
+                f,
+                "listing the named pipes in \\\\.\\pipe\\ was denied ({}): this account may not \
+                 enumerate pipes; a process with a known pid can still be reached by its pid",
+                source
+            ),
+            ListError::Unsupported { source } => write!(
+                f,
+                "this system does not support listing \\\\.\\pipe\\ ({})",
+                source
+            ),
+            ListError::Io { op, source } => write!(f, "{}: {}", op, source),
+        }
+    }
+}
+
+impl std::error::Error for ListError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ListError::Denied { source }
+            | ListError::Unsupported { source }
+            | ListError::Io { source, .. } => Some(source),
+        }
+    }
+}
+
+impl From<ListError> for Error {
+    fn from(e: ListError) -> Error {
+        let kind = match &e {
+            ListError::Denied { .. } => io::ErrorKind::PermissionDenied,
+            ListError::Unsupported { .. } => io::ErrorKind::Unsupported,
+            ListError::Io { source, .. } => source.kind(),
+        };
+        Error::Io(io::Error::new(kind, e.to_string()))
+    }
+}
+
+/// How an error of `FindFirstFileW(\\.\pipe\*)` is reported.
+fn classify_enumeration_error(source: io::Error) -> ListError {
+    match source.raw_os_error() {
+        Some(ERROR_ACCESS_DENIED) => ListError::Denied { source },
+        Some(ERROR_BAD_DEV_TYPE)
+        | Some(ERROR_INVALID_FUNCTION)
+        | Some(ERROR_NOT_SUPPORTED)
+        | Some(ERROR_INVALID_PARAMETER)
+        | Some(ERROR_INVALID_NAME)
+        | Some(ERROR_BAD_PATHNAME)
+        | Some(ERROR_BAD_NETPATH)
+        | Some(ERROR_PATH_NOT_FOUND) => ListError::Unsupported { source },
+        _ => ListError::Io {
+            op: "list \\\\.\\pipe\\",
+            source,
+        },
+    }
+}
+
+/// Closes a find handle on drop.
+struct FindHandle(HANDLE);
+
+impl Drop for FindHandle {
+    fn drop(&mut self) {
+        // SAFETY: a handle FindFirstFileW returned, closed once.
+        unsafe { FindClose(self.0) };
+    }
+}
+
+/// The names of every pipe in `\\.\pipe\` (without the prefix), as `FindFirstFileW`
+/// lists them.
+pub fn list_pipes() -> Result<Vec<OsString>, ListError> {
+    let pattern = wide(OsStr::new(r"\\.\pipe\*"));
+    // SAFETY: WIN32_FIND_DATAW is plain old data.
+    let mut data: WIN32_FIND_DATAW = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated pattern and a valid out structure.
+    let h = unsafe { FindFirstFileW(pattern.as_ptr(), &mut data) };
+    if h == INVALID_HANDLE_VALUE {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            // No pipe at all.
+            Some(ERROR_FILE_NOT_FOUND) | Some(ERROR_NO_MORE_FILES) => Ok(Vec::new()),
+            _ => Err(classify_enumeration_error(err)),
+        };
+    }
+    let find = FindHandle(h);
+    let mut names = Vec::new();
+    loop {
+        let len = data
+            .cFileName
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(data.cFileName.len());
+        names.push(OsString::from_wide(&data.cFileName[..len]));
+        // SAFETY: a live find handle and a valid out structure.
+        if unsafe { FindNextFileW(find.0, &mut data) } == 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(ERROR_NO_MORE_FILES) {
+                break;
+            }
+            return Err(ListError::Io {
+                op: "list \\\\.\\pipe\\",
+                source: err,
+            });
+        }
+    }
+    Ok(names)
+}
+
+/// The pids of every process in a snapshot (`CreateToolhelp32Snapshot`).
+pub fn process_ids() -> io::Result<Vec<u32>> {
+    // SAFETY: plain call; the result is checked.
+    let h = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) };
+    if h == INVALID_HANDLE_VALUE {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle that nothing else owns.
+    let snapshot = unsafe { OwnedHandle::from_raw_handle(h as RawHandle) };
+    // SAFETY: PROCESSENTRY32W is plain old data; dwSize is set as the API requires.
+    let mut entry: PROCESSENTRY32W = unsafe { std::mem::zeroed() };
+    entry.dwSize = std::mem::size_of::<PROCESSENTRY32W>() as u32;
+    let mut pids = Vec::new();
+    // SAFETY: a live snapshot handle and a valid out structure.
+    let mut ok = unsafe { Process32FirstW(raw(&snapshot), &mut entry) };
+    while ok != 0 {
+        pids.push(entry.th32ProcessID);
+        // SAFETY: as above.
+        ok = unsafe { Process32NextW(raw(&snapshot), &mut entry) };
+    }
+    Ok(pids)
+}
+
+/// Lists the processes that have a diagnostic pipe, by pid, and says how it found them.
+///
+/// Enumerates `\\.\pipe\` for `dotnet-diagnostic-{pid}`. Where the account may not
+/// enumerate pipes this is [`ListError::Denied`]. Where enumeration is not supported (Wine
+/// answers `ERROR_BAD_DEV_TYPE`), it probes `\\.\pipe\dotnet-diagnostic-{pid}` for every
+/// process in a snapshot instead ([`pipe_exists`]: without connecting).
+pub fn list_processes_with_method() -> Result<(Vec<DiagnosableProcess>, ListMethod), ListError> {
+    let (mut pids, method) = match list_pipes() {
+        Ok(names) => (
+            names
+                .iter()
+                .filter_map(|n| n.to_str().and_then(PipeName::parse))
+                .map(|p| p.pid)
+                .collect::<Vec<u32>>(),
+            ListMethod::PipeDirectory,
+        ),
+        Err(ListError::Unsupported { .. }) => {
+            let pids = process_ids().map_err(|source| ListError::Io {
+                op: "snapshot the processes",
+                source,
+            })?;
+            let found = pids
+                .into_iter()
+                .filter(|&pid| pipe_exists(endpoint_for_pid(pid).path()))
+                .collect();
+            (found, ListMethod::ProcessProbe)
+        }
+        Err(e) => return Err(e),
+    };
+    pids.sort_unstable();
+    pids.dedup();
+    let procs = pids
+        .into_iter()
+        .map(|pid| DiagnosableProcess {
+            pid,
+            pipe: endpoint_for_pid(pid).path().to_path_buf(),
+        })
+        .collect();
+    Ok((procs, method))
+}
+
+/// Lists the processes that have a diagnostic pipe, by pid (see
+/// [`list_processes_with_method`]).
+pub fn list_processes() -> Result<Vec<DiagnosableProcess>, ListError> {
+    list_processes_with_method().map(|(p, _)| p)
+}
+
+/// A pipe name that is not usable: empty, or holding a backslash after `\\.\pipe\`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidPipeName(pub String);
+
+impl fmt::Display for InvalidPipeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not a pipe name (NAME or \\\\.\\pipe\\NAME, NAME non-empty without '\\')",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for InvalidPipeName {}
+
+/// `\\.\pipe\NAME` for `NAME` or `\\.\pipe\NAME` (as `DOTNET_DiagnosticPorts` takes
+/// either a bare name or the full path on Windows).
+pub fn pipe_path(name: &str) -> Result<PathBuf, InvalidPipeName> {
+    let bare = name.strip_prefix(PIPE_NAMESPACE).unwrap_or(name);
+    if bare.is_empty() || bare.contains('\\') || bare.contains('\0') || bare.len() > 240 {
+        return Err(InvalidPipeName(name.to_string()));
+    }
+    Ok(PathBuf::from(format!("{}{}", PIPE_NAMESPACE, bare)))
+}
+
+/// The server side of a named pipe: it keeps one instance waiting for a client, accepts
+/// clients with a timeout, and creates the next instance as soon as one is taken (so a
+/// client that reconnects finds it; runtimes reconnect at once on a reverse port).
+///
+/// Instances are byte-mode, duplex, overlapped, reject remote clients
+/// (`PIPE_REJECT_REMOTE_CLIENTS`) and have the default security descriptor (full control
+/// for the creator, SYSTEM and administrators; read for everyone else). The first instance is
+/// created with `FILE_FLAG_FIRST_PIPE_INSTANCE`: if another process already serves that
+/// name, creating fails with `ERROR_ACCESS_DENIED` instead of sharing the name.
+#[derive(Debug)]
+pub struct PipeListener {
+    path: PathBuf,
+    name: Vec<u16>,
+    pending: Option<OwnedHandle>,
+    event: OwnedHandle,
+}
+
+impl PipeListener {
+    /// Creates the first instance of `\\.\pipe\NAME` (`path` is that full path).
+    pub fn bind(path: &Path) -> io::Result<PipeListener> {
+        let name = wide(path.as_os_str());
+        let first = create_instance(&name, true)?;
+        Ok(PipeListener {
+            path: path.to_path_buf(),
+            name,
+            pending: Some(first),
+            event: new_event()?,
+        })
+    }
+
+    /// The pipe's path, `\\.\pipe\NAME`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Waits for a client without a time limit.
+    pub fn accept(&mut self) -> io::Result<PipeStream> {
+        loop {
+            if let Some(s) = self.accept_within(None)? {
+                return Ok(s);
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for a client; `Ok(None)` when none came.
+    pub fn accept_timeout(&mut self, timeout: Duration) -> io::Result<Option<PipeStream>> {
+        self.accept_within(Some(timeout.max(Duration::from_millis(1))))
+    }
+
+    fn accept_within(&mut self, timeout: Option<Duration>) -> io::Result<Option<PipeStream>> {
+        let instance = match self.pending.take() {
+            Some(i) => i,
+            None => create_instance(&self.name, false)?,
+        };
+        let handle = raw(&instance);
+        let event = raw(&self.event);
+        // SAFETY: a valid event handle.
+        unsafe { ResetEvent(event) };
+        // SAFETY: an overlapped pipe instance and a manual-reset event; no buffers.
+        let connected =
+            unsafe { overlapped(handle, event, timeout, |ov| ConnectNamedPipe(handle, ov)) };
+        match connected {
+            Ok(Transfer {
+                timed_out: true, ..
+            }) => {
+                self.pending = Some(instance);
+                return Ok(None);
+            }
+            Ok(_) => {}
+            // The client connected between CreateNamedPipeW and ConnectNamedPipe.
+            Err(e) if e.raw_os_error() == Some(ERROR_PIPE_CONNECTED) => {}
+            // The client connected and closed already: recycle the instance.
+            Err(e) if e.raw_os_error() == Some(ERROR_NO_DATA) => {
+                // SAFETY: a valid pipe handle.
+                unsafe { DisconnectNamedPipe(handle) };
+                self.pending = Some(instance);
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+        // Be ready for the next client before handing this one out. Should that fail,
+        // the next accept tries again (and reports the error).
+        self.pending = create_instance(&self.name, false).ok();
+        PipeStream::from_overlapped_handle(instance).map(Some)
+    }
+}
+
+/// Creates one instance of the pipe `name` (NUL-terminated UTF-16).
+fn create_instance(name: &[u16], first: bool) -> io::Result<OwnedHandle> {
+    let mut open_mode = PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED;
+    if first {
+        open_mode |= FILE_FLAG_FIRST_PIPE_INSTANCE;
+    }
+    // SAFETY: `name` is NUL-terminated and outlives the call; null security attributes
+    // mean the default descriptor; the result is checked.
+    let h = unsafe {
+        CreateNamedPipeW(
+            name.as_ptr(),
+            open_mode,
+            PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT | PIPE_REJECT_REMOTE_CLIENTS,
+            PIPE_UNLIMITED_INSTANCES,
+            PIPE_BUFFER_LEN,
+            PIPE_BUFFER_LEN,
+            0,
+            ptr::null_mut(),
+        )
+    };
+    if h == INVALID_HANDLE_VALUE {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle that nothing else owns.
+    Ok(unsafe { OwnedHandle::from_raw_handle(h as RawHandle) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_rounds_up_and_never_zero() {
+        assert_eq!(millis(None), INFINITE);
+        assert_eq!(millis(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(millis(Some(Duration::from_micros(1500))), 2);
+        assert_eq!(millis(Some(Duration::from_secs(u64::MAX))), INFINITE - 1);
+    }
+
+    #[test]
+    fn enumeration_errors_are_classified() {
+        let e = |code| io::Error::from_raw_os_error(code);
+        assert!(matches!(
+            classify_enumeration_error(e(ERROR_ACCESS_DENIED)),
+            ListError::Denied { .. }
+        ));
+        assert!(matches!(
+            classify_enumeration_error(e(ERROR_BAD_DEV_TYPE)),
+            ListError::Unsupported { .. }
+        ));
+        let denied = classify_enumeration_error(e(ERROR_ACCESS_DENIED)).to_string();
+        assert!(denied.contains("denied"), "{}", denied);
+    }
+
+    #[test]
+    fn pipe_paths() {
+        assert_eq!(pipe_path("x").unwrap(), PathBuf::from(r"\\.\pipe\x"));
+        assert_eq!(
+            pipe_path(r"\\.\pipe\x").unwrap(),
+            PathBuf::from(r"\\.\pipe\x")
+        );
+        assert!(pipe_path("").is_err());
+        assert!(pipe_path(r"a\b").is_err());
+        assert_eq!(
+            endpoint_for_pid(42).path(),
+            Path::new(r"\\.\pipe\dotnet-diagnostic-42")
+        );
+    }
 }

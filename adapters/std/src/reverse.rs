@@ -1,0 +1,726 @@
+//! Reverse diagnostic ports: the monitor's side of `DOTNET_DiagnosticPorts=ADDRESS,connect`.
+//!
+//! A runtime started with that variable connects to ADDRESS (a Unix socket path; on Windows
+//! a pipe name), sends a 34-byte Advertise (its cookie and pid), and waits for one command.
+//! After the reply it closes and connects again at once, advertising again. With `suspend`
+//! (the default mode) its startup waits until a ResumeRuntime arrives over such a
+//! connection.
+//!
+//! [`ReverseListener`] binds the address and accepts runtimes; each accepted runtime is a
+//! [`ReverseConnection`]: the [`Advertise`] it sent, and a connection that runs **one**
+//! command through the same driver as every other command (it is a one-shot
+//! [`Transport`], so [`DiagnosticsClient`] works over it).
+//!
+//! ```no_run
+//! use dsipc_std::reverse::ReverseListener;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The runtime runs with DOTNET_DiagnosticPorts=/tmp/monitor.sock,connect,suspend
+//! let mut listener = ReverseListener::bind("/tmp/monitor.sock")?;
+//! loop {
+//!     let runtime = listener.accept()?;
+//!     println!("pid {} cookie {}", runtime.pid(), runtime.cookie());
+//!     // One command per connection; the runtime reconnects (and advertises again) after it.
+//!     runtime.into_client().resume_runtime()?;
+//! }
+//! # }
+//! ```
+//!
+//! On Unix the socket is bound with mode 0600 without a window in which anybody else could
+//! connect: it is bound in a fresh private directory (mode 0700), made 0600 there, and then
+//! hard-linked to its address, which fails rather than replace anything that appeared there
+//! meanwhile. A socket file already at the address is removed only if nothing listens on it
+//! (a stale socket); a live listener is [`ListenError::InUse`] and any other kind of file is
+//! [`ListenError::NotASocket`], left alone. Dropping the listener removes its socket file
+//! (only if that file is still the one it bound).
+//!
+//! On Windows the listener creates the named pipe `\\.\pipe\NAME` (rejecting remote
+//! clients) and the runtime connects to it (`windows::PipeListener`).
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use dsipc::conn::{ClientConnection, ClientEvent, Status};
+use dsipc::wire::{Advertise, Guid, ADVERTISE_LEN};
+use dsipc::ClientError;
+
+use crate::{Connection, DiagnosticsClient, Error, Transport};
+
+/// How long an accepted connection may take to send its Advertise (real runtimes send it
+/// at once).
+pub const DEFAULT_ADVERTISE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The stream of an accepted runtime: a Unix socket, or on Windows the server end of a
+/// named pipe.
+#[cfg(unix)]
+pub type ReverseStream = std::os::unix::net::UnixStream;
+/// The stream of an accepted runtime: a Unix socket, or on Windows the server end of a
+/// named pipe.
+#[cfg(windows)]
+pub type ReverseStream = crate::windows::PipeStream;
+
+/// Why a reverse port could not be bound.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ListenError {
+    /// Something that is not a socket is at the path: it is never removed.
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A live listener answers at the address (on Windows: another process serves the
+    /// pipe name).
+    InUse {
+        /// The address.
+        path: PathBuf,
+    },
+    /// The path is longer than a Unix socket address allows (107 bytes).
+    PathTooLong {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Not a pipe name (Windows: empty, or with a `\` after `\\.\pipe\`).
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+    /// A system call failed.
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The address.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for ListenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenError::NotASocket { path } => write!(
+                f,
+                "{} exists and is not a socket; refusing to remove it",
+                path.display()
+            ),
+            ListenError::InUse { path } => {
+                write!(f, "{} is in use by a live listener", path.display())
+            }
+            ListenError::PathTooLong { path } => write!(
+                f,
+                "{} is longer than a Unix socket path may be ({} bytes)",
+                path.display(),
+                dsipc::transport::MAX_SOCKET_PATH
+            ),
+            ListenError::InvalidName { name } => {
+                write!(f, "{:?} is not a valid pipe name", name)
+            }
+            ListenError::Io { op, path, source } => {
+                write!(f, "cannot {} {}: {}", op, path.display(), source)
+            }
+        }
+    }
+}
+
+impl std::error::Error for ListenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ListenError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Why no runtime came out of an accept.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AcceptError {
+    /// Accepting failed: the listener itself is in trouble (see [`is_fatal`](Self::is_fatal)).
+    Accept(io::Error),
+    /// A peer connected but sent no complete Advertise in time; it was disconnected.
+    AdvertiseTimeout {
+        /// The time it had.
+        timeout: Duration,
+    },
+    /// A peer sent something that is not an Advertise, or closed before 34 bytes; it was
+    /// disconnected.
+    BadAdvertise(ClientError),
+    /// Reading the Advertise failed; the peer was disconnected.
+    Io(io::Error),
+}
+
+impl AcceptError {
+    /// True when the listener failed (as opposed to one peer misbehaving): accepting again
+    /// is unlikely to help.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, AcceptError::Accept(_))
+    }
+}
+
+impl fmt::Display for AcceptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcceptError::Accept(e) => write!(f, "accept failed: {}", e),
+            AcceptError::AdvertiseTimeout { timeout } => write!(
+                f,
+                "a peer connected but sent no Advertise within {:.1} s",
+                timeout.as_secs_f64()
+            ),
+            AcceptError::BadAdvertise(e) => write!(f, "a peer connected and sent {}", e),
+            AcceptError::Io(e) => write!(f, "reading a peer's Advertise failed: {}", e),
+        }
+    }
+}
+
+impl std::error::Error for AcceptError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AcceptError::Accept(e) | AcceptError::Io(e) => Some(e),
+            AcceptError::BadAdvertise(e) => Some(e),
+            AcceptError::AdvertiseTimeout { .. } => None,
+        }
+    }
+}
+
+impl From<AcceptError> for Error {
+    fn from(e: AcceptError) -> Error {
+        match e {
+            AcceptError::Accept(e) | AcceptError::Io(e) => Error::Io(e),
+            AcceptError::BadAdvertise(e) => Error::Protocol(e),
+            AcceptError::AdvertiseTimeout { timeout } => Error::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "a peer connected but sent no Advertise within {:.1} s",
+                    timeout.as_secs_f64()
+                ),
+            )),
+        }
+    }
+}
+
+/// A runtime that connected to a reverse port and advertised itself. It can run one
+/// command: as a [`Transport`] its first `connect` hands out the connection, later ones
+/// fail (the runtime reconnects for its next command: accept it again).
+///
+/// Dropping it unused closes the connection, and the runtime reconnects at once; to keep
+/// a runtime waiting, keep its connection.
+pub struct ReverseConnection {
+    advertise: Advertise,
+    address: PathBuf,
+    stream: Mutex<Option<ReverseStream>>,
+}
+
+impl fmt::Debug for ReverseConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReverseConnection")
+            .field("advertise", &self.advertise)
+            .field("address", &self.address)
+            .finish()
+    }
+}
+
+impl ReverseConnection {
+    /// The Advertise the runtime sent.
+    pub fn advertise(&self) -> Advertise {
+        self.advertise
+    }
+
+    /// The runtime's pid (in its own pid namespace), from the Advertise.
+    pub fn pid(&self) -> u64 {
+        self.advertise.process_id
+    }
+
+    /// The runtime's cookie (the one ProcessInfo reports), from the Advertise.
+    pub fn cookie(&self) -> Guid {
+        self.advertise.runtime_cookie
+    }
+
+    /// The reverse port's address.
+    pub fn address(&self) -> &Path {
+        &self.address
+    }
+
+    /// True until the connection has been handed out.
+    pub fn is_unused(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// A client for this runtime's one command, with [`crate::DEFAULT_TIMEOUT`]. Methods
+    /// that need a second connection (ProcessInfo's fallback to older versions, stopping a
+    /// trace) cannot get one here: use single-command methods such as
+    /// [`DiagnosticsClient::process_info_basic`] and
+    /// [`DiagnosticsClient::resume_runtime`].
+    pub fn into_client(self) -> DiagnosticsClient<ReverseConnection> {
+        DiagnosticsClient::new(self)
+    }
+
+    /// The raw stream (the Advertise already read from it), if it was not handed out.
+    pub fn into_stream(self) -> Option<ReverseStream> {
+        self.stream.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<ReverseStream>> {
+        self.stream.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Transport for ReverseConnection {
+    type Conn = ReverseStream;
+
+    /// Hands out the connection (once), with both timeouts set to `timeout`.
+    fn connect(&self, timeout: Duration) -> Result<ReverseStream, Error> {
+        let mut stream = self.lock().take().ok_or_else(|| Error::Connect {
+            endpoint: self.address.clone(),
+            source: io::Error::new(
+                io::ErrorKind::NotConnected,
+                "this reverse connection has run its command already; the runtime reconnects \
+                 for the next one (accept it from the listener)",
+            ),
+        })?;
+        let timeout = timeout.max(Duration::from_millis(1));
+        Connection::set_read_timeout(&mut stream, Some(timeout))?;
+        Connection::set_write_timeout(&mut stream, Some(timeout))?;
+        Ok(stream)
+    }
+}
+
+/// Reads the 34-byte Advertise from a fresh connection, within `timeout`, through the
+/// core's reverse-port machine. Reads never go past the Advertise.
+fn read_advertise<S: Connection>(
+    stream: &mut S,
+    timeout: Duration,
+) -> Result<Advertise, AcceptError> {
+    let deadline = Instant::now() + timeout;
+    let mut machine = ClientConnection::expecting_advertise();
+    let mut buf = [0u8; ADVERTISE_LEN];
+    let mut got = 0;
+    loop {
+        match machine.handle_input(&buf[..got]) {
+            Ok(h) => match h.status {
+                Status::Event(ClientEvent::Advertise(adv)) => return Ok(adv),
+                Status::Partial { .. } => {}
+                _ => {
+                    return Err(AcceptError::BadAdvertise(ClientError::UnexpectedData {
+                        len: got,
+                    }))
+                }
+            },
+            Err(e) => return Err(AcceptError::BadAdvertise(e)),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(AcceptError::AdvertiseTimeout { timeout });
+        }
+        stream
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .map_err(AcceptError::Io)?;
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => {
+                return Err(match machine.handle_eof() {
+                    Err(e) => AcceptError::BadAdvertise(e),
+                    Ok(_) => AcceptError::BadAdvertise(ClientError::ClosedBeforeReply),
+                })
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(AcceptError::AdvertiseTimeout { timeout })
+            }
+            Err(e) => return Err(AcceptError::Io(e)),
+        }
+    }
+}
+
+/// A reverse diagnostic port: runtimes connect here and advertise themselves.
+///
+/// See the [module docs](self) for how it binds. Accepting reads each runtime's Advertise
+/// (within [`advertise_timeout`](Self::advertise_timeout)); a peer that sends none, or
+/// something else, is an [`AcceptError`] that is not fatal: accept again.
+#[derive(Debug)]
+pub struct ReverseListener {
+    imp: imp::Listener,
+    address: PathBuf,
+    advertise_timeout: Duration,
+}
+
+impl ReverseListener {
+    /// Binds the reverse port at `address`: a socket path on Unix, a pipe name (`NAME` or
+    /// `\\.\pipe\NAME`) on Windows.
+    pub fn bind(address: impl AsRef<Path>) -> Result<ReverseListener, ListenError> {
+        let (imp, address) = imp::Listener::bind(address.as_ref())?;
+        Ok(ReverseListener {
+            imp,
+            address,
+            advertise_timeout: DEFAULT_ADVERTISE_TIMEOUT,
+        })
+    }
+
+    /// The address runtimes connect to (on Windows the full `\\.\pipe\NAME`).
+    pub fn address(&self) -> &Path {
+        &self.address
+    }
+
+    /// The time a new connection has to send its Advertise.
+    pub fn advertise_timeout(&self) -> Duration {
+        self.advertise_timeout
+    }
+
+    /// Sets the time a new connection has to send its Advertise.
+    pub fn set_advertise_timeout(&mut self, timeout: Duration) {
+        self.advertise_timeout = timeout.max(Duration::from_millis(1));
+    }
+
+    /// Waits for the next runtime, without a time limit.
+    pub fn accept(&mut self) -> Result<ReverseConnection, AcceptError> {
+        loop {
+            if let Some(c) = self.accept_within(None)? {
+                return Ok(c);
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for the next runtime; `Ok(None)` when none came. On Unix it
+    /// also returns `Ok(None)` early when a signal interrupts the wait (so that a loop can
+    /// look at a Ctrl-C flag).
+    pub fn accept_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<ReverseConnection>, AcceptError> {
+        self.accept_within(Some(timeout))
+    }
+
+    fn accept_within(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<ReverseConnection>, AcceptError> {
+        let mut stream = match self.imp.accept(timeout).map_err(AcceptError::Accept)? {
+            Some(s) => s,
+            None => return Ok(None),
+        };
+        let advertise = read_advertise(&mut stream, self.advertise_timeout)?;
+        Ok(Some(ReverseConnection {
+            advertise,
+            address: self.address.clone(),
+            stream: Mutex::new(Some(stream)),
+        }))
+    }
+
+    /// An endless iterator over accepted runtimes (and per-peer errors).
+    pub fn incoming(&mut self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+}
+
+/// Iterator returned by [`ReverseListener::incoming`].
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    listener: &'a mut ReverseListener,
+}
+
+impl Iterator for Incoming<'_> {
+    type Item = Result<ReverseConnection, AcceptError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.listener.accept())
+    }
+}
+
+#[cfg(unix)]
+mod imp {
+    use std::fs;
+    use std::io;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+    use std::os::unix::io::AsRawFd;
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use dsipc::transport::MAX_SOCKET_PATH;
+
+    use super::ListenError;
+
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+    /// A bound socket and the identity of its file, to remove only our own file.
+    #[derive(Debug)]
+    pub(super) struct Listener {
+        listener: UnixListener,
+        path: PathBuf,
+        id: (u64, u64),
+    }
+
+    fn too_long(path: &Path) -> bool {
+        path.as_os_str().as_bytes().len() > MAX_SOCKET_PATH
+    }
+
+    /// Clears the way at `path`: nothing there, or a stale socket (removed).
+    fn clear_stale(path: &Path) -> Result<(), ListenError> {
+        match fs::symlink_metadata(path) {
+            Ok(meta) => {
+                if !meta.file_type().is_socket() {
+                    return Err(ListenError::NotASocket {
+                        path: path.to_path_buf(),
+                    });
+                }
+                match UnixStream::connect(path) {
+                    Ok(_) => Err(ListenError::InUse {
+                        path: path.to_path_buf(),
+                    }),
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        match fs::remove_file(path) {
+                            Ok(()) => Ok(()),
+                            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                            Err(source) => Err(ListenError::Io {
+                                op: "remove the stale socket",
+                                path: path.to_path_buf(),
+                                source,
+                            }),
+                        }
+                    }
+                    Err(source) => Err(ListenError::Io {
+                        op: "probe the existing socket",
+                        path: path.to_path_buf(),
+                        source,
+                    }),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(ListenError::Io {
+                op: "stat",
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Removes a private directory and what is in it (our socket file, if any).
+    fn remove_private(dir: &Path, sock: &Path) {
+        let _ = fs::remove_file(sock);
+        let _ = fs::remove_dir(dir);
+    }
+
+    impl Listener {
+        pub(super) fn bind(path: &Path) -> Result<(Listener, PathBuf), ListenError> {
+            let io_err = |op: &'static str, source: io::Error| ListenError::Io {
+                op,
+                path: path.to_path_buf(),
+                source,
+            };
+            if path.as_os_str().is_empty() || too_long(path) {
+                return Err(ListenError::PathTooLong {
+                    path: path.to_path_buf(),
+                });
+            }
+            clear_stale(path)?;
+            let parent = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            // A private directory next to the address (same file system, so the socket
+            // can be linked into place).
+            let mut attempt = 0;
+            let dir = loop {
+                let dir = parent.join(format!(
+                    ".dsipc-{}-{}",
+                    std::process::id(),
+                    SEQ.fetch_add(1, Ordering::Relaxed)
+                ));
+                match fs::DirBuilder::new().mode(0o700).create(&dir) {
+                    Ok(()) => break dir,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
+                        attempt += 1
+                    }
+                    Err(e) => return Err(io_err("create a private directory next to", e)),
+                }
+            };
+            let private = dir.join("s");
+            if too_long(&private) {
+                // Only when the file name is shorter than the private part: bind in place and
+                // narrow the mode at once (connecting needs write permission, which the
+                // usual umask already denies to others).
+                let _ = fs::remove_dir(&dir);
+                return Self::bind_in_place(path);
+            }
+            let listener = match UnixListener::bind(&private) {
+                Ok(l) => l,
+                Err(e) => {
+                    remove_private(&dir, &private);
+                    return Err(io_err("bind", e));
+                }
+            };
+            if let Err(e) = fs::set_permissions(&private, fs::Permissions::from_mode(0o600)) {
+                remove_private(&dir, &private);
+                return Err(io_err("chmod 0600", e));
+            }
+            // link(2) never replaces: whatever appeared at the address meanwhile stays.
+            let linked = fs::hard_link(&private, path);
+            remove_private(&dir, &private);
+            if let Err(e) = linked {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    // Something appeared at the address since it was cleared: leave it.
+                    let socket = fs::symlink_metadata(path)
+                        .map(|m| m.file_type().is_socket())
+                        .unwrap_or(true);
+                    let path = path.to_path_buf();
+                    return Err(if socket {
+                        ListenError::InUse { path }
+                    } else {
+                        ListenError::NotASocket { path }
+                    });
+                }
+                return Err(io_err("link the socket into place at", e));
+            }
+            Self::finish(listener, path)
+        }
+
+        fn bind_in_place(path: &Path) -> Result<(Listener, PathBuf), ListenError> {
+            let io_err = |op: &'static str, source: io::Error| ListenError::Io {
+                op,
+                path: path.to_path_buf(),
+                source,
+            };
+            let listener = UnixListener::bind(path).map_err(|e| io_err("bind", e))?;
+            if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(0o600)) {
+                let _ = fs::remove_file(path);
+                return Err(io_err("chmod 0600", e));
+            }
+            Self::finish(listener, path)
+        }
+
+        fn finish(listener: UnixListener, path: &Path) -> Result<(Listener, PathBuf), ListenError> {
+            let meta = fs::symlink_metadata(path).map_err(|source| ListenError::Io {
+                op: "stat",
+                path: path.to_path_buf(),
+                source,
+            })?;
+            listener
+                .set_nonblocking(true)
+                .map_err(|source| ListenError::Io {
+                    op: "set non-blocking",
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            Ok((
+                Listener {
+                    listener,
+                    path: path.to_path_buf(),
+                    id: (meta.dev(), meta.ino()),
+                },
+                path.to_path_buf(),
+            ))
+        }
+
+        /// Waits for a connection (`None`: forever). `Ok(None)` on timeout, on a signal,
+        /// or when the peer left before it was accepted.
+        pub(super) fn accept(&self, timeout: Option<Duration>) -> io::Result<Option<UnixStream>> {
+            let ms: i32 = match timeout {
+                None => -1,
+                Some(t) => {
+                    let ms = t.as_nanos().saturating_add(999_999) / 1_000_000;
+                    ms.min(i32::MAX as u128) as i32
+                }
+            };
+            let mut pfd = libc::pollfd {
+                fd: self.listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    return Ok(None);
+                }
+                return Err(e);
+            }
+            if r == 0 {
+                return Ok(None);
+            }
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    // Accepted sockets inherit O_NONBLOCK on some systems (BSD, macOS).
+                    stream.set_nonblocking(false)?;
+                    Ok(Some(stream))
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::Interrupted
+                            | io::ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    impl Drop for Listener {
+        fn drop(&mut self) {
+            // Remove the socket file only if it is still the one we bound.
+            if let Ok(meta) = fs::symlink_metadata(&self.path) {
+                if meta.file_type().is_socket() && (meta.dev(), meta.ino()) == self.id {
+                    let _ = fs::remove_file(&self.path);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(windows)]
+mod imp {
+    use std::io;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use super::ListenError;
+    use crate::windows::{pipe_path, PipeListener, PipeStream};
+
+    const ERROR_ACCESS_DENIED: i32 = 5;
+
+    #[derive(Debug)]
+    pub(super) struct Listener(PipeListener);
+
+    impl Listener {
+        pub(super) fn bind(address: &Path) -> Result<(Listener, PathBuf), ListenError> {
+            let name = address.to_str().ok_or_else(|| ListenError::InvalidName {
+                name: address.to_string_lossy().into_owned(),
+            })?;
+            let path = pipe_path(name).map_err(|e| ListenError::InvalidName { name: e.0 })?;
+            match PipeListener::bind(&path) {
+                Ok(l) => Ok((Listener(l), path)),
+                // FILE_FLAG_FIRST_PIPE_INSTANCE: somebody else serves this name.
+                Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED) => {
+                    Err(ListenError::InUse { path })
+                }
+                Err(source) => Err(ListenError::Io {
+                    op: "create the pipe",
+                    path,
+                    source,
+                }),
+            }
+        }
+
+        pub(super) fn accept(
+            &mut self,
+            timeout: Option<Duration>,
+        ) -> io::Result<Option<PipeStream>> {
+            match timeout {
+                None => self.0.accept().map(Some),
+                Some(t) => self.0.accept_timeout(t),
+            }
+        }
+    }
+}
