@@ -519,3 +519,58 @@ fn server_state_fits_in_256_bytes() {
     println!("size_of::<ServerConnection>() = {}", size);
     assert!(size <= 256, "{}", size);
 }
+
+#[test]
+fn half_closed_clients_and_idle_reverse_connections() {
+    // The client half-closes after its request: it is reported once and can still be
+    // answered, as the runtime answers it.
+    let mut server = ServerConnection::new();
+    let _ = server_events(&mut server, &raw(Command::ProcessInfo, &[]), |n| n);
+    assert_eq!(server.handle_eof(), Some(ServerEvent::PeerClosed));
+    assert_eq!(server.handle_eof(), None);
+    assert!(!server.wants_read());
+    let mut out = [0u8; 512];
+    assert!(server
+        .send_response(&response_for(Command::ProcessInfo), &mut out)
+        .is_ok());
+    assert!(server.should_close());
+
+    // Checking a continuation records nothing.
+    let mut server = ServerConnection::new();
+    let _ = server_events(&mut server, &raw(Command::ProcessEnvironment, &[]), |n| n);
+    assert_eq!(server.check_continuation(1), Err(ServerError::NotStreaming));
+    let reply = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
+        incoming_bytes: 4,
+        future: 0,
+    }));
+    server.send_response(&reply, &mut out).unwrap();
+    assert_eq!(server.check_continuation(4), Ok(()));
+    assert!(server.check_continuation(5).is_err());
+    assert_eq!(server.check_continuation(4), Ok(()));
+    server.continuation_sent(4).unwrap();
+    assert!(server.should_close());
+
+    // A runtime that closes its idle reverse connection after advertising is not an error.
+    let adv = Advertise {
+        runtime_cookie: Guid::NIL,
+        process_id: 9,
+        future: 0,
+    };
+    let mut runtime = ServerConnection::advertising(adv);
+    let n = runtime.poll_transmit(&mut out).unwrap();
+    let mut monitor = ClientConnection::expecting_advertise();
+    assert!(matches!(
+        monitor.handle_input(&out[..n]).unwrap().status,
+        Status::Event(ClientEvent::Advertise(_))
+    ));
+    assert_eq!(monitor.handle_eof(), Ok(None));
+    // But bytes after an Advertise, before any command, are.
+    let mut monitor = ClientConnection::expecting_advertise();
+    let mut two = out[..n].to_vec();
+    two.push(0);
+    let h = monitor.handle_input(&two).unwrap();
+    assert_eq!(
+        monitor.handle_input(&two[h.consumed..]),
+        Err(ClientError::UnexpectedData { len: 1 })
+    );
+}

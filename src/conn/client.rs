@@ -68,6 +68,8 @@ enum State {
     AwaitAdvertise { pending: usize },
     /// Nothing sent yet.
     Idle,
+    /// Reverse port: the Advertise arrived; nothing sent yet.
+    Advertised,
     /// Request sent; waiting for the reply message. `pending` = bytes the caller had last
     /// time, `needed` = bytes the message needs.
     AwaitReply { pending: usize, needed: usize },
@@ -145,7 +147,7 @@ impl ClientConnection {
         out: &mut [u8],
     ) -> Result<usize, ClientError> {
         match self.state {
-            State::Idle => {}
+            State::Idle | State::Advertised => {}
             State::AwaitAdvertise { .. } => return Err(ClientError::AdvertiseNotReceived),
             _ => return Err(ClientError::AlreadySent),
         }
@@ -214,7 +216,7 @@ impl ClientConnection {
                 }
                 match Advertise::parse(input) {
                     Ok(adv) => {
-                        self.state = State::Idle;
+                        self.state = State::Advertised;
                         Ok(Handled {
                             consumed: ADVERTISE_LEN,
                             status: Status::Event(ClientEvent::Advertise(adv)),
@@ -223,11 +225,16 @@ impl ClientConnection {
                     Err(e) => Err(self.fail(ClientError::BadAdvertise(e))),
                 }
             }
-            State::Idle if input.is_empty() => Ok(Handled {
+            State::Idle | State::Advertised if input.is_empty() => Ok(Handled {
                 consumed: 0,
                 status: Status::Partial { needed: 1 },
             }),
             State::Idle => Err(ClientError::NotSent),
+            // A runtime sends nothing after its Advertise until it gets a command.
+            State::Advertised => {
+                let len = input.len();
+                Err(self.fail(ClientError::UnexpectedData { len }))
+            }
             State::Failed(e) => Err(e),
             State::Done | State::AwaitClose => {
                 if input.is_empty() {
@@ -455,7 +462,8 @@ impl ClientConnection {
     /// Tells the machine the peer closed the connection (a read returned 0).
     ///
     /// Returns [`ClientEvent::EndOfStream`] when it ends an EventPipe stream or completes
-    /// the environment block, `None` when the exchange was already complete, and an error
+    /// the environment block, `None` when the exchange was already complete (or a runtime
+    /// closed its reverse connection after advertising), and an error
     /// when the close cut a message short ([`ClientError::UnexpectedEof`]) or came before
     /// any reply ([`ClientError::ClosedBeforeReply`]).
     pub fn handle_eof(&mut self) -> Result<Option<ClientEvent<'static>>, ClientError> {
@@ -463,6 +471,11 @@ impl ClientConnection {
             State::AwaitAdvertise { pending } => Err(self.fail(ClientError::BadAdvertise(
                 AdvertiseError::Truncated { available: pending },
             ))),
+            // The runtime closed an idle reverse connection (it reconnects): not an error.
+            State::Advertised => {
+                self.state = State::Done;
+                Ok(None)
+            }
             State::Idle => Err(ClientError::NotSent),
             State::Failed(e) => Err(e),
             State::Done | State::AwaitClose => {

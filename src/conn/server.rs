@@ -208,6 +208,8 @@ enum State {
 pub struct ServerConnection {
     advertise: Option<Advertise>,
     state: State,
+    /// The client half-closed (or closed) after its request: it can still be answered.
+    peer_closed: bool,
 }
 
 impl Default for ServerConnection {
@@ -221,6 +223,7 @@ impl ServerConnection {
     pub const fn new() -> Self {
         ServerConnection {
             advertise: None,
+            peer_closed: false,
             state: State::AwaitRequest {
                 pending: 0,
                 needed: HEADER_LEN,
@@ -234,6 +237,7 @@ impl ServerConnection {
     pub const fn advertising(advertise: Advertise) -> Self {
         ServerConnection {
             advertise: Some(advertise),
+            peer_closed: false,
             state: State::AwaitRequest {
                 pending: 0,
                 needed: HEADER_LEN,
@@ -249,10 +253,11 @@ impl ServerConnection {
     /// True while the machine expects input (a request, or the peer's close during a
     /// continuation).
     pub fn wants_read(&self) -> bool {
-        matches!(
-            self.state,
-            State::AwaitRequest { .. } | State::Requested(_) | State::Streaming { .. }
-        )
+        !self.peer_closed
+            && matches!(
+                self.state,
+                State::AwaitRequest { .. } | State::Requested(_) | State::Streaming { .. }
+            )
     }
 
     /// True once the reply (and continuation) is out: close the connection.
@@ -404,7 +409,8 @@ impl ServerConnection {
 
     /// The client closed its side. Inside a request this is a rejection (BAD_ENCODING, as
     /// the runtime answers, although the client will not read it); after the request it is
-    /// [`ServerEvent::PeerClosed`]; before any byte, `None`.
+    /// [`ServerEvent::PeerClosed`] (once), and the request can still be answered, since the
+    /// client may only have half-closed; before any byte, `None`.
     pub fn handle_eof(&mut self) -> Option<ServerEvent<'static>> {
         match self.state {
             State::AwaitRequest { pending: 0, .. } => {
@@ -425,11 +431,19 @@ impl ServerConnection {
                     _ => None,
                 }
             }
-            State::Requested(_) | State::Streaming { .. } => {
-                self.state = State::Done;
+            // The client may have only half-closed: it can still be answered (the runtime
+            // replies regardless), so the state stays; the event is reported once.
+            State::Requested(_) | State::Streaming { .. } if !self.peer_closed => {
+                self.peer_closed = true;
                 Some(ServerEvent::PeerClosed)
             }
-            State::Rejecting(_) | State::Closing | State::Done => {
+            State::Requested(_) | State::Streaming { .. } => None,
+            // A pending error reply is still sent (the client may only have half-closed).
+            State::Rejecting(_) => {
+                self.peer_closed = true;
+                None
+            }
+            State::Closing | State::Done => {
                 self.state = State::Done;
                 None
             }
@@ -474,30 +488,39 @@ impl ServerConnection {
         Ok(n)
     }
 
-    /// Declares `len` continuation bytes that the caller is about to write from its own
-    /// buffer (nettrace data, or the environment block). For ProcessEnvironment the total
-    /// must not exceed the announced size; reaching it ends the continuation.
-    pub fn continuation_sent(&mut self, len: usize) -> Result<(), ServerError> {
-        match &mut self.state {
+    /// Checks, without recording anything, that `len` continuation bytes may be sent now
+    /// (what [`continuation_sent`](Self::continuation_sent) would accept).
+    pub fn check_continuation(&self, len: usize) -> Result<(), ServerError> {
+        match self.state {
             State::Streaming { left: None, .. } => Ok(()),
             State::Streaming {
                 left: Some(left),
                 announced,
-            } => {
-                if len as u64 > u64::from(*left) {
-                    return Err(ServerError::ContinuationTooLong {
-                        announced: *announced,
-                        attempted: u64::from(*announced - *left) + len as u64,
-                    });
-                }
-                *left -= len as u32;
-                if *left == 0 {
-                    self.state = State::Closing;
-                }
-                Ok(())
-            }
+            } if len as u64 > u64::from(left) => Err(ServerError::ContinuationTooLong {
+                announced,
+                attempted: u64::from(announced - left) + len as u64,
+            }),
+            State::Streaming { .. } => Ok(()),
             _ => Err(ServerError::NotStreaming),
         }
+    }
+
+    /// Declares `len` continuation bytes that the caller is about to write from its own
+    /// buffer (nettrace data, or the environment block). For ProcessEnvironment the total
+    /// must not exceed the announced size; reaching it ends the continuation.
+    pub fn continuation_sent(&mut self, len: usize) -> Result<(), ServerError> {
+        self.check_continuation(len)?;
+        if let State::Streaming {
+            left: Some(left), ..
+        } = &mut self.state
+        {
+            // Checked above: len <= left.
+            *left -= len as u32;
+            if *left == 0 {
+                self.state = State::Closing;
+            }
+        }
+        Ok(())
     }
 
     /// Ends an EventPipe stream (the session stopped): the connection should now close.
