@@ -1438,8 +1438,9 @@ fn on_eof<H: Handler + ?Sized>(control: &mut Control, id: ConnId, handler: &mut 
                     delivered += 1;
                     CloseReason::Done
                 }
+                // A runtime closing its idle reverse connection (it reconnects).
+                Ok(None) if idle_reverse => CloseReason::PeerClosed,
                 Ok(None) => CloseReason::Done,
-                Err(_) if idle_reverse => CloseReason::PeerClosed,
                 Err(e) => CloseReason::Failed(Error::Client(e)),
             }
         }

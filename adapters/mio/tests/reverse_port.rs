@@ -294,7 +294,7 @@ fn malformed_advertise() {
             good[..20].to_vec(),
             "BadAdvertise(Truncated { available: 20 })",
         ),
-        (extra, "NotSent"),
+        (extra, "UnexpectedData { len: 7 }"),
         (Vec::new(), "BadAdvertise(Truncated { available: 0 })"),
     ];
     for (bytes, expect) in cases {
@@ -324,7 +324,7 @@ fn malformed_advertise() {
             expect,
             reason
         );
-        if expect == "NotSent" {
+        if expect.starts_with("UnexpectedData") {
             assert_eq!(advertised, Some(adv));
         }
     }
