@@ -72,8 +72,16 @@ nostd() {
 gate "cargo fmt --check (workspace, fuzz/, nostd-check/)" fmt_all
 gate "cargo clippy --workspace --all-targets -D warnings" \
     cargo clippy --workspace --all-targets -- -D warnings
-gate "cargo clippy on the core: no_std without features" \
+# Each feature alone on top of no_std (no default features), then all of them.
+core_features() {
     cargo clippy -p dsipc --lib --no-default-features -- -D warnings
+    local f
+    for f in defmt arbitrary; do
+        echo "lint: --no-default-features --features $f"
+        cargo clippy -p dsipc --lib --no-default-features --features "$f" -- -D warnings
+    done
+}
+gate "cargo clippy on the core: no_std alone and with each feature" core_features
 gate "cargo clippy on the core: all features" \
     cargo clippy -p dsipc --lib --all-features -- -D warnings
 gate "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)" \

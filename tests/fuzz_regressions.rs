@@ -81,3 +81,65 @@ fn text_debug_is_the_same_for_equal_texts() {
     assert_eq!(a, b);
     assert_eq!(format!("{:?}", a), format!("{:?}", b));
 }
+
+/// A client that half-closes after its request (`shutdown(SHUT_WR)`, as `socat` or a
+/// one-shot script does) still reads the reply: the runtime answers a complete request
+/// whether or not the client's side is closed. If the adapter sees that EOF before it has
+/// answered, `handle_eof` moves the server machine to Done and `send_response` then fails
+/// with `AlreadyReplied`, although nothing was replied. Found while writing the `server`
+/// fuzz harness.
+#[test]
+fn server_answers_a_request_after_the_client_half_closes() {
+    use dsipc::conn::ServerConnection;
+    use dsipc::payload::{ProcessInfoReply, Request, Response};
+    use dsipc::wire::Guid;
+    use dsipc::{ServerEvent, ServerStatus};
+
+    let mut req = [0u8; 64];
+    let n = dsipc::payload::ProcessInfo.encode(&mut req).unwrap();
+    let mut server = ServerConnection::new();
+    let h = server.handle_input(&req[..n]);
+    assert!(matches!(
+        h.status,
+        ServerStatus::Event(ServerEvent::Request { .. })
+    ));
+    assert_eq!(server.handle_eof(), Some(ServerEvent::PeerClosed));
+    let info = ProcessInfoReply {
+        process_id: 1,
+        runtime_cookie: Guid::NIL,
+        command_line: "x".into(),
+        os: "Linux".into(),
+        arch: "x64".into(),
+    };
+    let mut out = [0u8; 256];
+    assert!(
+        server
+            .send_response(&Response::Ok(Reply::ProcessInfo(info)), &mut out)
+            .is_ok(),
+        "the reply to a complete request cannot be sent after the client's EOF"
+    );
+}
+
+/// Same for a rejected request: EOF after a bad message drops the pending error reply
+/// (`poll_transmit` returns 0), where the runtime still sends its 24-byte error.
+#[test]
+fn server_sends_a_pending_rejection_after_the_client_half_closes() {
+    use dsipc::conn::ServerConnection;
+    use dsipc::{ServerEvent, ServerStatus};
+
+    let mut bad = *b"DOTNET_IPC_V2\0\x14\0\x04\0\0\0";
+    bad[12] = b'2';
+    let mut server = ServerConnection::new();
+    let h = server.handle_input(&bad);
+    assert!(matches!(
+        h.status,
+        ServerStatus::Event(ServerEvent::Rejected(_))
+    ));
+    assert_eq!(server.handle_eof(), None);
+    let mut out = [0u8; 64];
+    assert_eq!(
+        server.poll_transmit(&mut out),
+        Ok(24),
+        "the pending error reply was dropped by the client's EOF"
+    );
+}

@@ -47,9 +47,9 @@ pub const TARGETS: &[(&str, Target)] = &[
 ];
 
 /// Largest `needed` a `Status::Partial` may report for a message (documented on
-/// `dsipc::Status`). Environment entries may need more: up to 4 + the announced block size
-/// (see `tests/fuzz_regressions.rs` at the repository root).
-pub const MAX_NEEDED: usize = MAX_MESSAGE_LEN + 4;
+/// `dsipc::Status`: the `u16` size field). A ProcessEnvironment entry may need more, but never
+/// more than the block size the reply announced.
+pub const MAX_NEEDED: usize = MAX_MESSAGE_LEN;
 
 // ---------------------------------------------------------------------------------------
 // Small helpers.
@@ -889,6 +889,13 @@ pub fn drive(
         let mut conn = ClientConnection::new();
         conn.send_request(request, &mut tx)
             .expect("sample requests encode");
+        let user_events = matches!(
+            request,
+            AnyRequest::CollectTracing5(CollectTracing5::UserEvents(_))
+                | AnyRequest::CollectTracing6(CollectTracing6::UserEvents(_))
+        );
+        assert_eq!(request.requires_fd_passing(), user_events);
+        assert_eq!(conn.requires_fd_passing(), user_events);
         conn
     };
     let mut buf: Vec<u8> = Vec::new();
@@ -930,8 +937,8 @@ pub fn drive(
                             assert!(needed > avail, "Partial with enough bytes");
                             // One message, or one environment entry (bounded by the
                             // announced block size, which may exceed 64 KiB).
-                            let bound = env_announced
-                                .map_or(MAX_NEEDED, |a| MAX_NEEDED.max(4 + a as usize));
+                            let bound =
+                                env_announced.map_or(MAX_NEEDED, |a| MAX_NEEDED.max(a as usize));
                             assert!(
                                 needed <= bound,
                                 "Partial needs {} bytes, over the bound {}",
