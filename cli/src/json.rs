@@ -1,4 +1,4 @@
-//! Just enough JSON output for `dsipc info --json`.
+//! Just enough JSON output for `dsipc info --json` and `dsipc monitor --json`.
 
 use std::fmt::Write;
 
@@ -43,6 +43,11 @@ impl Object {
     pub fn number(&mut self, k: &str, v: u64) {
         self.key(k);
         let _ = write!(self.out, "{}", v);
+    }
+
+    pub fn boolean(&mut self, k: &str, v: bool) {
+        self.key(k);
+        self.out.push_str(if v { "true" } else { "false" });
     }
 
     pub fn string(&mut self, k: &str, v: &str) {

@@ -2,6 +2,7 @@
 
 mod args;
 mod json;
+mod monitor;
 mod providers;
 mod term;
 
@@ -37,6 +38,12 @@ commands:
   perfmap PID enable|disable [--type all|jitdump|perfmap]
   startup-hook PID PATH            load a startup hook assembly
   attach-profiler PID --clsid GUID --path PATH [--data HEX]
+  monitor --listen PATH [--resume] [--json]
+                                   reverse diagnostic port: runtimes started with
+                                   DOTNET_DiagnosticPorts=PATH,connect[,suspend] connect
+                                   here; one line per Advertise (pid, cookie); --resume
+                                   resumes suspended runtimes; Ctrl-C removes the socket
+                                   (on Windows PATH is a pipe name)
 
 options for every command:
   --tmpdir DIR     look for diagnostic sockets only in DIR (default: the target's TMPDIR,
@@ -204,8 +211,9 @@ fn run(argv: Vec<String>) -> CliResult {
         "perfmap" => cmd_perfmap(&rest),
         "startup-hook" => cmd_startup_hook(&rest),
         "attach-profiler" => cmd_attach_profiler(&rest),
-        // Subcommands to come (e.g. `monitor`, reverse diagnostic ports) go here, each as a
-        // `cmd_*` function taking the arguments after the command name.
+        "monitor" => monitor::cmd_monitor(&rest),
+        // Subcommands to come go here, each as a `cmd_*` function taking the arguments
+        // after the command name.
         "help" => {
             print!("{}", USAGE);
             Ok(())
@@ -279,10 +287,39 @@ fn proc_cmdline(pid: u32) -> Option<String> {
     }
 }
 
-#[cfg(not(unix))]
+#[cfg(windows)]
+fn ps(common: &Common) -> CliResult {
+    let (procs, method) = dsipc_std::windows::list_processes_with_method()
+        .map_err(|e| CliError::Other(e.to_string()))?;
+    let timeout = common.timeout_or(Duration::from_secs(3));
+    let out = io::stdout();
+    let mut out = out.lock();
+    if method == dsipc_std::windows::ListMethod::ProcessProbe {
+        eprintln!(r"dsipc: \\.\pipe\ cannot be listed here; probed the pipe of every process");
+    }
+    writeln!(out, "{:<8} {:<48} PIPE", "PID", "COMMAND")?;
+    for proc in procs {
+        let client =
+            DiagnosticsClient::new(dsipc_std::Endpoint::new(&proc.pipe)).with_timeout(timeout);
+        let command = match client.process_info_basic() {
+            Ok(info) => info.command_line,
+            Err(_) => "-".into(),
+        };
+        writeln!(
+            out,
+            "{:<8} {:<48} {}",
+            proc.pid,
+            command,
+            proc.pipe.display()
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(not(any(unix, windows)))]
 fn ps(_common: &Common) -> CliResult {
     Err(CliError::Other(
-        "ps is only implemented on Unix so far".into(),
+        "ps is only implemented on Unix and Windows".into(),
     ))
 }
 
