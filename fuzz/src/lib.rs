@@ -1132,7 +1132,16 @@ fn expected_hresult(reason: &RejectReason) -> Hresult {
 
 /// Acts on one server event the way a runtime would, checking the machine's contract, and
 /// checks that a client machine accepts what the server sent for a served request.
-fn on_server_event(conn: &mut ServerConnection, ev: ServerEvent<'_>, log: &mut ServerLog) {
+///
+/// With `half_close`, the client shuts down its sending side right after its request (or
+/// its rejected message): the server still answers. Returns true when that happened (the
+/// driver then feeds nothing more).
+fn on_server_event(
+    conn: &mut ServerConnection,
+    ev: ServerEvent<'_>,
+    log: &mut ServerLog,
+    half_close: bool,
+) -> bool {
     let mut out = vec![0u8; 4096];
     match ev {
         ServerEvent::Request { request, .. } => {
@@ -1141,6 +1150,13 @@ fn on_server_event(conn: &mut ServerConnection, ev: ServerEvent<'_>, log: &mut S
             check_request_texts(&request);
             assert_eq!(conn.command(), Some(command));
             assert!(conn.wants_read() && !conn.should_close() && !conn.wants_write());
+            if half_close {
+                assert_eq!(conn.handle_eof(), Some(ServerEvent::PeerClosed));
+                log.events.push(format!("{:?}", ServerEvent::PeerClosed));
+                assert!(!conn.wants_read() && !conn.should_close());
+                assert_eq!(conn.handle_eof(), None, "PeerClosed is reported once");
+                assert_eq!(conn.command(), Some(command));
+            }
             // A served request is one this crate would send: it encodes and decodes equal.
             let mut msg = vec![0u8; request.encoded_len()];
             let n = request
@@ -1186,6 +1202,8 @@ fn on_server_event(conn: &mut ServerConnection, ev: ServerEvent<'_>, log: &mut S
                     .unwrap();
                     assert_eq!(len, e.incoming_bytes as usize);
                     assert!(!conn.should_close());
+                    assert_eq!(conn.check_continuation(len), Ok(()));
+                    assert!(conn.check_continuation(len + 1).is_err());
                     assert_eq!(
                         conn.continuation_sent(len + 1),
                         Err(ServerError::ContinuationTooLong {
@@ -1224,12 +1242,18 @@ fn on_server_event(conn: &mut ServerConnection, ev: ServerEvent<'_>, log: &mut S
                 assert_eq!(client.events.len(), 1 + ENVIRONMENT.len() + 1);
             }
             log.transmitted.extend_from_slice(&sent);
+            half_close
         }
         ServerEvent::Rejected(r) => {
             log.events.push(format!("{:?}", ev));
             debug(&r);
             assert_eq!(r.hresult, expected_hresult(&r.reason));
             assert!(conn.wants_write());
+            if half_close {
+                // The pending error reply survives the client's EOF.
+                assert_eq!(conn.handle_eof(), None);
+                assert!(conn.wants_write());
+            }
             assert_eq!(
                 conn.poll_transmit(&mut out[..23]),
                 Err(ServerError::Encode(EncodeError::BufferTooSmall {
@@ -1252,24 +1276,34 @@ fn on_server_event(conn: &mut ServerConnection, ev: ServerEvent<'_>, log: &mut S
                 conn.send_response(&Response::Ok(Reply::Ok(Hresult::S_OK)), &mut out),
                 Err(ServerError::AlreadyReplied)
             );
+            half_close
         }
         ServerEvent::ClientData(d) => {
             assert!(!d.is_empty(), "empty ClientData event");
             log.client_data.extend_from_slice(d);
+            false
         }
-        ServerEvent::PeerClosed => log.events.push(format!("{:?}", ev)),
-        other => log.events.push(format!("{:?}", other)),
+        ServerEvent::PeerClosed => {
+            log.events.push(format!("{:?}", ev));
+            false
+        }
+        other => {
+            log.events.push(format!("{:?}", other));
+            false
+        }
     }
 }
 
 /// Feeds `input` (what a client sent) to a server machine in chunks, answering as a runtime
 /// would; ends with EOF when `eof` is set. With `advertise` the machine first sends an
-/// Advertise.
+/// Advertise; with `half_close` the client closes its side right after its first message
+/// (nothing after it is fed) and must still be answered.
 pub fn drive_server(
     input: &[u8],
     chunk: &mut dyn FnMut(usize) -> usize,
     eof: bool,
     advertise: bool,
+    half_close: bool,
 ) -> ServerLog {
     let mut log = ServerLog::default();
     let mut out = [0u8; 64];
@@ -1300,7 +1334,7 @@ pub fn drive_server(
     let mut buf: Vec<u8> = Vec::new();
     let mut start = 0;
     let mut fed = 0;
-    loop {
+    'feed: loop {
         loop {
             let avail = buf.len() - start;
             let h = conn.handle_input(&buf[start..]);
@@ -1309,7 +1343,10 @@ pub fn drive_server(
                 ServerStatus::Event(ev) => {
                     assert!(h.consumed > 0, "event without consuming input: {:?}", ev);
                     start += h.consumed;
-                    on_server_event(&mut conn, ev, &mut log);
+                    if on_server_event(&mut conn, ev, &mut log, half_close) {
+                        assert!(conn.should_close());
+                        break 'feed;
+                    }
                 }
                 ServerStatus::Partial { needed } => {
                     assert_eq!(h.consumed, 0, "Partial consumed bytes");
@@ -1338,7 +1375,7 @@ pub fn drive_server(
     if eof {
         if let Some(ev) = conn.handle_eof() {
             assert!(!matches!(ev, ServerEvent::ClientData(_)));
-            on_server_event(&mut conn, ev, &mut log);
+            on_server_event(&mut conn, ev, &mut log, false);
         }
         assert!(!conn.wants_read());
         // A second EOF changes nothing.
@@ -1350,7 +1387,8 @@ pub fn drive_server(
 /// The server machine with fuzzer-chosen fragmentation.
 ///
 /// Input: `[flags, n, c_1 .. c_n, client bytes ...]`. `flags` bit 0 makes the machine an
-/// advertising (reverse-port) one, bit 7 delivers EOF at the end; chunk sizes as in
+/// advertising (reverse-port) one, bit 1 half-closes the client right after its first
+/// message (it must still be answered), bit 7 delivers EOF at the end; chunk sizes as in
 /// [`client`]. Events, client data and everything transmitted must equal those of whole
 /// delivery; every served request is answered and the reply read back by a client machine.
 pub fn server(data: &[u8]) {
@@ -1358,6 +1396,7 @@ pub fn server(data: &[u8]) {
         return;
     }
     let advertise = data[0] & 0x01 != 0;
+    let half_close = data[0] & 0x02 != 0;
     let eof = data[0] & 0x80 != 0;
     let n = (data[1] & 0x0F) as usize;
     let chunks = match data.get(2..2 + n) {
@@ -1365,7 +1404,7 @@ pub fn server(data: &[u8]) {
         None => return,
     };
     let input = &data[2 + n..];
-    let whole = drive_server(input, &mut |rest| rest, eof, advertise);
+    let whole = drive_server(input, &mut |rest| rest, eof, advertise, half_close);
     let mut i = 0;
     let mut next = |_rest: usize| {
         let c = if chunks.is_empty() {
@@ -1376,14 +1415,20 @@ pub fn server(data: &[u8]) {
         i += 1;
         c
     };
-    let split = drive_server(input, &mut next, eof, advertise);
+    let split = drive_server(input, &mut next, eof, advertise, half_close);
     assert_eq!(whole, split, "chunked delivery differs from whole delivery");
 }
 
 /// Builds a `server` input (for seeds and tests).
-pub fn server_input(eof: bool, advertise: bool, chunks: &[u8], client: &[u8]) -> Vec<u8> {
+pub fn server_input(
+    eof: bool,
+    advertise: bool,
+    half_close: bool,
+    chunks: &[u8],
+    client: &[u8],
+) -> Vec<u8> {
     assert!(chunks.len() < 16);
-    let mut v = vec![if eof { 0x80 } else { 0 } | u8::from(advertise)];
+    let mut v = vec![if eof { 0x80 } else { 0 } | u8::from(advertise) | u8::from(half_close) << 1];
     v.push(chunks.len() as u8);
     v.extend_from_slice(chunks);
     v.extend_from_slice(client);

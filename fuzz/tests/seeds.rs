@@ -76,13 +76,13 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
         put(
             "server",
             &format!("{}.whole", tag),
-            server_input(true, false, &[], &req),
+            server_input(true, false, false, &[], &req),
         );
         if rt == "net8.0.4" {
             put(
                 "server",
                 &format!("{}.split", tag),
-                server_input(true, true, &[5, 14, 0], &req),
+                server_input(true, true, false, &[5, 14, 0], &req),
             );
         }
         // reply: the request's command, then the first message's payload.
@@ -153,19 +153,36 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
     put(
         "server",
         "request-then-client-data",
-        server_input(true, false, &[3], &two),
+        server_input(true, false, false, &[3], &two),
     );
     put(
         "server",
         "size-below-20",
-        server_input(false, false, &[], b"DOTNET_IPC_V1\0\x13\0\x04\0\0\0"),
+        server_input(false, false, false, &[], b"DOTNET_IPC_V1\0\x13\0\x04\0\0\0"),
     );
     put(
         "server",
         "eof-inside-header",
-        server_input(true, false, &[], b"DOTNET_IPC"),
+        server_input(true, false, false, &[], b"DOTNET_IPC"),
     );
-    put("server", "nothing", server_input(true, true, &[], b""));
+    put(
+        "server",
+        "half-close-after-request",
+        server_input(true, false, true, &[7], &two),
+    );
+    for case in ["process-environment", "collect-tracing2", "bad-magic"] {
+        let req = read("net8.0.4", &format!("{}.request.bin", case)).unwrap();
+        put(
+            "server",
+            &format!("half-close-{}", case),
+            server_input(false, false, true, &[], &req),
+        );
+    }
+    put(
+        "server",
+        "nothing",
+        server_input(true, true, false, &[], b""),
+    );
 
     // header: hand-made.
     put(
