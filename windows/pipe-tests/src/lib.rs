@@ -5,12 +5,19 @@
 //! whose current versions need a newer Rust) so that the workspace has no registry
 //! dependency besides the core's own.
 //!
-//! [`PipeServer`] plays the runtime's side (the runtime listens on
-//! `\\.\pipe\dotnet-diagnostic-PID`); a client opens the pipe with
-//! `std::fs::OpenOptions`, as the std adapter does.
+//! - [`PipeServer`]: a plain blocking pipe server (the runtime listens on
+//!   `\\.\pipe\dotnet-diagnostic-PID`), for a client that opens the pipe with
+//!   `std::fs::OpenOptions`.
+//! - [`fake::FakeRuntime`]: a fake runtime on the core's `ServerConnection` over dsipc-std's
+//!   overlapped pipes: it listens on a pipe or connects to a reverse port, answers every
+//!   command (or errs, hangs, vanishes mid-reply, as told), streams continuations of any
+//!   size, stops them on StopTracing from another connection, and records requests.
 
 #[cfg(windows)]
 pub use imp::*;
+
+#[cfg(windows)]
+pub mod fake;
 
 #[cfg(windows)]
 mod imp {

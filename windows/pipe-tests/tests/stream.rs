@@ -1,0 +1,115 @@
+//! Large continuations over a real named pipe: a 64 MiB EventPipe stream and a large
+//! ProcessEnvironment block, both checked byte for byte, and a reply written just before
+//! the server closes without waiting for the client to read it.
+#![cfg(windows)]
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use dsipc::conn::ServerConnection;
+use dsipc::payload::{ProcessInfoReply, Provider, Reply, Response};
+use dsipc::wire::Guid;
+use dsipc_std::windows::PipeListener;
+use dsipc_std::{DiagnosticsClient, Endpoint};
+use dsipc_windows_tests::fake::{is_pattern, pattern_byte, Config, FakeRuntime};
+use dsipc_windows_tests::{pipe_path, unique_pipe_name};
+
+const MIB: u64 = 1024 * 1024;
+
+#[test]
+fn a_64_mib_eventpipe_stream_arrives_whole() {
+    let path = pipe_path(&unique_pipe_name("stream64"));
+    let mut config = Config::new();
+    config.stream_len = Some(64 * MIB);
+    let fake = FakeRuntime::listen(Path::new(&path), config).unwrap();
+    let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(Duration::from_secs(30));
+    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 5)];
+    let t = Instant::now();
+    let mut session = client.collect_tracing(&providers, 256, true).unwrap();
+    let mut offset = 0u64;
+    let mut bad = None;
+    let n = session
+        .drain(
+            |data| {
+                if bad.is_none() && !is_pattern(offset, data) {
+                    let i = data
+                        .iter()
+                        .enumerate()
+                        .position(|(i, &b)| b != pattern_byte(offset + i as u64));
+                    bad = i.map(|i| offset + i as u64);
+                }
+                offset += data.len() as u64;
+                Ok(())
+            },
+            |_| false,
+        )
+        .unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(bad, None, "first wrong byte");
+    assert_eq!(n, 64 * MIB);
+    assert_eq!(session.bytes_received(), 64 * MIB);
+    assert_eq!(fake.streamed(), 64 * MIB);
+    eprintln!("64 MiB stream in {:.2} s ({:.0} MiB/s)", secs, 64.0 / secs);
+}
+
+#[test]
+fn a_large_environment_block_arrives_whole() {
+    let path = pipe_path(&unique_pipe_name("env"));
+    let mut config = Config::new();
+    config.environment = (0..2000)
+        .map(|i| format!("VAR_{}={}", i, "v".repeat(i % 300)))
+        .collect();
+    // One variable larger than one message (a Windows variable may be 32 KiB UTF-16 units).
+    config
+        .environment
+        .push(format!("BIG={}", "x".repeat(32_000)));
+    let expected = config.environment.clone();
+    let _fake = FakeRuntime::listen(Path::new(&path), config).unwrap();
+    let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(Duration::from_secs(10));
+    assert_eq!(client.process_environment().unwrap(), expected);
+}
+
+#[test]
+fn a_reply_written_right_before_the_server_closes_is_not_lost() {
+    // The server writes the reply and closes at once, without FlushFileBuffers: what the
+    // client reads must still be the whole reply, then EOF.
+    let path = pipe_path(&unique_pipe_name("close"));
+    let mut listener = PipeListener::bind(Path::new(&path)).unwrap();
+    let server = std::thread::spawn(move || {
+        for _ in 0..20 {
+            let mut s = listener.accept().unwrap();
+            let mut machine = ServerConnection::new();
+            let mut req = [0u8; 64];
+            let mut got = 0;
+            loop {
+                let n = std::io::Read::read(&mut s, &mut req[got..]).unwrap();
+                got += n;
+                if n == 0 || got >= 20 {
+                    break;
+                }
+            }
+            let h = machine.handle_input(&req[..got]);
+            assert_eq!(h.consumed, 20);
+            let mut out = [0u8; 512];
+            let command_line = "x".repeat(100);
+            let reply = Response::Ok(Reply::ProcessInfo(ProcessInfoReply {
+                process_id: 7,
+                runtime_cookie: Guid::NIL,
+                command_line: command_line.as_str().into(),
+                os: "Windows".into(),
+                arch: "x64".into(),
+            }));
+            let n = machine.send_response(&reply, &mut out).unwrap();
+            s.write_all(&out[..n]).unwrap();
+            drop(s); // no FlushFileBuffers, no DisconnectNamedPipe
+        }
+    });
+    let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(Duration::from_secs(10));
+    for _ in 0..20 {
+        let info = client.process_info_basic().unwrap();
+        assert_eq!(info.pid, 7);
+        assert_eq!(info.command_line.len(), 100);
+    }
+    server.join().unwrap();
+}
