@@ -59,7 +59,7 @@ impl Seen {
     }
 }
 
-pub fn cmd_monitor(rest: &[String]) -> CliResult {
+pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
     let p = parse(rest, &["--listen"], &["--resume", "--json"])?;
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;

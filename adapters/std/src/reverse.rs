@@ -688,8 +688,6 @@ mod imp {
     use super::ListenError;
     use crate::windows::{pipe_path, PipeListener, PipeStream};
 
-    const ERROR_ACCESS_DENIED: i32 = 5;
-
     #[derive(Debug)]
     pub(super) struct Listener(PipeListener);
 
@@ -701,10 +699,8 @@ mod imp {
             let path = pipe_path(name).map_err(|e| ListenError::InvalidName { name: e.0 })?;
             match PipeListener::bind(&path) {
                 Ok(l) => Ok((Listener(l), path)),
-                // FILE_FLAG_FIRST_PIPE_INSTANCE: somebody else serves this name.
-                Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED) => {
-                    Err(ListenError::InUse { path })
-                }
+                // Somebody else serves this name.
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(ListenError::InUse { path }),
                 Err(source) => Err(ListenError::Io {
                     op: "create the pipe",
                     path,

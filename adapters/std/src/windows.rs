@@ -682,9 +682,28 @@ pub struct PipeListener {
 
 impl PipeListener {
     /// Creates the first instance of `\\.\pipe\NAME` (`path` is that full path).
+    ///
+    /// A name another server already serves is [`io::ErrorKind::AddrInUse`]: found by a
+    /// probe first ([`pipe_exists`]), then by `FILE_FLAG_FIRST_PIPE_INSTANCE`
+    /// (`ERROR_ACCESS_DENIED`), which closes the race on Windows (Wine ignores the flag).
     pub fn bind(path: &Path) -> io::Result<PipeListener> {
+        if pipe_exists(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "another server already serves this pipe name",
+            ));
+        }
         let name = wide(path.as_os_str());
-        let first = create_instance(&name, true)?;
+        let first = create_instance(&name, true).map_err(|e| {
+            if e.raw_os_error() == Some(ERROR_ACCESS_DENIED) {
+                io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "another server already serves this pipe name (access denied)",
+                )
+            } else {
+                e
+            }
+        })?;
         Ok(PipeListener {
             path: path.to_path_buf(),
             name,
@@ -734,13 +753,9 @@ impl PipeListener {
             Ok(_) => {}
             // The client connected between CreateNamedPipeW and ConnectNamedPipe.
             Err(e) if e.raw_os_error() == Some(ERROR_PIPE_CONNECTED) => {}
-            // The client connected and closed already: recycle the instance.
-            Err(e) if e.raw_os_error() == Some(ERROR_NO_DATA) => {
-                // SAFETY: a valid pipe handle.
-                unsafe { DisconnectNamedPipe(handle) };
-                self.pending = Some(instance);
-                return Ok(None);
-            }
+            // The client connected and has closed already: hand it out all the same (what
+            // it wrote can still be read, then EOF), as a Unix listener would.
+            Err(e) if e.raw_os_error() == Some(ERROR_NO_DATA) => {}
             Err(e) => return Err(e),
         }
         // Be ready for the next client before handing this one out. Should that fail,

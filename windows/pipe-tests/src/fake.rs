@@ -609,9 +609,9 @@ fn ok(
             result
         }
         AnyRequest::ResumeRuntime(_) => {
-            let r = respond(machine, out, buf, &Response::Ok(Reply::Ok(Hresult::S_OK)));
+            // Resumed before the reply leaves, so a client that got the reply sees it.
             shared.resumed.store(true, Ordering::SeqCst);
-            r
+            respond(machine, out, buf, &Response::Ok(Reply::Ok(Hresult::S_OK)))
         }
         _ => respond(machine, out, buf, &Response::Ok(Reply::Ok(Hresult::S_OK))),
     }

@@ -121,7 +121,6 @@ extern "system" {
         lpSecurityAttributes: *mut c_void,
     ) -> HANDLE;
     pub fn ConnectNamedPipe(hNamedPipe: HANDLE, lpOverlapped: *mut OVERLAPPED) -> BOOL;
-    pub fn DisconnectNamedPipe(hNamedPipe: HANDLE) -> BOOL;
     pub fn ReadFile(
         hFile: HANDLE,
         lpBuffer: *mut u8,

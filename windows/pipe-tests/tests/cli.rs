@@ -1,0 +1,157 @@
+//! `dsipc.exe` (cli/src/main.rs built for Windows with Rust 1.63) under wine: `ps` lists a
+//! fake runtime serving `\\.\pipe\dotnet-diagnostic-{pid}` under the pid of this (real,
+//! wine) process, `info PID` gets its reply, and `monitor` resumes a runtime that connects
+//! to its pipe.
+#![cfg(windows)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use dsipc_windows_tests::fake::{Config, FakeRuntime};
+use dsipc_windows_tests::{pipe_path, unique_pipe_name};
+
+/// The dsipc.exe cargo built, as a Windows path (cargo names it by its Linux path).
+fn dsipc_exe() -> String {
+    let p = env!("CARGO_BIN_EXE_dsipc");
+    if p.starts_with('/') {
+        format!("Z:{}", p.replace('/', "\\"))
+    } else {
+        p.to_string()
+    }
+}
+
+fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let o = thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let e = thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            panic!("dsipc.exe ran longer than {:?}", limit);
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: o.join().unwrap(),
+        stderr: e.join().unwrap(),
+    }
+}
+
+fn dsipc(args: &[&str]) -> (i32, String, String) {
+    let child = Command::new(dsipc_exe())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dsipc.exe");
+    let out = wait_bounded(child, Duration::from_secs(60));
+    let r = (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!("$ dsipc {} -> {}\n{}{}", args.join(" "), r.0, r.1, r.2);
+    r
+}
+
+#[test]
+fn ps_lists_and_info_reads_a_runtime_named_after_a_real_process() {
+    let pid = std::process::id();
+    let mut config = Config::new();
+    config.pid = u64::from(pid);
+    config.command_line = r"C:\app\Fake.exe --from-the-cli-test".to_string();
+    let _fake = FakeRuntime::listen_as_pid(pid, config).expect("serve dotnet-diagnostic-PID");
+
+    let (code, out, err) = dsipc(&["ps"]);
+    assert_eq!(code, 0, "{}", err);
+    let line = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
+        .unwrap_or_else(|| panic!("pid {} not listed:\n{}{}", pid, out, err));
+    assert!(
+        line.contains(r"C:\app\Fake.exe --from-the-cli-test"),
+        "{}",
+        line
+    );
+    assert!(
+        line.contains(&format!(r"\\.\pipe\dotnet-diagnostic-{}", pid)),
+        "{}",
+        line
+    );
+
+    let (code, out, err) = dsipc(&["info", &pid.to_string()]);
+    assert_eq!(code, 0, "{}", err);
+    assert!(
+        out.contains(&format!("pid:                 {}", pid)),
+        "{}",
+        out
+    );
+    assert!(out.contains("os:                  Windows"), "{}", out);
+    assert!(out.contains("runtime identifier:  win-x64"), "{}", out);
+
+    let (code, out, _) = dsipc(&["info", &pid.to_string(), "--json"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("\"pid\":{},", pid)), "{}", out);
+
+    let (code, out, _) = dsipc(&["env", &pid.to_string()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("DOTNET_gcServer=1"), "{}", out);
+
+    // A pid without a pipe: a one-line error, exit 1.
+    let (code, _, err) = dsipc(&["info", "4000000000", "--timeout", "2"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no such pipe"), "{}", err);
+}
+
+#[test]
+fn monitor_resumes_a_runtime_that_connects_to_its_pipe() {
+    let name = unique_pipe_name("cli-monitor");
+    let mut child = Command::new(dsipc_exe())
+        .args(["monitor", "--listen", name.as_str(), "--resume", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dsipc.exe monitor");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The fake retries until the monitor's pipe exists.
+    let fake = FakeRuntime::reverse(std::path::Path::new(&pipe_path(&name)), Config::new(), None);
+    let first = rx.recv_timeout(Duration::from_secs(30));
+    let second = rx.recv_timeout(Duration::from_secs(10));
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = first.expect("a line for the first Advertise");
+    eprintln!("{}", first);
+    assert!(first.contains("\"pid\":4242,"), "{}", first);
+    assert!(first.contains("\"resumed\":true"), "{}", first);
+    assert!(fake.is_resumed());
+    let second = second.expect("a line for the reconnect");
+    assert!(second.contains("\"reconnect\":true"), "{}", second);
+    assert!(second.contains("\"resumed\":false"), "{}", second);
+}
