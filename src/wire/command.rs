@@ -69,8 +69,27 @@ macro_rules! commands {
             /// Every named command, in code order.
             pub const ALL: &'static [Command] = &[$( Command::$name, )*];
 
-            /// The command for a header's `(command_set, command_id)`.
+            /// The command for a header's `(command_set, command_id)` (a table lookup per set).
+            #[inline]
             pub fn from_code(command_set: u8, command_id: u8) -> Command {
+                let table: &[Option<Command>] = match command_set {
+                    0x01 => &BY_ID[0],
+                    0x02 => &BY_ID[1],
+                    0x03 => &BY_ID[2],
+                    0x04 => &BY_ID[3],
+                    0xFF if command_id == 0x00 => return Command::ServerOk,
+                    0xFF if command_id == 0xFF => return Command::ServerError,
+                    _ => &[],
+                };
+                match table.get(usize::from(command_id)) {
+                    Some(Some(c)) => *c,
+                    _ => Command::Unknown { command_set, command_id },
+                }
+            }
+
+            /// Slow reference lookup, for the table's own test.
+            #[cfg(test)]
+            fn from_code_match(command_set: u8, command_id: u8) -> Command {
                 match (command_set, command_id) {
                     $( ($set, $id) => Command::$name, )*
                     _ => Command::Unknown { command_set, command_id },
@@ -78,7 +97,7 @@ macro_rules! commands {
             }
 
             /// The `(command_set, command_id)` pair.
-            pub fn code(self) -> (u8, u8) {
+            pub const fn code(self) -> (u8, u8) {
                 match self {
                     $( Command::$name => ($set, $id), )*
                     Command::Unknown { command_set, command_id } => (command_set, command_id),
@@ -146,6 +165,21 @@ commands! {
     ServerError = (0xFF, 0xFF);
 }
 
+/// Commands of sets 0x01 to 0x04, indexed by id (set 0xFF is matched directly).
+const BY_ID: [[Option<Command>; 9]; 4] = {
+    let mut t = [[None; 9]; 4];
+    let mut i = 0;
+    while i < Command::ALL.len() {
+        let c = Command::ALL[i];
+        let (set, id) = c.code();
+        if set >= 1 && set <= 4 {
+            t[set as usize - 1][id as usize] = Some(c);
+        }
+        i += 1;
+    }
+    t
+};
+
 impl Command {
     /// The command set.
     pub fn set(self) -> CommandSet {
@@ -182,6 +216,18 @@ impl fmt::Display for Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_lookup_equals_the_match() {
+        for set in 0..=255u8 {
+            for id in 0..=255u8 {
+                assert_eq!(
+                    Command::from_code(set, id),
+                    Command::from_code_match(set, id)
+                );
+            }
+        }
+    }
 
     #[test]
     fn codes_round_trip() {
