@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dsipc::wire::Guid;
 use dsipc_std::reverse::{ReverseConnection, ReverseListener};
@@ -19,6 +19,8 @@ use crate::{json, term, CliError, CliResult, Common};
 
 /// How often the accept loop looks at the Ctrl-C flag (on Unix a signal also wakes it).
 const TICK: Duration = Duration::from_millis(250);
+/// How often idle connections of runtimes that have exited are let go.
+const PRUNE_EVERY: Duration = Duration::from_secs(5);
 
 /// One Advertise, and what the monitor did about it.
 struct Seen {
@@ -86,9 +88,15 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
     let mut seen: HashSet<Guid> = HashSet::new();
     let mut resumed: HashSet<Guid> = HashSet::new();
     let out = io::stdout();
+    let mut pruned = Instant::now();
     let result = loop {
         if term::interrupted() {
             break Ok(());
+        }
+        if pruned.elapsed() >= PRUNE_EVERY {
+            // Runtimes that exited: close their connections (else one descriptor each).
+            held.retain(|_, c| !c.is_closed());
+            pruned = Instant::now();
         }
         let conn = match listener.accept_timeout(TICK) {
             Ok(Some(c)) => c,

@@ -248,6 +248,16 @@ impl ReverseConnection {
         self.lock().is_some()
     }
 
+    /// True when this connection can no longer run a command: it was handed out, or the
+    /// runtime closed it (it exited, or gave up on the connection). Does not block. A
+    /// monitor that keeps idle connections uses this to let go of those of exited runtimes.
+    pub fn is_closed(&self) -> bool {
+        match self.lock().as_ref() {
+            None => true,
+            Some(s) => imp::peer_closed(s),
+        }
+    }
+
     /// A client for this runtime's one command, with [`crate::DEFAULT_TIMEOUT`]. Methods
     /// that need a second connection (ProcessInfo's fallback to older versions, stopping a
     /// trace) cannot get one here: use single-command methods such as
@@ -667,6 +677,28 @@ mod imp {
         }
     }
 
+    /// True if the peer closed `stream` (a non-blocking peek sees EOF or an error).
+    pub(super) fn peer_closed(stream: &UnixStream) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: a one-byte buffer we own; MSG_PEEK leaves the data in the socket.
+        let r = unsafe {
+            libc::recv(
+                stream.as_raw_fd(),
+                &mut byte as *mut u8 as *mut libc::c_void,
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        match r {
+            0 => true,
+            n if n > 0 => false,
+            _ => !matches!(
+                io::Error::last_os_error().kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ),
+        }
+    }
+
     impl Drop for Listener {
         fn drop(&mut self) {
             // Remove the socket file only if it is still the one we bound.
@@ -687,6 +719,11 @@ mod imp {
 
     use super::ListenError;
     use crate::windows::{pipe_path, PipeListener, PipeStream};
+
+    /// True if the peer closed `stream`.
+    pub(super) fn peer_closed(stream: &PipeStream) -> bool {
+        stream.peer_closed()
+    }
 
     #[derive(Debug)]
     pub(super) struct Listener(PipeListener);

@@ -229,6 +229,24 @@ impl PipeStream {
         Ok(pid)
     }
 
+    /// True once the other end has closed the pipe (`PeekNamedPipe` reports a broken
+    /// pipe); does not block and consumes nothing.
+    pub fn peer_closed(&self) -> bool {
+        let mut available = 0u32;
+        // SAFETY: a valid pipe handle; no buffer, one valid out pointer.
+        let ok = unsafe {
+            PeekNamedPipe(
+                raw(&self.handle),
+                ptr::null_mut(),
+                0,
+                ptr::null_mut(),
+                &mut available,
+                ptr::null_mut(),
+            )
+        };
+        ok == 0 && is_closed(&io::Error::last_os_error())
+    }
+
     /// Waits until the other end has read everything written so far (`FlushFileBuffers`).
     /// This blocks without a timeout; a runtime does it before it closes a connection.
     pub fn wait_until_read(&self) -> io::Result<()> {

@@ -474,3 +474,40 @@ fn the_raw_stream_is_available() {
     assert_eq!(reply.len(), 24);
     assert_eq!(rt.join().unwrap(), vec![Some(Command::ResumeRuntime)]);
 }
+
+#[test]
+fn is_closed_notices_a_runtime_that_left() {
+    let dir = TempDir::new("closed");
+    let port = dir.join("p");
+    let mut listener = ReverseListener::bind(&port).unwrap();
+    let p = port.clone();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rt = thread::spawn(move || {
+        let mut s = connect_retry(&p);
+        let mut out = [0u8; 64];
+        let n = ServerConnection::advertising(advertise())
+            .poll_transmit(&mut out)
+            .unwrap();
+        s.write_all(&out[..n]).unwrap();
+        // Stay until told, then exit (closing the connection).
+        let _ = rx.recv();
+    });
+    let conn = listener.accept().unwrap();
+    assert!(!conn.is_closed());
+    thread::sleep(Duration::from_millis(50));
+    assert!(!conn.is_closed(), "an idle runtime is not closed");
+    tx.send(()).unwrap();
+    rt.join().unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    while !conn.is_closed() {
+        assert!(Instant::now() < deadline, "is_closed never saw the close");
+        thread::sleep(Duration::from_millis(5));
+    }
+    // Handed out: closed too (it cannot run another command).
+    let rt = runtime(port.clone(), 1);
+    let conn = listener.accept().unwrap();
+    let client = conn.into_client();
+    client.resume_runtime().unwrap();
+    assert!(client.transport().is_closed());
+    rt.join().unwrap();
+}

@@ -73,6 +73,7 @@ fn listener_advertise_command_reconnect() {
         .unwrap()
         .is_none());
     assert_eq!(fake.advertised(), 4);
+    assert!(!fourth.is_closed());
     let stream = fourth.into_stream().expect("unused");
     // The pipe server knows the runtime's process (here: this very process).
     assert_eq!(stream.client_process_id().unwrap(), std::process::id());
@@ -147,4 +148,20 @@ fn peers_that_do_not_advertise_are_per_connection_errors() {
         .resume_runtime()
         .unwrap();
     assert!(fake.is_resumed());
+}
+
+#[test]
+fn is_closed_notices_a_runtime_that_exited() {
+    let name = unique_pipe_name("reverse-closed");
+    let mut listener = ReverseListener::bind(&name).unwrap();
+    let fake = FakeRuntime::reverse(listener.address(), Config::new(), Some(1));
+    let conn = accept(&mut listener).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!conn.is_closed(), "an idle runtime is not closed");
+    drop(fake); // the runtime goes away
+    let deadline = Instant::now() + WAIT;
+    while !conn.is_closed() {
+        assert!(Instant::now() < deadline, "is_closed never saw the close");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
