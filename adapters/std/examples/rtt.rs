@@ -8,6 +8,8 @@
 //! `String`s). With `RAW_TIMEOUTS=1` the baseline also sets read and write timeouts,
 //! which dsipc always does.
 
+#![cfg_attr(not(unix), allow(dead_code, unused_imports))]
+
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
