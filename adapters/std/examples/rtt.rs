@@ -2,10 +2,11 @@
 //! in the same run, alternating batches so both see the same machine state.
 //!
 //!     cargo run --release -p dsipc-std --example rtt -- PID [ROUNDS]
+//!     BATCH=50 RAW_TIMEOUTS=1 cargo run --release -p dsipc-std --example rtt -- PID
 //!
 //! Each sample is a whole cycle: connect, send the 20-byte request, read the reply to EOF
-//! (the baseline) or to the decoded reply (dsipc, which also turns the strings into
-//! `String`s). With `RAW_TIMEOUTS=1` the baseline also sets read and write timeouts,
+//! (the baseline) or to the decoded reply (dsipc: once turning the strings into `String`s,
+//! once reading the reply borrowed from the receive buffer through `exchange`). With `RAW_TIMEOUTS=1` the baseline also sets read and write timeouts,
 //! which dsipc always does.
 
 #![cfg_attr(not(unix), allow(dead_code, unused_imports))]
@@ -43,7 +44,7 @@ fn main() {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("usage: rtt PID [ROUNDS]");
-    let rounds: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(2000);
+    let rounds: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(6000);
     // RAW_TIMEOUTS=1: the baseline sets read and write timeouts too, as dsipc must.
     let raw_timeouts = std::env::var_os("RAW_TIMEOUTS").is_some();
     let socket = dsipc_std::unix::find_socket(pid, None).expect("find the socket");
@@ -55,7 +56,14 @@ fn main() {
     let mut reply = vec![0u8; 64 * 1024];
     let mut raw = Vec::with_capacity(rounds);
     let mut lib = Vec::with_capacity(rounds);
-    let batch = 50;
+    let mut borrowed = Vec::with_capacity(rounds);
+    // Paths alternate in blocks of BATCH calls (default 1,000): short blocks measure the
+    // cost of switching between two code paths (caches, branch predictors) as much as the
+    // paths themselves; BATCH=50 shows that effect.
+    let batch: usize = std::env::var("BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1000);
     // Warm up both paths.
     for _ in 0..50 {
         client.process_info_basic().unwrap();
@@ -86,12 +94,29 @@ fn main() {
             lib.push(t.elapsed());
             assert_eq!(info.pid, u64::from(pid));
         }
+        // The same exchange with the reply borrowed from the receive buffer (no `String`s).
+        for _ in 0..batch {
+            let t = Instant::now();
+            let mut seen = 0;
+            client
+                .exchange(&ProcessInfo, |ev| {
+                    if let dsipc::ClientEvent::Reply(dsipc::payload::Reply::ProcessInfo(p)) = ev {
+                        seen = p.process_id;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            borrowed.push(t.elapsed());
+            assert_eq!(seen, u64::from(pid));
+        }
     }
     let a = report("raw", raw);
     let b = report("dsipc-std", lib);
+    let c = report("borrowed", borrowed);
     println!(
-        "dsipc-std overhead at p50: {:+.1}%",
-        (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0
+        "dsipc-std overhead at p50: {:+.1}% (owned ProcessInfo), {:+.1}% (borrowed reply)",
+        (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0,
+        (c.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0
     );
 }
 
