@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
 
 use dsipc::conn::ServerError;
 use dsipc::{ClientError, EncodeError};
@@ -121,68 +120,6 @@ impl fmt::Display for CloseReason {
             CloseReason::Closed => f.write_str("closed"),
             CloseReason::TimedOut => f.write_str("timed out"),
             CloseReason::Failed(e) => write!(f, "failed: {}", e),
-        }
-    }
-}
-
-/// Why a listener could not be created.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ListenError {
-    /// Something that is not a socket is at the path. It is never removed.
-    NotASocket {
-        /// The path.
-        path: PathBuf,
-    },
-    /// A live listener answers at the path (another monitor runs).
-    InUse {
-        /// The path.
-        path: PathBuf,
-    },
-    /// The path does not fit in `sun_path` (107 bytes).
-    PathTooLong {
-        /// The path.
-        path: PathBuf,
-    },
-    /// A system call failed.
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// The path.
-        path: PathBuf,
-        /// The error.
-        source: io::Error,
-    },
-}
-
-impl fmt::Display for ListenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ListenError::NotASocket { path } => write!(
-                f,
-                "{} exists and is not a socket; refusing to remove it",
-                path.display()
-            ),
-            ListenError::InUse { path } => {
-                write!(f, "{} is in use by a live listener", path.display())
-            }
-            ListenError::PathTooLong { path } => write!(
-                f,
-                "{} is longer than a Unix socket path can be (107 bytes)",
-                path.display()
-            ),
-            ListenError::Io { op, path, source } => {
-                write!(f, "{} {}: {}", op, path.display(), source)
-            }
-        }
-    }
-}
-
-impl std::error::Error for ListenError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ListenError::Io { source, .. } => Some(source),
-            _ => None,
         }
     }
 }

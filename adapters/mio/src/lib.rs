@@ -129,7 +129,10 @@ mod error;
 mod listen;
 mod reactor;
 
-pub use error::{CloseReason, Error, ListenError};
+/// Why a listener could not be created: dsipc-std's, whose
+/// [`bind_private`](dsipc_std::unix::bind_private) binds every listener of this crate.
+pub use dsipc_std::reverse::ListenError;
+pub use error::{CloseReason, Error};
 pub use listen::bind_private;
 pub use reactor::{
     ConnId, Control, Event, Handler, ListenerId, ListenerKind, Reactor, Stats, READ_BUFFER_LEN,

@@ -4,7 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,9 +18,10 @@ use dsipc::conn::{
 use dsipc::payload::{ProcessEnvironmentReply, Reply, Request, Response};
 use dsipc::wire::{Advertise, Text};
 use dsipc::{AnyRequest, ClientConnection, ClientError, ClientEvent, Command, Status};
+use dsipc_std::unix::SocketFile;
 
 use crate::error::io_copy;
-use crate::listen::{bind_private_id, remove_own_socket, FileId};
+use crate::listen::bind_guarded;
 use crate::{CloseReason, Error, ListenError};
 
 /// Size of the shared read buffer. Any message (at most 65,535 bytes) or environment entry
@@ -309,8 +310,8 @@ struct Slot {
 struct Listener {
     socket: UnixListener,
     kind: ListenerKind,
-    path: PathBuf,
-    file: FileId,
+    /// Removes the socket file on drop (if still the one bound).
+    file: SocketFile,
     retry_at: Option<Instant>,
 }
 
@@ -498,7 +499,7 @@ impl Control {
     // ---- listeners ---------------------------------------------------------------------
 
     fn add_listener(&mut self, path: &Path, kind: ListenerKind) -> Result<ListenerId, ListenError> {
-        let (mut socket, file) = bind_private_id(path)?;
+        let (mut socket, file) = bind_guarded(path)?;
         let index = match self.listeners.iter().position(|l| l.listener.is_none()) {
             Some(i) => i,
             None => {
@@ -514,7 +515,7 @@ impl Control {
             Token(LISTENER_BASE + index),
             Interest::READABLE,
         ) {
-            remove_own_socket(path, file);
+            drop(file);
             return Err(ListenError::Io {
                 op: "register",
                 path: path.to_path_buf(),
@@ -525,7 +526,6 @@ impl Control {
         slot.listener = Some(Listener {
             socket,
             kind,
-            path: path.to_path_buf(),
             file,
             retry_at: None,
         });
@@ -563,7 +563,7 @@ impl Control {
             Some(ListenerSlot {
                 generation,
                 listener: Some(l),
-            }) if *generation == id.generation => Some(&l.path),
+            }) if *generation == id.generation => Some(l.file.path()),
             _ => None,
         }
     }
@@ -577,7 +577,7 @@ impl Control {
         };
         if let Some(mut l) = slot.listener.take() {
             let _ = self.registry.deregister(&mut l.socket);
-            remove_own_socket(&l.path, l.file);
+            // Dropping `l` closes the socket and removes its file (if still ours).
         }
         slot.generation = slot.generation.wrapping_add(1);
         true
@@ -927,14 +927,6 @@ impl Control {
                     self.finish(id, CloseReason::TimedOut);
                 }
             }
-        }
-    }
-}
-
-impl Drop for Control {
-    fn drop(&mut self) {
-        for l in self.listeners.iter_mut().filter_map(|l| l.listener.take()) {
-            remove_own_socket(&l.path, l.file);
         }
     }
 }

@@ -32,7 +32,8 @@
 //! meanwhile. A socket file already at the address is removed only if nothing listens on it
 //! (a stale socket); a live listener is [`ListenError::InUse`] and any other kind of file is
 //! [`ListenError::NotASocket`], left alone. Dropping the listener removes its socket file
-//! (only if that file is still the one it bound).
+//! (only if that file is still the one it bound). This is [`crate::unix::bind_private`],
+//! which other listeners can use as well.
 //!
 //! On Windows the listener creates the named pipe `\\.\pipe\NAME` (rejecting remote
 //! clients) and the runtime connects to it (`windows::PipeListener`).
@@ -131,6 +132,23 @@ impl std::error::Error for ListenError {
             ListenError::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+impl From<ListenError> for io::Error {
+    /// An I/O error of the matching kind (`AlreadyExists` for a file that is not a socket,
+    /// `AddrInUse`, `InvalidInput` for a bad address, the system call's kind for
+    /// [`ListenError::Io`]) that carries the `ListenError` as its inner error.
+    fn from(e: ListenError) -> io::Error {
+        let kind = match &e {
+            ListenError::NotASocket { .. } => io::ErrorKind::AlreadyExists,
+            ListenError::InUse { .. } => io::ErrorKind::AddrInUse,
+            ListenError::PathTooLong { .. } | ListenError::InvalidName { .. } => {
+                io::ErrorKind::InvalidInput
+            }
+            ListenError::Io { source, .. } => source.kind(),
+        };
+        io::Error::new(kind, e)
     }
 }
 
@@ -444,189 +462,32 @@ impl Iterator for Incoming<'_> {
 
 #[cfg(unix)]
 mod imp {
-    use std::fs;
     use std::io;
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
     use std::os::unix::io::AsRawFd;
-    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::os::unix::net::UnixStream;
     use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use dsipc::transport::MAX_SOCKET_PATH;
-
     use super::ListenError;
+    use crate::unix::{bind_private, PrivateListener};
 
-    static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-    /// A bound socket and the identity of its file, to remove only our own file.
+    /// A bound socket (non-blocking, polled before accepting); dropping it removes its
+    /// socket file if that is still the one bound.
     #[derive(Debug)]
-    pub(super) struct Listener {
-        listener: UnixListener,
-        path: PathBuf,
-        id: (u64, u64),
-    }
-
-    fn too_long(path: &Path) -> bool {
-        path.as_os_str().as_bytes().len() > MAX_SOCKET_PATH
-    }
-
-    /// Clears the way at `path`: nothing there, or a stale socket (removed).
-    fn clear_stale(path: &Path) -> Result<(), ListenError> {
-        match fs::symlink_metadata(path) {
-            Ok(meta) => {
-                if !meta.file_type().is_socket() {
-                    return Err(ListenError::NotASocket {
-                        path: path.to_path_buf(),
-                    });
-                }
-                match UnixStream::connect(path) {
-                    Ok(_) => Err(ListenError::InUse {
-                        path: path.to_path_buf(),
-                    }),
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                        match fs::remove_file(path) {
-                            Ok(()) => Ok(()),
-                            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                            Err(source) => Err(ListenError::Io {
-                                op: "remove the stale socket",
-                                path: path.to_path_buf(),
-                                source,
-                            }),
-                        }
-                    }
-                    Err(source) => Err(ListenError::Io {
-                        op: "probe the existing socket",
-                        path: path.to_path_buf(),
-                        source,
-                    }),
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(ListenError::Io {
-                op: "stat",
-                path: path.to_path_buf(),
-                source,
-            }),
-        }
-    }
-
-    /// Removes a private directory and what is in it (our socket file, if any).
-    fn remove_private(dir: &Path, sock: &Path) {
-        let _ = fs::remove_file(sock);
-        let _ = fs::remove_dir(dir);
-    }
+    pub(super) struct Listener(PrivateListener);
 
     impl Listener {
         pub(super) fn bind(path: &Path) -> Result<(Listener, PathBuf), ListenError> {
-            let io_err = |op: &'static str, source: io::Error| ListenError::Io {
-                op,
-                path: path.to_path_buf(),
-                source,
-            };
-            if path.as_os_str().is_empty() || too_long(path) {
-                return Err(ListenError::PathTooLong {
-                    path: path.to_path_buf(),
-                });
-            }
-            clear_stale(path)?;
-            let parent = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            // A private directory next to the address (same file system, so the socket
-            // can be linked into place).
-            let mut attempt = 0;
-            let dir = loop {
-                let dir = parent.join(format!(
-                    ".dsipc-{}-{}",
-                    std::process::id(),
-                    SEQ.fetch_add(1, Ordering::Relaxed)
-                ));
-                match fs::DirBuilder::new().mode(0o700).create(&dir) {
-                    Ok(()) => break dir,
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
-                        attempt += 1
-                    }
-                    Err(e) => return Err(io_err("create a private directory next to", e)),
-                }
-            };
-            let private = dir.join("s");
-            if too_long(&private) {
-                // Only when the file name is shorter than the private part: bind in place and
-                // narrow the mode at once (connecting needs write permission, which the
-                // usual umask already denies to others).
-                let _ = fs::remove_dir(&dir);
-                return Self::bind_in_place(path);
-            }
-            let listener = match UnixListener::bind(&private) {
-                Ok(l) => l,
-                Err(e) => {
-                    remove_private(&dir, &private);
-                    return Err(io_err("bind", e));
-                }
-            };
-            if let Err(e) = fs::set_permissions(&private, fs::Permissions::from_mode(0o600)) {
-                remove_private(&dir, &private);
-                return Err(io_err("chmod 0600", e));
-            }
-            // link(2) never replaces: whatever appeared at the address meanwhile stays.
-            let linked = fs::hard_link(&private, path);
-            remove_private(&dir, &private);
-            if let Err(e) = linked {
-                if e.kind() == io::ErrorKind::AlreadyExists {
-                    // Something appeared at the address since it was cleared: leave it.
-                    let socket = fs::symlink_metadata(path)
-                        .map(|m| m.file_type().is_socket())
-                        .unwrap_or(true);
-                    let path = path.to_path_buf();
-                    return Err(if socket {
-                        ListenError::InUse { path }
-                    } else {
-                        ListenError::NotASocket { path }
-                    });
-                }
-                return Err(io_err("link the socket into place at", e));
-            }
-            Self::finish(listener, path)
-        }
-
-        fn bind_in_place(path: &Path) -> Result<(Listener, PathBuf), ListenError> {
-            let io_err = |op: &'static str, source: io::Error| ListenError::Io {
-                op,
-                path: path.to_path_buf(),
-                source,
-            };
-            let listener = UnixListener::bind(path).map_err(|e| io_err("bind", e))?;
-            if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(0o600)) {
-                let _ = fs::remove_file(path);
-                return Err(io_err("chmod 0600", e));
-            }
-            Self::finish(listener, path)
-        }
-
-        fn finish(listener: UnixListener, path: &Path) -> Result<(Listener, PathBuf), ListenError> {
-            let meta = fs::symlink_metadata(path).map_err(|source| ListenError::Io {
-                op: "stat",
-                path: path.to_path_buf(),
-                source,
-            })?;
+            let listener = bind_private(path)?;
             listener
+                .listener()
                 .set_nonblocking(true)
                 .map_err(|source| ListenError::Io {
                     op: "set non-blocking",
                     path: path.to_path_buf(),
                     source,
                 })?;
-            Ok((
-                Listener {
-                    listener,
-                    path: path.to_path_buf(),
-                    id: (meta.dev(), meta.ino()),
-                },
-                path.to_path_buf(),
-            ))
+            Ok((Listener(listener), path.to_path_buf()))
         }
 
         /// Waits for a connection (`None`: forever). `Ok(None)` on timeout, on a signal,
@@ -640,7 +501,7 @@ mod imp {
                 }
             };
             let mut pfd = libc::pollfd {
-                fd: self.listener.as_raw_fd(),
+                fd: self.0.listener().as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             };
@@ -656,7 +517,7 @@ mod imp {
             if r == 0 {
                 return Ok(None);
             }
-            match self.listener.accept() {
+            match self.0.listener().accept() {
                 Ok((stream, _)) => {
                     // Accepted sockets inherit O_NONBLOCK on some systems (BSD, macOS).
                     stream.set_nonblocking(false)?;
@@ -696,17 +557,6 @@ mod imp {
                 io::Error::last_os_error().kind(),
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
             ),
-        }
-    }
-
-    impl Drop for Listener {
-        fn drop(&mut self) {
-            // Remove the socket file only if it is still the one we bound.
-            if let Ok(meta) = fs::symlink_metadata(&self.path) {
-                if meta.file_type().is_socket() && (meta.dev(), meta.ino()) == self.id {
-                    let _ = fs::remove_file(&self.path);
-                }
-            }
         }
     }
 }

@@ -1,5 +1,8 @@
 //! Unix transport: `dotnet-diagnostic-{pid}-{key}-socket` under the target's TMPDIR, found
-//! through `/proc` on Linux; connecting with a timeout.
+//! through `/proc` on Linux; connecting with a timeout. And the listening side:
+//! [`bind_private`] binds a listener only its owner can connect to, replacing only a stale
+//! socket, and removes its socket file later only if it is still the one bound
+//! ([`SocketFile`]).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -15,6 +18,10 @@ use std::time::{Duration, Instant, SystemTime};
 use dsipc::transport::{key_from_proc_stat, SocketName};
 
 use crate::{Connection, Endpoint, Error, Transport};
+
+mod listen;
+
+pub use listen::{bind_private, PrivateListener, SocketFile};
 
 impl Connection for UnixStream {
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {

@@ -12,10 +12,10 @@
 //!   CollectTracing4/5/6, StartupProfiler when not suspended, error paths.
 //! - [`HostedRuntime`]: a real .NET runtime in a child process (`tests/runtime/host.py`
 //!   with the interpreter from `DSIPC_PYTHON`), killed on drop.
-//! - [`bind_private`] (mode 0600, a stale socket removed, nothing else ever removed) and
-//!   [`TempDir`].
+//! - [`bind_private`] (dsipc-std's: mode 0600, a stale socket removed, nothing else ever
+//!   removed; errors are [`ListenError`]) and [`TempDir`].
 //!
-//! Std only, no unsafe code, and Rust 1.63 compatible (Windows support may come later:
+//! Std and dsipc-std only, no unsafe code, and Rust 1.63 compatible (Windows support may come later:
 //! the Unix parts are `cfg(unix)`).
 //!
 //! ```
@@ -68,7 +68,7 @@ pub use fake::{Config, FakeRuntime, Received, ReversePort, StreamEnd, StreamReco
 pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready};
 pub use pattern::{check_pattern, fill_pattern, pattern_byte};
 #[cfg(unix)]
-pub use socket::{bind_private, socket_name, BindError, TempDir};
+pub use socket::{bind_private, socket_name, ListenError, TempDir};
 
 /// The core crate, re-exported.
 pub use dsipc;

@@ -1,121 +1,27 @@
 //! Unix socket helpers: a safe private bind and a temporary directory.
 
-use std::fmt;
 use std::fs;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Why [`bind_private`] refused or failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum BindError {
-    /// Something that is not a socket is at the path: it is never removed.
-    NotASocket {
-        /// The path.
-        path: PathBuf,
-    },
-    /// A live listener answers at the path.
-    InUse {
-        /// The path.
-        path: PathBuf,
-    },
-    /// A system call failed.
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// The path.
-        path: PathBuf,
-        /// The error.
-        source: io::Error,
-    },
-}
+pub use dsipc_std::reverse::ListenError;
 
-impl fmt::Display for BindError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BindError::NotASocket { path } => write!(
-                f,
-                "{} exists and is not a socket; refusing to remove it",
-                path.display()
-            ),
-            BindError::InUse { path } => {
-                write!(f, "{} is in use by a live listener", path.display())
-            }
-            BindError::Io { op, path, source } => {
-                write!(f, "{} {}: {}", op, path.display(), source)
-            }
-        }
-    }
-}
-
-impl std::error::Error for BindError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BindError::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
-
-impl From<BindError> for io::Error {
-    fn from(e: BindError) -> io::Error {
-        let kind = match &e {
-            BindError::NotASocket { .. } => io::ErrorKind::AlreadyExists,
-            BindError::InUse { .. } => io::ErrorKind::AddrInUse,
-            BindError::Io { source, .. } => source.kind(),
-        };
-        io::Error::new(kind, e.to_string())
-    }
-}
-
-/// Binds a Unix listener at `path` with mode 0600.
+/// Binds a Unix listener at `path` with mode 0600: dsipc-std's
+/// [`bind_private`](dsipc_std::unix::bind_private), whose socket file is left in place when
+/// the listener is dropped (it becomes stale, and the next bind at `path` replaces it).
 ///
 /// A socket file already at `path` is removed only if nothing listens on it (connect is
 /// refused: a stale file left by a dead process); a live listener is
-/// [`BindError::InUse`]; any other kind of file is [`BindError::NotASocket`] and is left
-/// alone. The mode is set right after bind: with a umask that clears group/other write (the
-/// usual 022) nobody else can connect in between, as connecting needs write permission.
-pub fn bind_private(path: &Path) -> Result<UnixListener, BindError> {
-    let io_err = |op: &'static str, source: io::Error| BindError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    };
-    match fs::symlink_metadata(path) {
-        Ok(meta) => {
-            if !meta.file_type().is_socket() {
-                return Err(BindError::NotASocket {
-                    path: path.to_path_buf(),
-                });
-            }
-            match UnixStream::connect(path) {
-                Ok(_) => {
-                    return Err(BindError::InUse {
-                        path: path.to_path_buf(),
-                    })
-                }
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    match fs::remove_file(path) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(io_err("remove stale socket", e)),
-                    }
-                }
-                Err(e) => return Err(io_err("probe existing socket", e)),
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("stat", e)),
-    }
-    let listener = UnixListener::bind(path).map_err(|e| io_err("bind", e))?;
-    if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(0o600)) {
-        let _ = fs::remove_file(path);
-        return Err(io_err("chmod 0600", e));
-    }
+/// [`ListenError::InUse`]; any other kind of file is [`ListenError::NotASocket`] and is left
+/// alone. The socket is made 0600 before it is linked to `path`, so nobody else can ever
+/// connect.
+pub fn bind_private(path: &Path) -> Result<UnixListener, ListenError> {
+    let (listener, file) = dsipc_std::unix::bind_private(path)?.into_parts();
+    file.keep();
     Ok(listener)
 }
 
@@ -200,7 +106,7 @@ mod tests {
         let l = bind_private(&p).unwrap();
         let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert!(matches!(bind_private(&p), Err(BindError::InUse { .. })));
+        assert!(matches!(bind_private(&p), Err(ListenError::InUse { .. })));
         drop(l); // the file stays: stale
         assert!(p.exists());
         let _l = bind_private(&p).unwrap();
@@ -208,7 +114,7 @@ mod tests {
         fs::write(&f, b"keep me").unwrap();
         assert!(matches!(
             bind_private(&f),
-            Err(BindError::NotASocket { .. })
+            Err(ListenError::NotASocket { .. })
         ));
         assert_eq!(fs::read(&f).unwrap(), b"keep me");
         assert_eq!(socket_name(12, 34), "dotnet-diagnostic-12-34-socket");
