@@ -207,7 +207,8 @@ impl<'a> ProcessInfo2Reply<'a> {
             clr_product_version: r.text("clr_product_version")?,
         })
     }
-    fn base(&self) -> ProcessInfoReply<'a> {
+    /// The fields ProcessInfo also reports.
+    pub fn as_process_info(&self) -> ProcessInfoReply<'a> {
         ProcessInfoReply {
             process_id: self.process_id,
             runtime_cookie: self.runtime_cookie,
@@ -217,12 +218,12 @@ impl<'a> ProcessInfo2Reply<'a> {
         }
     }
     fn len(&self) -> usize {
-        self.base().len()
+        self.as_process_info().len()
             + text_len(&self.managed_entrypoint_assembly_name)
             + text_len(&self.clr_product_version)
     }
     fn write(&self, w: &mut Writer<'_>) {
-        self.base().write(w);
+        self.as_process_info().write(w);
         w.text(&self.managed_entrypoint_assembly_name);
         w.text(&self.clr_product_version);
     }

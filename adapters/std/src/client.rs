@@ -58,42 +58,29 @@ pub struct ProcessInfo {
 
 impl ProcessInfo {
     fn from_reply(command: Command, reply: &Reply<'_>) -> Option<ProcessInfo> {
-        let s = text_to_string;
-        Some(match reply {
-            Reply::ProcessInfo3(r) => ProcessInfo {
-                command,
-                pid: r.process_id,
-                cookie: r.runtime_cookie,
-                command_line: s(&r.command_line),
-                os: s(&r.os),
-                arch: s(&r.arch),
-                entrypoint_assembly: Some(s(&r.managed_entrypoint_assembly_name)),
-                clr_version: Some(s(&r.clr_product_version)),
-                runtime_identifier: Some(s(&r.runtime_identifier)),
-            },
-            Reply::ProcessInfo2(r) => ProcessInfo {
-                command,
-                pid: r.process_id,
-                cookie: r.runtime_cookie,
-                command_line: s(&r.command_line),
-                os: s(&r.os),
-                arch: s(&r.arch),
-                entrypoint_assembly: Some(s(&r.managed_entrypoint_assembly_name)),
-                clr_version: Some(s(&r.clr_product_version)),
-                runtime_identifier: None,
-            },
-            Reply::ProcessInfo(r) => ProcessInfo {
-                command,
-                pid: r.process_id,
-                cookie: r.runtime_cookie,
-                command_line: s(&r.command_line),
-                os: s(&r.os),
-                arch: s(&r.arch),
-                entrypoint_assembly: None,
-                clr_version: None,
-                runtime_identifier: None,
-            },
+        // Narrow every version to the shared fields, keeping what the newer ones add.
+        let (v2, rid) = match reply {
+            Reply::ProcessInfo3(r) => (Some(r.as_process_info2()), Some(r.runtime_identifier)),
+            Reply::ProcessInfo2(r) => (Some(*r), None),
+            Reply::ProcessInfo(_) => (None, None),
             _ => return None,
+        };
+        let base = match (reply, &v2) {
+            (Reply::ProcessInfo(r), _) => *r,
+            (_, Some(v2)) => v2.as_process_info(),
+            _ => return None,
+        };
+        let s = text_to_string;
+        Some(ProcessInfo {
+            command,
+            pid: base.process_id,
+            cookie: base.runtime_cookie,
+            command_line: s(&base.command_line),
+            os: s(&base.os),
+            arch: s(&base.arch),
+            entrypoint_assembly: v2.map(|v| s(&v.managed_entrypoint_assembly_name)),
+            clr_version: v2.map(|v| s(&v.clr_product_version)),
+            runtime_identifier: rid.map(|r| s(&r)),
         })
     }
 }

@@ -19,7 +19,7 @@ use dsipc::payload::{
     ErrorReply, ProcessEnvironmentReply, ProcessInfo2Reply, ProcessInfo3Reply, ProcessInfoReply,
     Reply, Request, Response,
 };
-use dsipc::wire::{Advertise, Guid, Hresult, Text, HEADER_LEN};
+use dsipc::wire::{Advertise, Guid, HeaderView, Hresult, Text, HEADER_LEN};
 use dsipc::{AnyRequest, Command};
 
 use crate::answer::{Answer, Identity, StreamSpec};
@@ -638,16 +638,9 @@ fn reject(
     reverse: bool,
     rejection: Rejection,
 ) {
-    let command = if buf.len() >= HEADER_LEN {
-        Some(Command::from_code(buf[16], buf[17]))
-    } else {
-        None
-    };
-    let reserved = if buf.len() >= HEADER_LEN {
-        u16::from_le_bytes([buf[18], buf[19]])
-    } else {
-        0
-    };
+    let view = HeaderView::ref_from(buf);
+    let command = view.map(|v| v.command());
+    let reserved = view.map_or(0, |v| v.reserved.get());
     shared.update(|s| {
         s.received.push(Received {
             connection,
