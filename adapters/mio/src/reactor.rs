@@ -607,11 +607,22 @@ impl Control {
     ) -> Result<ConnId, Error> {
         let mut machine = ClientConnection::new();
         let tx = encode_request(&mut machine, request)?;
-        let stream = UnixStream::connect(path.as_ref()).map_err(|source| Error::Io {
+        self.connect_with(path.as_ref(), Machine::Client(machine), tx)
+    }
+
+    /// Connects to `path` and registers a connection driven by `machine`, whose first
+    /// bytes to send are `tx`.
+    fn connect_with(
+        &mut self,
+        path: &Path,
+        machine: Machine,
+        tx: Vec<u8>,
+    ) -> Result<ConnId, Error> {
+        let stream = UnixStream::connect(path).map_err(|source| Error::Io {
             op: "connect",
             source,
         })?;
-        let mut conn = Conn::new(stream, Machine::Client(machine), None);
+        let mut conn = Conn::new(stream, machine, None);
         conn.tx = tx;
         let id = self.insert(conn);
         self.sync(id);
@@ -631,15 +642,7 @@ impl Control {
         let mut tx = vec![0u8; dsipc::wire::ADVERTISE_LEN];
         let n = machine.poll_transmit(&mut tx)?;
         tx.truncate(n);
-        let stream = UnixStream::connect(path.as_ref()).map_err(|source| Error::Io {
-            op: "connect",
-            source,
-        })?;
-        let mut conn = Conn::new(stream, Machine::Server(machine), None);
-        conn.tx = tx;
-        let id = self.insert(conn);
-        self.sync(id);
-        Ok(id)
+        self.connect_with(path.as_ref(), Machine::Server(machine), tx)
     }
 
     // ---- client side -------------------------------------------------------------------
