@@ -11,7 +11,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::support::{python, repo_root, temp_path};
+use crate::support::{python, repo_root, stop_host, temp_path};
 
 /// Variables the host must not inherit from the test process: they change how it starts.
 const SCRUBBED: &[&str] = &[
@@ -125,35 +125,14 @@ impl SpawnedHost {
 
 impl Drop for SpawnedHost {
     fn drop(&mut self) {
-        // Closing stdin makes the host exit (removing its socket); kill if it lingers (a
-        // suspended runtime may not get to its stdin watcher).
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if let Ok(entries) = fs::read_dir("/tmp") {
-            let prefixes = [
-                format!("dotnet-diagnostic-{}-", self.pid),
-                format!("clr-debug-pipe-{}-", self.pid),
-            ];
-            for e in entries.flatten() {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                if prefixes.iter().any(|p| name.starts_with(p.as_str())) {
-                    let _ = fs::remove_file(e.path());
-                }
-            }
-        }
-        if !std::thread::panicking() {
-            let _ = fs::remove_file(&self.log);
-        }
+        // A suspended runtime may not get to its stdin watcher: a shorter grace, then kill.
+        let stdin = self.stdin.take();
+        stop_host(
+            &mut self.child,
+            stdin,
+            self.pid,
+            &self.log,
+            Duration::from_secs(3),
+        );
     }
 }

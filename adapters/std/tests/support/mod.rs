@@ -189,36 +189,53 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
-        // Closing stdin makes the host exit cleanly (removing its socket); kill if it lingers.
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
+        stop_host(
+            &mut self.child,
+            self.stdin.take(),
+            self.pid,
+            &self.log,
+            Duration::from_secs(5),
+        );
+    }
+}
+
+/// Stops a host: closing stdin makes it exit cleanly (removing its socket); kill it if it
+/// lingers past `grace`; remove the socket and debug pipes a killed host leaves behind, and
+/// its log unless the test is failing.
+pub fn stop_host(
+    child: &mut std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    pid: u32,
+    log: &Path,
+    grace: Duration,
+) {
+    drop(stdin);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Ok(None) = child.try_wait() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    if let Ok(entries) = fs::read_dir("/tmp") {
+        let prefixes = [
+            format!("dotnet-diagnostic-{}-", pid),
+            format!("clr-debug-pipe-{}-", pid),
+        ];
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if prefixes.iter().any(|p| name.starts_with(p.as_str())) {
+                let _ = fs::remove_file(e.path());
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        // A killed host leaves its socket and debug pipes behind.
-        if let Ok(entries) = fs::read_dir("/tmp") {
-            let prefixes = [
-                format!("dotnet-diagnostic-{}-", self.pid),
-                format!("clr-debug-pipe-{}-", self.pid),
-            ];
-            for e in entries.flatten() {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                if prefixes.iter().any(|p| name.starts_with(p.as_str())) {
-                    let _ = fs::remove_file(e.path());
-                }
-            }
-        }
-        if !std::thread::panicking() {
-            let _ = fs::remove_file(&self.log);
-        }
+    }
+    if !std::thread::panicking() {
+        let _ = fs::remove_file(log);
     }
 }
 
