@@ -289,11 +289,35 @@ impl HostedRuntime {
         }
     }
 
-    /// Kills the host and reaps it.
+    /// Stops the host and reaps it: closing stdin lets it exit cleanly (the runtime then
+    /// removes its own socket); a host still running after a short grace (a suspended
+    /// runtime does not watch stdin) is killed, and the socket and debug pipes a killed
+    /// runtime leaves in the temporary directory are removed.
     pub fn kill(&mut self) {
         self.stdin = None;
+        let deadline = std::time::Instant::now() + Duration::from_millis(500);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pid = self.child.id();
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let prefixes = [
+            dsipc::transport::SocketName::prefix_for(pid).to_string(),
+            format!("clr-debug-pipe-{}-", pid),
+        ];
+        if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if prefixes.iter().any(|p| name.starts_with(p.as_str())) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
     }
 }
 
