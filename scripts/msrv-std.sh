@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves that the std adapter (adapters/std) and the CLI (cli/) build with Rust 1.63:
+# Proves that the std adapter (adapters/std), the fake runtime (adapters/testkit) and the CLI (cli/) build with Rust 1.63:
 # Debian's rustc 1.63 + cargo 1.65 (scripts/install-windows-toolchain.sh installs them),
 # offline from vendored crates, for Linux (all targets, tests included) and, when the
 # Windows std is installed, `check` for x86_64-pc-windows-gnu.
@@ -20,15 +20,15 @@ CARGO_OLD=/usr/bin/cargo
 rm -rf "$W/src" "$W/adapters" "$W/cli"
 mkdir -p "$W/adapters"
 cp -r "$ROOT/src" "$W/"
-cp -r "$ROOT/adapters/std" "$W/adapters/"
+cp -r "$ROOT/adapters/std" "$ROOT/adapters/testkit" "$W/adapters/"
 cp -r "$ROOT/cli" "$W/"
-rm -rf "$W/adapters/std/target" "$W/cli/target"
+rm -rf "$W/adapters/std/target" "$W/adapters/testkit/target" "$W/cli/target"
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
 for section in (r"\[dev-dependencies\]", r"\[\[bench\]\]", r"\[profile\.bench\]"):
     s = re.sub(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
-s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "cli"]', s)
+s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "adapters/testkit", "cli"]', s)
 open(sys.argv[2], "w").write(s)
 EOF
 cp "$ROOT/Cargo.lock" "$W/Cargo.lock"
@@ -52,8 +52,8 @@ HOST="$($RUSTC_163 -vV | sed -n 's/^host: //p')"
 echo "msrv-std: $($RUSTC_163 --version), $($CARGO_OLD --version)"
 t0=$(date +%s)
 RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml build --offline --locked \
-    -p dsipc-std -p dsipc-cli --all-targets --target "$HOST"
-echo "msrv-std: dsipc-std and dsipc-cli build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
+    -p dsipc-std -p dsipc-testkit -p dsipc-cli --all-targets --target "$HOST"
+echo "msrv-std: dsipc-std, dsipc-testkit and dsipc-cli build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
 if [ -d /usr/lib/rustlib/x86_64-pc-windows-gnu ]; then
     RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml check --offline --locked \
         -p dsipc-std -p dsipc-cli --target x86_64-pc-windows-gnu
