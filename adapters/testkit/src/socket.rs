@@ -25,6 +25,14 @@ pub fn bind_private(path: &Path) -> Result<UnixListener, ListenError> {
     Ok(listener)
 }
 
+/// Leaves a stale diagnostic socket `dotnet-diagnostic-{pid}-{key}-socket` in `dir`: a
+/// socket file nobody listens on (connect is refused), as a runtime that crashed leaves.
+pub fn stale_socket(dir: &Path, pid: u64, key: u64) -> Result<PathBuf, ListenError> {
+    let path = dir.join(socket_name(pid, key));
+    drop(bind_private(&path)?);
+    Ok(path)
+}
+
 /// The runtime's socket file name: `dotnet-diagnostic-{pid}-{key}-socket`.
 pub fn socket_name(pid: u64, key: u64) -> String {
     format!(
