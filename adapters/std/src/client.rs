@@ -261,9 +261,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         deadline: Instant,
     ) -> Result<(), Error> {
         let command = request.command();
-        self.exchange_within(request, timeout, deadline, |ev| {
-            expect_status(command, ev)
-        })
+        self.exchange_within(request, timeout, deadline, |ev| expect_status(command, ev))
     }
 
     /// Process information, as the official client gets it: ProcessInfo3, then

@@ -882,7 +882,9 @@ fn answer(
 }
 
 /// Announces `announced` bytes of environment and sends the configured entries over and
-/// over until that many went out, the client left, or shutdown.
+/// over until that many went out, the client left, or shutdown. The count announces every
+/// whole repetition that fits: with `announced` = 4 + k × (the entries' size) the block is
+/// well-formed (k repetitions).
 fn flood_environment(
     shared: &Shared,
     stream: &mut UnixStream,
@@ -898,16 +900,22 @@ fn flood_environment(
     }
     let vars = shared.lock().environment.clone();
     let texts = vars.iter().map(|v| Text::Str(v));
-    let mut block = vec![0u8; environment_block_len(texts.clone()).max(1)];
+    let mut block = vec![0u8; environment_block_len(texts.clone())];
     let n = match encode_environment_block(texts, &mut block) {
-        Ok(n) if n > 0 => n,
+        Ok(n) if n > 4 => n,
         _ => return,
     };
+    let entries = &block[4..n];
+    let reps = u64::from(announced).saturating_sub(4) / entries.len() as u64;
+    let count = (reps * vars.len() as u64).min(u64::from(u32::MAX)) as u32;
     let _ = stream.set_write_timeout(Some(shared.idle_timeout));
-    let mut left = u64::from(announced);
+    if stream.write_all(&count.to_le_bytes()).is_err() {
+        return;
+    }
+    let mut left = u64::from(announced).saturating_sub(4);
     while left > 0 && !shared.stopping() {
-        let take = (n as u64).min(left) as usize;
-        if stream.write_all(&block[..take]).is_err() {
+        let take = (entries.len() as u64).min(left) as usize;
+        if stream.write_all(&entries[..take]).is_err() {
             return;
         }
         left -= take as u64;
