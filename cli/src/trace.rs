@@ -140,8 +140,10 @@ fn create_temp_beside(path: &Path) -> io::Result<(File, PathBuf)> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // A long name leaves no room for the suffix (NAME_MAX is 255 bytes): use a short one.
     let base = path
         .file_name()
+        .filter(|n| n.len() <= 200)
         .map(|n| n.to_os_string())
         .unwrap_or_else(|| OsString::from("trace"));
     let mut last = None;
@@ -370,5 +372,61 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             note!("dsipc: {}", clean(&kept(&e.to_string())));
             Err(CliError::Exit(1))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(chunks: &[&[u8]]) -> Seen {
+        let mut s = Seen {
+            stop_asked: false,
+            tail: [0; 2],
+            tail_len: 0,
+        };
+        for c in chunks {
+            s.push(c);
+        }
+        s
+    }
+
+    #[test]
+    fn end_of_stream_marker_across_chunks() {
+        assert!(seen(&[b"Nettrace...\x06\x01"]).ended_cleanly());
+        assert!(seen(&[b"abc\x06", b"\x01"]).ended_cleanly());
+        assert!(seen(&[b"\x06", b"", b"\x01"]).ended_cleanly());
+        assert!(!seen(&[b"\x01"]).ended_cleanly());
+        assert!(!seen(&[]).ended_cleanly());
+        assert!(!seen(&[b"\x06\x01", b"\x07"]).ended_cleanly());
+    }
+
+    #[test]
+    fn a_refused_session_leaves_an_existing_file_and_removes_only_its_temp() {
+        let dir = std::env::temp_dir().join(format!("dsipc-trace-unit-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let existing = dir.join("f");
+        fs::write(&existing, b"keep").unwrap();
+        Output::prepare(&existing).ok().unwrap().abandon();
+        assert_eq!(fs::read(&existing).unwrap(), b"keep");
+        let new = dir.join("new");
+        let prepared = Output::prepare(&new).ok().unwrap();
+        assert!(!new.exists());
+        prepared.abandon();
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        let prepared = Output::prepare(&new).ok().unwrap();
+        let mut file = prepared.commit(&new).ok().unwrap();
+        file.write_all(b"trace").unwrap();
+        assert_eq!(fs::read(&new).unwrap(), b"trace");
+        let file = Output::prepare(&existing)
+            .ok()
+            .unwrap()
+            .commit(&existing)
+            .ok()
+            .unwrap();
+        drop(file);
+        assert_eq!(fs::read(&existing).unwrap(), b"");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 2);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }
