@@ -10,11 +10,12 @@ use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use dsipc::payload::Provider;
 use dsipc::wire::Text;
-use dsipc_std::{Control, Error};
+use dsipc_std::{Control, DiagnosticsClient, Endpoint, Error, TraceSession};
 
 use crate::term::{self, clean, note, note_inline};
 use crate::{args, parse_seconds, pid_command, print_out, providers, CliError, CliResult};
@@ -181,6 +182,55 @@ impl Seen {
     }
 }
 
+/// Starts the session on a helper thread, so that a second Ctrl-C while the runtime has
+/// not answered yet ends the command at once ([`Error::Aborted`]); the start itself is
+/// bounded by the client's timeout.
+fn start(
+    client: &DiagnosticsClient,
+    specs: &[providers::ProviderSpec],
+    buffer_mb: u32,
+    rundown: bool,
+) -> Result<TraceSession<Endpoint>, Error> {
+    let (tx, rx) = mpsc::channel();
+    let client = client.clone();
+    let specs = specs.to_vec();
+    std::thread::Builder::new()
+        .name("dsipc-start".into())
+        .spawn(move || {
+            let providers: Vec<Provider<'_>> = specs
+                .iter()
+                .map(|s| Provider {
+                    keywords: s.keywords,
+                    log_level: s.level,
+                    provider_name: Text::Str(&s.name),
+                    arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
+                })
+                .collect();
+            let _ = tx.send(client.collect_tracing(&providers, buffer_mb, rundown));
+        })?;
+    let mut noted = false;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(result) => return result,
+            Err(mpsc::RecvTimeoutError::Timeout) if term::interrupts() >= 2 => {
+                return Err(Error::Aborted)
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if term::interrupted() && !noted {
+                    noted = true;
+                    note!("dsipc: interrupted while the runtime has not answered yet: the session stops once it starts (Ctrl-C again to quit at once)");
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::Other,
+                    "the thread starting the session ended without an answer",
+                )))
+            }
+        }
+    }
+}
+
 pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(
         rest,
@@ -209,23 +259,20 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     };
     let rundown = !p.flag("--no-rundown");
     let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
-    let providers: Vec<Provider<'_>> = specs
-        .iter()
-        .map(|s| Provider {
-            keywords: s.keywords,
-            log_level: s.level,
-            provider_name: Text::Str(&s.name),
-            arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
-        })
-        .collect();
 
     term::catch_interrupts();
     let prepared = Output::prepare(&output)?;
-    let mut session = match client.collect_tracing(&providers, buffer_mb, rundown) {
+    let mut session = match start(&client, &specs, buffer_mb, rundown) {
         Ok(s) => s,
         Err(e) => {
             prepared.abandon();
-            return Err(e.into());
+            return match e {
+                Error::Aborted => {
+                    note!("dsipc: interrupted before the session started; nothing was written");
+                    Err(CliError::Exit(130))
+                }
+                e => Err(e.into()),
+            };
         }
     };
     // Dropping the session on an error below closes its connection: the runtime ends it.
