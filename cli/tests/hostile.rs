@@ -768,7 +768,7 @@ fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
 // ---- 9.8: --timeout is the whole command's budget ----
 
 #[test]
-fn info_timeout_bounds_all_fallbacks_together() {
+fn info_and_dump_timeout_bounds_all_fallbacks_together() {
     let dir = TempDir::new("dsipc-h8").unwrap();
     // A slow 3.1-style runtime: every ProcessInfo version is unknown, each answer late.
     let rt = fake(
@@ -780,6 +780,28 @@ fn info_timeout_bounds_all_fallbacks_together() {
     let r = dsipc(&["info", &me(), "--timeout", "1", "--tmpdir", s(dir.path())]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     // Per attempt, all three would fit (0.6 s < 1 s) and end with "does not support".
+    assert!(r.stderr.contains("timed out after 1.0 s"), "{}", r.stderr);
+    assert!(rt.received().len() <= 2, "{:?}", rt.received());
+    // The same for dump's fallbacks (GenerateCoreDump3, 2, then 1).
+    let dir = TempDir::new("dsipc-h8d").unwrap();
+    let rt = fake(
+        &dir,
+        Config::new()
+            .answer(Cmd::GenerateCoreDump3, Answer::unknown_command())
+            .answer(Cmd::GenerateCoreDump2, Answer::unknown_command())
+            .reply_delay(Duration::from_millis(600)),
+    );
+    let r = dsipc(&[
+        "dump",
+        &me(),
+        "-o",
+        "/tmp/never.dmp",
+        "--timeout",
+        "1",
+        "--tmpdir",
+        s(dir.path()),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("timed out after 1.0 s"), "{}", r.stderr);
     assert!(rt.received().len() <= 2, "{:?}", rt.received());
 }
