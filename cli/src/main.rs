@@ -68,8 +68,8 @@ Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4 (dotnet-trace's cpu-sampling prof
 Text from runtimes is printed with control characters escaped (\\n, \\x1b, ...).
 
 Exit status: 0 on success; 1 when the command failed (including a trace whose stream
-ended without its end-of-stream marker, or that did not end after the stop); 2 on a
-usage error; 130 when a trace was interrupted by a second Ctrl-C (what was received is
+ended before any stop without its end-of-stream marker, or did not end after the stop:
+the bytes received stay in FILE); 2 on a usage error; 130 when a trace was interrupted by a second Ctrl-C (what was received is
 kept); 141 when standard output was closed (broken pipe), silently.
 ";
 
