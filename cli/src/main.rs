@@ -69,8 +69,9 @@ Text from runtimes is printed with control characters escaped (\\n, \\x1b, ...).
 
 Exit status: 0 on success; 1 when the command failed (including a trace whose stream
 ended before any stop without its end-of-stream marker, or did not end after the stop:
-the bytes received stay in FILE); 2 on a usage error; 130 when a trace was interrupted by a second Ctrl-C (what was received is
-kept); 141 when standard output was closed (broken pipe), silently.
+the bytes received stay in FILE); 2 on a usage error; 130 when a trace was interrupted
+by a second Ctrl-C (what was received is kept); 141 when standard output was closed
+(broken pipe), silently.
 ";
 
 /// Why a command failed.
