@@ -516,3 +516,42 @@ fn is_closed_notices_a_runtime_that_left() {
     assert!(client.transport().is_closed());
     rt.join().unwrap();
 }
+
+/// `accept_pending` hands out a peer before its Advertise is read: a silent peer accepted
+/// first does not hold up a runtime accepted after it, and its own Advertise deadline
+/// still applies when it is read.
+#[test]
+fn accept_pending_does_not_read_the_advertise() {
+    let dir = TempDir::new("pending");
+    let port = dir.join("p");
+    let mut listener = ReverseListener::bind(&port).unwrap();
+    let silent = UnixStream::connect(&port).unwrap();
+    let quiet = listener
+        .accept_pending(TIMEOUT)
+        .unwrap()
+        .expect("the silent peer");
+    let rt = runtime(port.clone(), 1);
+    let next = listener
+        .accept_pending(TIMEOUT)
+        .unwrap()
+        .expect("the runtime");
+    next.read_advertise(TIMEOUT)
+        .unwrap()
+        .into_client()
+        .resume_runtime()
+        .unwrap();
+    assert_eq!(rt.join().unwrap(), vec![Some(Command::ResumeRuntime)]);
+    // The silent peer is still connected; reading its Advertise times out.
+    match quiet.read_advertise(Duration::from_millis(100)) {
+        Err(AcceptError::AdvertiseTimeout { timeout }) => {
+            assert_eq!(timeout, Duration::from_millis(100))
+        }
+        other => panic!("{:?}", other),
+    }
+    drop(silent);
+    // Nobody else: None within the wait.
+    assert!(listener
+        .accept_pending(Duration::from_millis(50))
+        .unwrap()
+        .is_none());
+}
