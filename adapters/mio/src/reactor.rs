@@ -232,6 +232,10 @@ struct Conn {
     pending_rx: Vec<u8>,
     /// Contiguous bytes the machine needs before its next event (0: no partial item).
     rx_needed: usize,
+    /// The connection's own read buffer while an item larger than the shared one is
+    /// assembled (empty otherwise); its first `own_len` bytes are input not consumed yet.
+    own_rx: Vec<u8>,
+    own_len: usize,
     /// Output not written yet, from `tx_at`.
     tx: Vec<u8>,
     tx_at: usize,
@@ -252,6 +256,8 @@ impl Conn {
             advertise: None,
             pending_rx: Vec::new(),
             rx_needed: 0,
+            own_rx: Vec::new(),
+            own_len: 0,
             tx: Vec::new(),
             tx_at: 0,
             registered: None,
@@ -1232,6 +1238,11 @@ impl Reactor {
         } = self;
         let mut delivered = 0;
         let (mut own, mut end) = match control.get_mut(id) {
+            // A large item in progress stays in the connection's own buffer between reads
+            // (no copy per readiness event, however slowly the peer sends).
+            Ok(c) if !c.read_closed && !c.own_rx.is_empty() => {
+                (Some(std::mem::take(&mut c.own_rx)), c.own_len)
+            }
             Ok(c) if !c.read_closed => {
                 let n = c.pending_rx.len();
                 let mut own = own_buffer(c.rx_needed.max(n + 1));
@@ -1275,12 +1286,16 @@ impl Reactor {
                 }
             }
         }
-        let buf = match own.as_ref() {
-            Some(v) => v.as_slice(),
-            None => scratch.as_slice(),
-        };
         if let Ok(c) = control.get_mut(id) {
-            c.pending_rx.extend_from_slice(&buf[..end]);
+            match own {
+                // Still assembling a large item: keep its buffer.
+                Some(v) if c.rx_needed > READ_BUFFER_LEN || end >= READ_BUFFER_LEN => {
+                    c.own_rx = v;
+                    c.own_len = end;
+                }
+                Some(v) => c.pending_rx.extend_from_slice(&v[..end]),
+                None => c.pending_rx.extend_from_slice(&scratch[..end]),
+            }
         }
         delivered
     }
@@ -1522,6 +1537,7 @@ fn on_eof<H: Handler + ?Sized>(control: &mut Control, id: ConnId, handler: &mut 
     };
     c.read_closed = true;
     c.pending_rx.clear();
+    c.own_rx = Vec::new();
     let mut delivered = 0;
     let reason = match &mut c.machine {
         Machine::Client(m) => {
