@@ -45,12 +45,15 @@ commands:
   perfmap PID enable|disable [--type all|jitdump|perfmap]
   startup-hook PID PATH            load a startup hook assembly
   attach-profiler PID --clsid GUID --path PATH [--data HEX]
-  monitor --listen PATH [--resume] [--json]
+  monitor --listen PATH [--resume] [--json] [--max-connections N]
                                    reverse diagnostic port: runtimes started with
                                    DOTNET_DiagnosticPorts=PATH,connect[,suspend] connect
                                    here; one line per Advertise (pid, cookie); --resume
                                    resumes suspended runtimes; Ctrl-C removes the socket
-                                   (on Windows PATH is a pipe name)
+                                   (on Windows PATH is a pipe name). Connections are
+                                   served at once, each with --timeout to advertise and
+                                   to answer the resume; past N held connections
+                                   (default 1000) the oldest idle one is closed
 
 options for every command:
   --tmpdir DIR     look for diagnostic sockets only in DIR (default: the target's TMPDIR,
