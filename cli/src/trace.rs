@@ -464,6 +464,8 @@ mod tests {
         let prepared = Output::prepare(&new).ok().unwrap();
         let mut file = prepared.commit(&new).ok().unwrap();
         file.write_all(b"trace").unwrap();
+        // On Windows the temporary name, deleted while open, goes when the file closes.
+        drop(file);
         assert_eq!(fs::read(&new).unwrap(), b"trace");
         let file = Output::prepare(&existing)
             .ok()
