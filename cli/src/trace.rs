@@ -451,6 +451,8 @@ mod tests {
     #[test]
     fn a_refused_session_leaves_an_existing_file_and_removes_only_its_temp() {
         let dir = std::env::temp_dir().join(format!("dsipc-trace-unit-{}", std::process::id()));
+        // A failed earlier run (process ids repeat, under wine too) may have left it.
+        let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let existing = dir.join("f");
         fs::write(&existing, b"keep").unwrap();
