@@ -65,7 +65,7 @@ fn utf16(bytes: &[u8]) -> String {
 
 /// `C:\path\System.Private.CoreLib.dll` or `/usr/x/Foo.dll` -> `System.Private.CoreLib`.
 fn module_short_name(path: &str) -> String {
-    let file = path.rsplit(|c| c == '/' || c == '\\').next().unwrap_or(path);
+    let file = path.rsplit(&['/', '\\'][..]).next().unwrap_or(path);
     let stem = match file.rfind('.') {
         Some(i) if i > 0 => &file[..i],
         _ => file,
