@@ -196,6 +196,7 @@ def main():
     os.close(ready_fd)
 
     if args.regex:
+        clr.AddReference("System.Text.RegularExpressions")
         from System.Text.RegularExpressions import Regex
         # Catastrophic backtracking: the CPU stays in RegexInterpreter (a known managed hot
         # method for profiler tests). Each call takes seconds; loop until the host exits.
