@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 pub enum Output {
     /// Standard output.
     Stdout(BufWriter<io::Stdout>),
+    /// An existing special file (`/dev/null`, a FIFO): written in place, never replaced.
+    Special(BufWriter<File>),
     /// A temporary file beside `dest`.
     File {
         w: BufWriter<File>,
@@ -27,11 +29,18 @@ impl Output {
             )));
         }
         let dest = PathBuf::from(dest);
-        if dest.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::Other,
-                format!("{} is a directory", dest.display()),
-            ));
+        if let Ok(meta) = fs::metadata(&dest) {
+            if meta.is_dir() {
+                return Err(io::Error::new(
+                    io::ErrorKind::Other,
+                    format!("{} is a directory", dest.display()),
+                ));
+            }
+            if !meta.is_file() {
+                // A device or a pipe: renaming over it would replace it.
+                let f = OpenOptions::new().write(true).open(&dest)?;
+                return Ok(Output::Special(BufWriter::with_capacity(1 << 16, f)));
+            }
         }
         let dir = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -76,6 +85,7 @@ impl Output {
     pub fn writer(&mut self) -> &mut dyn Write {
         match self {
             Output::Stdout(w) => w,
+            Output::Special(w) => w,
             Output::File { w, .. } => w,
         }
     }
@@ -84,6 +94,10 @@ impl Output {
     pub fn commit(self) -> io::Result<Option<PathBuf>> {
         match self {
             Output::Stdout(mut w) => {
+                w.flush()?;
+                Ok(None)
+            }
+            Output::Special(mut w) => {
                 w.flush()?;
                 Ok(None)
             }

@@ -34,6 +34,9 @@ pub struct EventMetadata {
     pub opcode: Option<u8>,
     /// Field descriptions (empty for events without self-description).
     pub fields: Vec<FieldDesc>,
+    /// The metadata record's raw bytes, kept so the core's zero-copy field walker can decode
+    /// payloads later (parse them again with `dsipc::nettrace`).
+    pub raw: Vec<u8>,
 }
 
 /// Metadata id -> [`EventMetadata`]. Memory: one entry per distinct metadata record.
