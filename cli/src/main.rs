@@ -1,6 +1,7 @@
 //! `dsipc`: a command-line client for the .NET Diagnostic IPC protocol.
 
 mod args;
+mod convert;
 mod json;
 mod monitor;
 mod providers;
@@ -38,6 +39,13 @@ commands:
   perfmap PID enable|disable [--type all|jitdump|perfmap]
   startup-hook PID PATH            load a startup hook assembly
   attach-profiler PID --clsid GUID --path PATH [--data HEX]
+  convert FILE [--format jsonl|folded|speedscope|pprof] [-o OUT|-] [--managed-only]
+                                   convert a .nettrace file: events as JSON lines, or its
+                                   CPU samples as folded stacks, speedscope or gzipped
+                                   pprof (default speedscope; default OUT beside FILE)
+  report FILE [--top N] [--managed-only]
+                                   top N (default 10) methods by exclusive and inclusive
+                                   CPU samples
   monitor --listen PATH [--resume] [--json]
                                    reverse diagnostic port: runtimes started with
                                    DOTNET_DiagnosticPorts=PATH,connect[,suspend] connect
@@ -56,6 +64,15 @@ Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4 (dotnet-trace's cpu-sampling prof
 
 Exit status: 0 on success, 1 when the command failed, 2 on a usage error.
 ";
+
+impl From<convert::Failure> for CliError {
+    fn from(f: convert::Failure) -> Self {
+        match f {
+            convert::Failure::Usage(m) => CliError::Usage(m),
+            convert::Failure::Failed(m) => CliError::Other(m),
+        }
+    }
+}
 
 /// Why a command failed.
 enum CliError {
@@ -212,6 +229,8 @@ fn run(argv: Vec<String>) -> CliResult {
         "startup-hook" => cmd_startup_hook(&rest),
         "attach-profiler" => cmd_attach_profiler(&rest),
         "monitor" => monitor::cmd_monitor(&rest),
+        "convert" => convert::cmd_convert(&rest).map_err(CliError::from),
+        "report" => convert::cmd_report(&rest).map_err(CliError::from),
         // Subcommands to come go here, each as a `cmd_*` function taking the arguments
         // after the command name.
         "help" => {

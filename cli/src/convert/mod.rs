@@ -18,17 +18,6 @@ use crate::args::{parse, UsageError};
 use analyze::{analyze, Analysis};
 use output::Output;
 
-/// Usage lines for `dsipc --help`.
-pub const USAGE: &str = "\
-  convert FILE [--format jsonl|folded|speedscope|pprof] [-o OUT|-] [--managed-only]
-                                   convert a .nettrace file: events as JSON lines, or its
-                                   CPU samples as folded stacks, speedscope or gzipped pprof
-                                   (default format speedscope; default OUT beside FILE)
-  report FILE [--top N] [--managed-only]
-                                   the top N (default 10) methods by exclusive and
-                                   inclusive CPU samples
-";
-
 /// Why `convert` or `report` failed.
 pub enum Failure {
     /// Bad arguments.

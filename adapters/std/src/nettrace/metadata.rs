@@ -1,5 +1,7 @@
 //! The metadata registry: metadata id -> what the events under that id are.
 
+use dsipc::nettrace::{self as core, Format, MetadataRecord, NettraceError};
+
 use super::hash::FxHashMap;
 
 /// One field description of a metadata record (owned).
@@ -16,7 +18,7 @@ pub struct FieldDesc {
 }
 
 /// What one metadata record defines (owned copy).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventMetadata {
     /// Provider name, e.g. `Microsoft-Windows-DotNETRuntime`.
     pub provider: String,
@@ -37,6 +39,66 @@ pub struct EventMetadata {
     /// The metadata record's raw bytes, kept so the core's zero-copy field walker can decode
     /// payloads later (parse them again with `dsipc::nettrace`).
     pub raw: Vec<u8>,
+    /// The stream format the record came in (decides how `raw` parses).
+    pub format: Format,
+}
+
+impl FieldDesc {
+    fn from_core(d: &core::FieldDesc<'_>, depth: u32) -> FieldDesc {
+        let fields = if depth < 32 {
+            d.ty.fields
+                .iter()
+                .map(|f| FieldDesc::from_core(&f, depth + 1))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let element = d.ty.element();
+        let mut fields = fields;
+        if let Some(e) = &element {
+            if fields.is_empty() && depth < 32 {
+                fields = e
+                    .fields
+                    .iter()
+                    .map(|f| FieldDesc::from_core(&f, depth + 1))
+                    .collect();
+            }
+        }
+        FieldDesc {
+            name: d.name.to_string(),
+            type_code: d.ty.code.code(),
+            element_type: element.map(|e| e.code.code()),
+            fields,
+        }
+    }
+}
+
+impl EventMetadata {
+    /// An owned copy of a metadata record the core parsed.
+    pub fn from_record(m: &MetadataRecord<'_>) -> EventMetadata {
+        EventMetadata {
+            provider: m.provider_name.to_string(),
+            event_id: m.event_id,
+            name: m.event_name.to_string(),
+            keywords: m.keywords,
+            version: m.version,
+            level: m.level,
+            opcode: m.opcode,
+            fields: m
+                .fields
+                .iter()
+                .map(|f| FieldDesc::from_core(&f, 0))
+                .collect(),
+            raw: m.raw.to_vec(),
+            format: m.format,
+        }
+    }
+
+    /// The core's view of this record again (zero-copy over [`raw`](Self::raw)), for its
+    /// payload field walker.
+    pub fn record(&self) -> Result<MetadataRecord<'_>, NettraceError> {
+        MetadataRecord::parse(&self.raw, self.format, 0)
+    }
 }
 
 /// Metadata id -> [`EventMetadata`]. Memory: one entry per distinct metadata record.

@@ -11,11 +11,13 @@
 //! - [`ProfileBuilder`]: SampleProfiler samples per thread, managed vs external, with stack ids
 //!   scoped to their sequence-point window and interned into one deduplicated stack table;
 //! - [`LostEvents`]: events lost, from gaps in each capture thread's sequence numbers;
+//! - [`TraceAnalyzer`]: all of the above fed from the core parser's items in one pass;
 //! - [`TimeOrder`]: optional time-ordered delivery, released at IsSorted events and sequence
 //!   points.
 //!
 //! Pure computation: no I/O, no platform code.
 
+mod analyzer;
 mod hash;
 mod lost;
 mod metadata;
@@ -23,6 +25,7 @@ mod order;
 mod profile;
 mod symbols;
 
+pub use analyzer::{ProviderCount, TraceAnalyzer, TraceInfo};
 pub use lost::LostEvents;
 pub use metadata::{EventMetadata, FieldDesc, MetadataRegistry};
 pub use order::TimeOrder;

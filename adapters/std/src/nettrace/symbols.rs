@@ -117,6 +117,11 @@ impl SymbolTable {
             .or_insert_with(|| module_short_name(il_path));
     }
 
+    /// True if module `module_id` has a name already.
+    pub fn has_module(&self, module_id: u64) -> bool {
+        self.modules.contains_key(&module_id)
+    }
+
     /// Methods known.
     pub fn methods(&self) -> usize {
         self.methods.len()
