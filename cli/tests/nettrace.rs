@@ -32,7 +32,10 @@ fn shared() -> PathBuf {
             return c.clone();
         }
     }
-    panic!("no shared/data/nettrace in {:?}: set DSIPC_SHARED", candidates)
+    panic!(
+        "no shared/data/nettrace in {:?}: set DSIPC_SHARED",
+        candidates
+    )
 }
 
 /// The sample `name` unzipped into target/nettrace-samples.
@@ -164,7 +167,11 @@ fn check_folded(path: &Path) -> u64 {
             .parse()
             .unwrap_or_else(|_| panic!("bad count in {:?}", line));
         assert!(n > 0, "{:?}", line);
-        assert!(!stack.is_empty() && stack.split(';').all(|f| !f.is_empty()), "{:?}", line);
+        assert!(
+            !stack.is_empty() && stack.split(';').all(|f| !f.is_empty()),
+            "{:?}",
+            line
+        );
         total += n;
     }
     total
@@ -190,7 +197,13 @@ fn check_speedscope(path: &Path) {
 fn pprof_top(path: &Path) -> String {
     let r = run(
         "go",
-        &["tool", "pprof", "-top", "-nodecount=40", path.to_str().unwrap()],
+        &[
+            "tool",
+            "pprof",
+            "-top",
+            "-nodecount=40",
+            path.to_str().unwrap(),
+        ],
         Duration::from_secs(120),
     );
     assert_eq!(r.code, Some(0), "go tool pprof: {}", r.stderr);
@@ -206,7 +219,9 @@ fn report_top(trace: &Path, extra: &[&str]) -> (String, String) {
     let mut lines = r.stdout.lines().skip_while(|l| !l.contains("by exclusive"));
     lines.next();
     lines.next(); // column titles
-    let first = lines.next().unwrap_or_else(|| panic!("no rows:\n{}", r.stdout));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("no rows:\n{}", r.stdout));
     (first.to_string(), r.stdout)
 }
 
@@ -248,7 +263,10 @@ fn sample_traces_convert_to_every_format_with_resolved_frames() {
         let ftext = fs::read_to_string(&folded).unwrap();
         let resolved = ftext
             .lines()
-            .filter(|l| l.split(';').any(|f| f.contains('!') && !f.starts_with("?!")))
+            .filter(|l| {
+                l.split(';')
+                    .any(|f| f.contains('!') && !f.starts_with("?!"))
+            })
             .count();
         assert!(resolved > 0, "{}: no resolved frame in folded output", name);
         let (_, report) = report_top(&trace, &[]);
@@ -260,7 +278,12 @@ fn sample_traces_convert_to_every_format_with_resolved_frames() {
         assert!(folded_total > 0 && folded_total <= report_total, "{}", name);
         check_speedscope(&speedscope);
         let top = pprof_top(&pprof);
-        assert!(top.contains('!'), "{}: pprof -top shows no method:\n{}", name, top);
+        assert!(
+            top.contains('!'),
+            "{}: pprof -top shows no method:\n{}",
+            name,
+            top
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 }
@@ -306,7 +329,15 @@ fn mixed_samples_managed_only_drops_external_samples() {
     let m = dir.join("managed.folded");
     let t = trace.to_str().unwrap();
     assert_eq!(
-        dsipc(&["convert", t, "--format", "folded", "-o", a.to_str().unwrap()]).code,
+        dsipc(&[
+            "convert",
+            t,
+            "--format",
+            "folded",
+            "-o",
+            a.to_str().unwrap()
+        ])
+        .code,
         Some(0)
     );
     assert_eq!(
@@ -347,7 +378,11 @@ fn truncated_file_converts_what_it_holds_and_fails() {
     assert_eq!(err_lines.len(), 1, "{}", r.stderr);
     assert!(err_lines[0].contains("truncated"), "{}", r.stderr);
     let text = fs::read_to_string(&out).unwrap();
-    assert!(text.lines().count() > 100, "kept {} lines", text.lines().count());
+    assert!(
+        text.lines().count() > 100,
+        "kept {} lines",
+        text.lines().count()
+    );
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -373,10 +408,19 @@ fn bad_file_fails_naming_the_offset_and_leaves_an_existing_output_alone() {
     assert!(r.stderr.contains("offset"), "{}", r.stderr);
     assert_eq!(fs::read(&out).unwrap(), b"keep me");
     // No temporary file left beside it.
-    let left: Vec<_> = fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    let left: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     assert_eq!(left.len(), 2, "{:?}", left);
     // The input is never the output.
-    let r = dsipc(&["convert", bad.to_str().unwrap(), "-o", bad.to_str().unwrap()]);
+    let r = dsipc(&[
+        "convert",
+        bad.to_str().unwrap(),
+        "-o",
+        bad.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, Some(2));
     assert_eq!(fs::read(&bad).unwrap(), bytes);
     let _ = fs::remove_dir_all(&dir);
@@ -395,18 +439,35 @@ fn golden_captures_report_regex_on_top() {
         seen += 1;
         assert!(fs::metadata(&path).unwrap().len() < 200 * 1024);
         let (top, report) = report_top(&path, &["--managed-only"]);
-        assert!(top.contains("Regex"), "{}: top row {:?}\n{}", path.display(), top, report);
+        assert!(
+            top.contains("Regex"),
+            "{}: top row {:?}\n{}",
+            path.display(),
+            top,
+            report
+        );
         let out = temp_dir("golden");
         let [jsonl, folded, speedscope, pprof] = convert_all(&path, &out);
-        assert!(fs::read_to_string(&jsonl).unwrap().contains("Microsoft-DotNETCore-SampleProfiler"));
+        assert!(fs::read_to_string(&jsonl)
+            .unwrap()
+            .contains("Microsoft-DotNETCore-SampleProfiler"));
         check_folded(&folded);
-        assert!(fs::read_to_string(&folded).unwrap().contains("RegexInterpreter"));
+        assert!(fs::read_to_string(&folded)
+            .unwrap()
+            .contains("RegexInterpreter"));
         check_speedscope(&speedscope);
-        assert!(fs::read_to_string(&speedscope).unwrap().contains("RegexInterpreter"));
+        assert!(fs::read_to_string(&speedscope)
+            .unwrap()
+            .contains("RegexInterpreter"));
         assert!(pprof_top(&pprof).contains("RegexInterpreter"));
         let _ = fs::remove_dir_all(&out);
     }
-    assert_eq!(seen, 2, "expected one capture per runtime in {}", dir.display());
+    assert_eq!(
+        seen,
+        2,
+        "expected one capture per runtime in {}",
+        dir.display()
+    );
 }
 
 fn trace_regex_host(runtime: &str) {
@@ -414,7 +475,9 @@ fn trace_regex_host(runtime: &str) {
     opts.runtime = runtime.to_string();
     opts.args.push("--regex".into());
     let mut host = HostedRuntime::spawn(&opts).expect("spawn host");
-    let ready = host.wait_ready(Duration::from_secs(90)).expect("host READY");
+    let ready = host
+        .wait_ready(Duration::from_secs(90))
+        .expect("host READY");
     let dir = temp_dir(runtime);
     let trace = dir.join("regex.nettrace");
     let r = dsipc(&[
@@ -428,13 +491,25 @@ fn trace_regex_host(runtime: &str) {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     host.kill();
     let (top, report) = report_top(&trace, &[]);
-    assert!(top.contains("Regex"), "{}: top row {:?}\n{}", runtime, top, report);
+    assert!(
+        top.contains("Regex"),
+        "{}: top row {:?}\n{}",
+        runtime,
+        top,
+        report
+    );
     let [jsonl, folded, speedscope, pprof] = convert_all(&trace, &dir);
-    assert!(fs::read_to_string(&jsonl).unwrap().contains("SampleProfiler"));
+    assert!(fs::read_to_string(&jsonl)
+        .unwrap()
+        .contains("SampleProfiler"));
     check_folded(&folded);
-    assert!(fs::read_to_string(&folded).unwrap().contains("RegexInterpreter"));
+    assert!(fs::read_to_string(&folded)
+        .unwrap()
+        .contains("RegexInterpreter"));
     check_speedscope(&speedscope);
-    assert!(fs::read_to_string(&speedscope).unwrap().contains("RegexInterpreter"));
+    assert!(fs::read_to_string(&speedscope)
+        .unwrap()
+        .contains("RegexInterpreter"));
     let top = pprof_top(&pprof);
     assert!(top.contains("RegexInterpreter"), "{}", top);
     if let Some(keep) = std::env::var_os("DSIPC_KEEP_CAPTURE") {

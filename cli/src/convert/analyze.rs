@@ -73,10 +73,8 @@ fn unix_nanos(i: &TraceInfo) -> i64 {
         return 0;
     }
     let days = days_from_civil(i64::from(t.year), i64::from(t.month), i64::from(t.day));
-    let secs = days * 86_400
-        + i64::from(t.hour) * 3600
-        + i64::from(t.minute) * 60
-        + i64::from(t.second);
+    let secs =
+        days * 86_400 + i64::from(t.hour) * 3600 + i64::from(t.minute) * 60 + i64::from(t.second);
     secs.saturating_mul(1_000_000_000)
         .saturating_add(i64::from(t.millisecond) * 1_000_000)
 }
@@ -133,17 +131,13 @@ pub fn analyze(
                     }
                     break;
                 }
-                // Compact, grow to what the parser needs (bounded by MAX_BLOCK + framing),
-                // read more.
+                // Compact, grow only to what the parser needs (at most one block plus its
+                // framing, bounded by MAX_BLOCK), read more.
                 buf.copy_within(start..end, 0);
                 end -= start;
                 start = 0;
-                let want = needed.max(end + CHUNK / 2);
-                if buf.len() < want {
-                    buf.resize(want.max(buf.len() * 2).min(MAX_BLOCK + 4096), 0);
-                    if buf.len() < needed {
-                        buf.resize(needed, 0);
-                    }
+                if buf.len() < needed {
+                    buf.resize(needed, 0);
                 }
                 while end < buf.len() {
                     let n = file

@@ -261,7 +261,9 @@ fn push_clr(out: &mut String, ev: &ClrEvent<'_>) -> bool {
                 .opt("Count", s.count)
                 .opt("ClrInstanceID", s.clr_instance_id);
         }
-        ClrEvent::GcSuspendEeStop(c) | ClrEvent::GcRestartEeStart(c) | ClrEvent::GcRestartEeStop(c) => {
+        ClrEvent::GcSuspendEeStop(c)
+        | ClrEvent::GcRestartEeStart(c)
+        | ClrEvent::GcRestartEeStop(c) => {
             o.opt("ClrInstanceID", c.clr_instance_id);
         }
         ClrEvent::ExceptionThrown(x) => {

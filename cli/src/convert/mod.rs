@@ -99,7 +99,9 @@ impl Format {
 
 /// The error line for a file that did not parse to its end.
 fn problem_line(path: &Path, a: &Analysis) -> Option<String> {
-    a.problem.as_ref().map(|p| format!("{}: {}", path.display(), p))
+    a.problem
+        .as_ref()
+        .map(|p| format!("{}: {}", path.display(), p))
 }
 
 /// `dsipc convert FILE [--format F] [-o OUT|-] [--managed-only]`.
@@ -124,10 +126,7 @@ pub fn cmd_convert(args: &[String]) -> Result<(), Failure> {
             .into_owned(),
     };
     if dest != "-" && same_file(&input, Path::new(&dest)) {
-        return Err(Failure::Usage(format!(
-            "output {} is the input file",
-            dest
-        )));
+        return Err(Failure::Usage(format!("output {} is the input file", dest)));
     }
     // Open the input before creating anything.
     let file = std::fs::File::open(&input)

@@ -52,12 +52,7 @@ impl Output {
             .unwrap_or_else(|| "out".into());
         // create_new: never clobber a file someone else made.
         for n in 0..1000u32 {
-            let tmp = dir.join(format!(
-                ".{}.{}.{}.tmp",
-                file_name,
-                std::process::id(),
-                n
-            ));
+            let tmp = dir.join(format!(".{}.{}.{}.tmp", file_name, std::process::id(), n));
             match OpenOptions::new().write(true).create_new(true).open(&tmp) {
                 Ok(f) => {
                     return Ok(Output::File {

@@ -79,6 +79,7 @@ pub struct TraceAnalyzer {
     events: u64,
     unknown_metadata: u64,
     bad_payloads: u64,
+    rundown_skipped: u64,
 }
 
 impl TraceAnalyzer {
@@ -176,10 +177,46 @@ impl TraceAnalyzer {
             }
             Role::Symbols(p) => {
                 let m = &entry.meta;
+                // Most rundown records name methods no sample hit. Their fixed head
+                // (MethodID u64, ModuleID u64, MethodStartAddress u64, MethodSize u32) tells
+                // the range: skip those before the full decode (which scans three strings).
+                if p == ClrProvider::Rundown
+                    && (m.event_id == clr::METHOD_LOAD_VERBOSE
+                        || m.event_id == clr::METHOD_UNLOAD_VERBOSE)
+                    && e.payload.len() >= 28
+                {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(&e.payload[16..24]);
+                    let start = u64::from_le_bytes(a);
+                    let size = u32::from_le_bytes([
+                        e.payload[24],
+                        e.payload[25],
+                        e.payload[26],
+                        e.payload[27],
+                    ]);
+                    if !self
+                        .profile
+                        .is_sampled(start, start.saturating_add(u64::from(size)))
+                    {
+                        self.rundown_skipped += 1;
+                        return self.metadata.get(&e.metadata_id).map(|x| &x.meta);
+                    }
+                }
+                let m = &self.metadata[&e.metadata_id].meta;
                 match clr::decode(p, m.event_id, m.version, pointer_size, e.payload) {
                     Ok(ev) => {
-                        // Load, unload and rundown records all name a code range.
+                        // Load, unload and rundown records all name a code range. The
+                        // rundown comes after the samples: keep only methods they hit.
                         if let Some(mv) = ev.as_method() {
+                            let end = mv
+                                .method_start_address
+                                .saturating_add(u64::from(mv.method_size));
+                            if p == ClrProvider::Rundown
+                                && !self.profile.is_sampled(mv.method_start_address, end)
+                            {
+                                self.rundown_skipped += 1;
+                                return self.metadata.get(&e.metadata_id).map(|x| &x.meta);
+                            }
                             self.profile.symbols_mut().add_method(&MethodRecord {
                                 method_id: mv.method_id,
                                 module_id: mv.module_id,
@@ -191,9 +228,7 @@ impl TraceAnalyzer {
                             });
                         } else if let Some((id, path)) = ev.as_module() {
                             if !self.profile.symbols().has_module(id) {
-                                self.profile
-                                    .symbols_mut()
-                                    .add_module(id, &path.to_string());
+                                self.profile.symbols_mut().add_module(id, &path.to_string());
                             }
                         }
                     }
@@ -223,6 +258,11 @@ impl TraceAnalyzer {
     /// Runtime events whose built-in layout did not fit their payload.
     pub fn bad_payloads(&self) -> u64 {
         self.bad_payloads
+    }
+
+    /// Rundown method records dropped because no sampled address lies in them.
+    pub fn rundown_methods_skipped(&self) -> u64 {
+        self.rundown_skipped
     }
 
     /// Events lost (sequence-number gaps).

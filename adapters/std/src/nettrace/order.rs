@@ -110,7 +110,10 @@ mod tests {
         assert_eq!(got, vec![(10, "a"), (10, "a2")]);
         o.push(25, "b2");
         o.release_all(|t, x| got.push((t, x)));
-        assert_eq!(got, vec![(10, "a"), (10, "a2"), (20, "b"), (25, "b2"), (30, "c")]);
+        assert_eq!(
+            got,
+            vec![(10, "a"), (10, "a2"), (20, "b"), (25, "b2"), (30, "c")]
+        );
         assert!(o.is_empty());
     }
 }

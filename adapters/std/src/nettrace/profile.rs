@@ -114,6 +114,9 @@ pub struct ProfileBuilder {
     stack_by_hash: FxHashMap<u64, Vec<u32>>,
     threads: FxHashMap<u64, ThreadState>,
     samples: u64,
+    // Sorted, deduplicated IPs of the interned stacks, rebuilt when stacks were added.
+    sampled_ips: Vec<u64>,
+    sampled_ips_from: usize,
 }
 
 /// Window stacks beyond this many ids past the window's first are refused (a hostile stream
@@ -216,6 +219,21 @@ impl ProfileBuilder {
         t.first = t.first.min(timestamp);
         t.last = t.last.max(timestamp);
         *t.counts.entry((stack, kind)).or_insert(0) += 1;
+    }
+
+    /// True if an instruction pointer of a sampled stack lies in `[start, end)`: a method
+    /// record no sample hit need not be kept. Cheap while no new stack was interned since
+    /// the last call (the rundown, which names most methods, comes after the samples).
+    pub fn is_sampled(&mut self, start: u64, end: u64) -> bool {
+        if self.sampled_ips_from != self.stack_ips.len() {
+            self.sampled_ips.clear();
+            self.sampled_ips.extend_from_slice(&self.stack_ips);
+            self.sampled_ips.sort_unstable();
+            self.sampled_ips.dedup();
+            self.sampled_ips_from = self.stack_ips.len();
+        }
+        let i = self.sampled_ips.partition_point(|&ip| ip < start);
+        i < self.sampled_ips.len() && self.sampled_ips[i] < end
     }
 
     /// Samples seen so far.
@@ -356,7 +374,10 @@ mod tests {
                 .map(|&f| p.frames[f as usize].as_str())
                 .collect()
         };
-        assert_eq!(name(&t7.samples[0]), vec!["App!N.Leaf(int32)", "App!N.Root"]);
+        assert_eq!(
+            name(&t7.samples[0]),
+            vec!["App!N.Leaf(int32)", "App!N.Root"]
+        );
         assert_eq!(t7.samples[0].count, 2);
         let rest: Vec<_> = t7.samples[1..].iter().map(|s| (name(s), s.count)).collect();
         assert!(rest.contains(&(vec!["App!N.Root"], 1)));
