@@ -10,6 +10,7 @@ mod pprof;
 mod report;
 mod speedscope;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use dsipc_std::nettrace::SampleKind;
@@ -242,13 +243,16 @@ pub fn cmd_report(args: &[String]) -> Result<(), Failure> {
     let file = std::fs::File::open(&input)
         .map_err(|e| Failure::Failed(format!("{}: {}", input.display(), e)))?;
     let a = analyze(file, &input, None).map_err(Failure::Failed)?;
-    print!("{}", report::render(&a.profile, sel, top));
+    let mut text = report::render(&a.profile, sel, top);
     if a.summary.lost > 0 {
-        println!("\n{} events lost (sequence gaps)", a.summary.lost);
+        text.push_str(&format!(
+            "\n{} events lost (sequence gaps)\n",
+            a.summary.lost
+        ));
     }
     if a.profile.unresolved_ips > 0 {
-        println!(
-            "{} of {} sampled addresses unresolved{}",
+        text.push_str(&format!(
+            "{} of {} sampled addresses unresolved{}\n",
             a.profile.unresolved_ips,
             a.profile.distinct_ips,
             if a.summary.methods == 0 {
@@ -256,7 +260,17 @@ pub fn cmd_report(args: &[String]) -> Result<(), Failure> {
             } else {
                 ""
             }
-        );
+        ));
+    }
+    let mut stdout = std::io::stdout();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Ok(()) => {}
+        // A reader that stopped early (`| head`) is not a failure.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(Failure::Failed(format!("writing the report: {}", e))),
     }
     match problem_line(&input, &a) {
         Some(line) => Err(Failure::Failed(format!(
