@@ -485,7 +485,34 @@ fn golden_captures_report_regex_on_top() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// `DSIPC_PYTHON` for the testkit's host launcher: from the environment, else from
+/// `target/dotnet-venv/dsipc-runtimes.env` (written by scripts/setup-runtimes.sh).
+fn configure_python() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("DSIPC_PYTHON").map_or(false, |p| !p.is_empty()) {
+            return;
+        }
+        let env_file = repo_root().join("target/dotnet-venv/dsipc-runtimes.env");
+        let text = fs::read_to_string(&env_file).unwrap_or_else(|e| {
+            panic!(
+                "no DSIPC_PYTHON and {} unreadable ({}): run scripts/setup-runtimes.sh",
+                env_file.display(),
+                e
+            )
+        });
+        for line in text.lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                if k.starts_with("DSIPC_") && std::env::var_os(k).is_none() {
+                    std::env::set_var(k, v.trim().trim_matches('"'));
+                }
+            }
+        }
+    });
+}
+
 fn trace_regex_host(runtime: &str) {
+    configure_python();
     let mut opts = HostOptions::net8(120);
     opts.runtime = runtime.to_string();
     opts.args.push("--regex".into());
