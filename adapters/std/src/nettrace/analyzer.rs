@@ -199,10 +199,10 @@ impl TraceAnalyzer {
                         .is_sampled(start, start.saturating_add(u64::from(size)))
                     {
                         self.rundown_skipped += 1;
-                        return self.metadata.get(&e.metadata_id).map(|x| &x.meta);
+                        return Some(&entry.meta);
                     }
                 }
-                let m = &self.metadata[&e.metadata_id].meta;
+                let m = &entry.meta;
                 match clr::decode(p, m.event_id, m.version, pointer_size, e.payload) {
                     Ok(ev) => {
                         // Load, unload and rundown records all name a code range. The
@@ -215,7 +215,7 @@ impl TraceAnalyzer {
                                 && !self.profile.is_sampled(mv.method_start_address, end)
                             {
                                 self.rundown_skipped += 1;
-                                return self.metadata.get(&e.metadata_id).map(|x| &x.meta);
+                                return Some(&entry.meta);
                             }
                             self.profile.symbols_mut().add_method(&MethodRecord {
                                 method_id: mv.method_id,
@@ -237,7 +237,7 @@ impl TraceAnalyzer {
             }
             Role::Other => {}
         }
-        self.metadata.get(&e.metadata_id).map(|x| &x.meta)
+        Some(&entry.meta)
     }
 
     /// The trace header, once seen.
