@@ -11,7 +11,7 @@ use dsipc_std::nettrace::{Profile, TraceAnalyzer, TraceInfo};
 use super::jsonl;
 
 /// Largest block accepted (runtime blocks are far smaller; a hostile size is an error).
-const MAX_BLOCK: usize = 64 << 20;
+pub const MAX_BLOCK: usize = 64 << 20;
 /// Read size.
 const CHUNK: usize = 1 << 20;
 
@@ -67,7 +67,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn unix_nanos(i: &TraceInfo) -> i64 {
+pub fn unix_nanos(i: &TraceInfo) -> i64 {
     let t = i.sync_time_utc;
     if t.year < 1970 || t.month == 0 || t.month > 12 || t.day == 0 {
         return 0;

@@ -4,6 +4,7 @@
 mod analyze;
 mod folded;
 mod jsonl;
+
 mod output;
 #[cfg(feature = "pprof")]
 mod pprof;
@@ -186,23 +187,34 @@ fn convert_into(
     sel: Selection,
     out: &mut Output,
 ) -> Result<Analysis, String> {
-    let io = |e: std::io::Error| format!("writing: {}", e);
     if format == Format::Jsonl {
         let a = analyze(file, input, Some(out.writer()))?;
         return Ok(a);
     }
     let a = analyze(file, input, None)?;
-    let w = out.writer();
+    let name = input
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    write_profile(format, &a, sel, &name, out.writer())?;
+    Ok(a)
+}
+
+/// Writes the profile of `a` in `format` (not jsonl) to `w`.
+fn write_profile(
+    format: Format,
+    a: &Analysis,
+    sel: Selection,
+    name: &str,
+    w: &mut dyn std::io::Write,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("writing: {}", e);
     match format {
         Format::Folded => {
             folded::write(&a.profile, sel, w).map_err(io)?;
         }
         Format::Speedscope => {
-            let name = input
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            speedscope::write(&a.profile, sel, &name, a.summary.interval_ms(), w).map_err(io)?;
+            speedscope::write(&a.profile, sel, name, a.summary.interval_ms(), w).map_err(io)?;
         }
         #[cfg(feature = "pprof")]
         Format::Pprof => {
@@ -215,9 +227,13 @@ fn convert_into(
             )
             .map_err(io)?;
         }
-        _ => {}
+        #[cfg(not(feature = "pprof"))]
+        Format::Pprof => {
+            return Err("this dsipc was built without pprof output".into());
+        }
+        Format::Jsonl => {}
     }
-    Ok(a)
+    Ok(())
 }
 
 /// `dsipc report FILE [--top N] [--managed-only]`.
