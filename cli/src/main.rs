@@ -32,6 +32,7 @@ commands:
   setenv PID NAME --unset          remove it
   resume PID                       resume a runtime paused at startup
   trace PID -o FILE [--providers SPEC] [--duration SECS] [--no-rundown] [--buffer-mb N]
+        [--format speedscope|folded|pprof]   (also writes the CPU profile beside FILE)
                                    EventPipe trace to a .nettrace file; stops at the
                                    duration or on Ctrl-C (StopTracing, then drains)
   dump PID -o PATH [--type normal|heap|triage|full]
@@ -450,9 +451,20 @@ fn cmd_trace(rest: &[String]) -> CliResult {
     let (p, common, pid) = pid_command(
         rest,
         &["PID"],
-        &["-o", "--output", "--providers", "--duration", "--buffer-mb"],
+        &[
+            "-o",
+            "--output",
+            "--providers",
+            "--duration",
+            "--buffer-mb",
+            "--format",
+        ],
         &["--no-rundown"],
     )?;
+    let profile_format = match p.value("--format") {
+        Some(f) => Some(convert::live::trace_format(f).map_err(CliError::Usage)?),
+        None => None,
+    };
     let output = match p.value("-o").or_else(|| p.value("--output")) {
         Some(o) => PathBuf::from(o),
         None => return Err(CliError::Usage("trace needs -o FILE".into())),
@@ -486,7 +498,7 @@ fn cmd_trace(rest: &[String]) -> CliResult {
 
     let file = File::create(&output)
         .map_err(|e| CliError::Other(format!("cannot create {}: {}", output.display(), e)))?;
-    let mut out = BufWriter::with_capacity(256 * 1024, file);
+    let mut out = convert::live::LiveProfile::new(BufWriter::with_capacity(256 * 1024, file));
     term::catch_interrupts();
     let mut session = match client.collect_tracing(&providers, buffer_mb, rundown) {
         Ok(s) => s,
@@ -526,16 +538,29 @@ fn cmd_trace(rest: &[String]) -> CliResult {
     let start = Instant::now();
     let mut last_print = start;
     let mut stopping = false;
-    let result = session.copy_to(&mut out, |bytes| {
+    // The progress line reads the live parser's counts (updated as the stream is written).
+    let out_events = std::cell::Cell::new(0u64);
+    let out_samples = std::cell::Cell::new(0u64);
+    let out_lost = std::cell::Cell::new(0u64);
+    let mut counting = convert::live::Counting {
+        inner: &mut out,
+        events: &out_events,
+        samples: &out_samples,
+        lost: &out_lost,
+    };
+    let result = session.copy_to(&mut counting, |bytes| {
         let now = Instant::now();
         if tty && now.duration_since(last_print) >= Duration::from_millis(250) {
             last_print = now;
             let secs = now.duration_since(start).as_secs_f64();
             eprint!(
-                "\r  {:>7.1} s  {:>10.2} MiB  {:>8.2} MiB/s   ",
+                "\r  {:>7.1} s  {:>10.2} MiB  {:>8.2} MiB/s  {:>9} events  {:>8} samples  {} lost   ",
                 secs,
                 bytes as f64 / 1048576.0,
-                bytes as f64 / 1048576.0 / secs.max(0.001)
+                bytes as f64 / 1048576.0 / secs.max(0.001),
+                out_events.get(),
+                out_samples.get(),
+                out_lost.get()
             );
         }
         let stop = term::interrupted() || duration.map_or(false, |d| start.elapsed() >= d);
@@ -552,6 +577,8 @@ fn cmd_trace(rest: &[String]) -> CliResult {
         eprintln!();
     }
     let bytes = result?;
+    let (mut file_out, analysis) = out.finish();
+    file_out.flush()?;
     let secs = start.elapsed().as_secs_f64();
     println!(
         "wrote {} bytes ({:.2} MiB) to {} in {:.1} s",
@@ -560,6 +587,16 @@ fn cmd_trace(rest: &[String]) -> CliResult {
         output.display(),
         secs
     );
+    eprintln!(
+        "dsipc: {} events, {} samples, {} lost",
+        analysis.summary.events,
+        analysis.profile.total_samples(),
+        analysis.summary.lost
+    );
+    if let Some(f) = profile_format {
+        let path = convert::live::write_beside(&output, f, &analysis).map_err(CliError::Other)?;
+        println!("wrote {} profile to {}", f, path.display());
+    }
     Ok(())
 }
 

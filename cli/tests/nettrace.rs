@@ -527,11 +527,24 @@ fn trace_regex_host(runtime: &str) {
         &ready.pid.to_string(),
         "--duration",
         "3",
+        "--format",
+        "speedscope",
         "-o",
         trace.to_str().unwrap(),
     ]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     host.kill();
+    // --format: the profile built while the stream arrived, beside the trace.
+    let live = dir.join("regex.speedscope.json");
+    assert!(
+        r.stdout.contains("wrote speedscope profile to"),
+        "{}",
+        r.stdout
+    );
+    check_speedscope(&live);
+    assert!(fs::read_to_string(&live)
+        .unwrap()
+        .contains("RegexInterpreter"));
     let (top, report) = report_top(&trace, &[]);
     assert!(
         top.contains("Regex"),
