@@ -80,10 +80,8 @@ pub fn unix_nanos(i: &TraceInfo) -> i64 {
 }
 
 fn describe(e: &NettraceError) -> String {
-    match e {
-        NettraceError::Truncated { .. } => format!("{} (the file is truncated)", e),
-        _ => e.to_string(),
-    }
+    // The core's messages name the offset ("stream truncated at offset N: ...").
+    e.to_string()
 }
 
 /// Reads `file` to its end through the parser. `Err` only when nothing usable was read (not
