@@ -5,7 +5,7 @@ The hosted runtime starts its real, native Diagnostics Server, exactly as `dotne
 would, so tests can talk the Diagnostic IPC protocol to it.
 
     $DSIPC_PYTHON tests/runtime/host.py --runtime net8 [--busy] [--counters]
-                  [--max-seconds N] [--ready-file PATH] [--dotnet-root DIR]
+                  [--meter-rate N] [--max-seconds N] [--ready-file PATH] [--dotnet-root DIR]
 
 Run it with the venv interpreter made by scripts/setup-runtimes.sh.
 
@@ -108,6 +108,32 @@ def watch_stdin():
     finish(0)
 
 
+def start_meter(rate):
+    """Meter 'MyMeter', Counter<long> 'requests' (unit 'requests'), incremented from a thread so
+    that after t seconds its total is floor(rate * t): every interval's delta is rate x interval."""
+    import clr
+    clr.AddReference("System.Diagnostics.DiagnosticSource")
+    from System import Int64
+    from System.Diagnostics.Metrics import Meter
+    meter = Meter("MyMeter", "1.0")
+    counter = meter.CreateCounter[Int64]("requests", "requests", "requests handled")
+    start = time.monotonic()
+
+    def tick():
+        done = 0
+        while True:
+            target = int((time.monotonic() - start) * rate)
+            if target > done:
+                counter.Add(Int64(target - done))
+                done = target
+            time.sleep(0.01)
+    t = threading.Thread(target=tick, daemon=True)
+    t.start()
+    # Keep the meter alive (a collected Meter stops publishing).
+    start_meter.keep = (meter, counter, t)
+    log("Meter MyMeter: Counter<long> requests at %g/s" % rate)
+
+
 def main():
     global _tmpdir, _ready_file
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,6 +142,9 @@ def main():
                     help="every ~50 ms: allocate, GC.Collect(), throw and catch a .NET exception")
     ap.add_argument("--counters", action="store_true",
                     help="initialize RuntimeEventSource (via reflection) so System.Runtime counters flow")
+    ap.add_argument("--meter-rate", type=float, default=0.0,
+                    help="(.NET 6+) create Meter 'MyMeter' with Counter<long> 'requests' and add to "
+                         "it at N per second (by elapsed time, so the rate holds despite sleep jitter)")
     ap.add_argument("--max-seconds", type=float, default=600.0)
     ap.add_argument("--ready-file", help="also write the READY line to this file (atomically)")
     ap.add_argument("--dotnet-root", help="override the dotnet root of the chosen runtime")
@@ -181,6 +210,9 @@ def main():
             finish(4)
         m.Invoke(None, None)
         log("RuntimeEventSource initialized")
+
+    if args.meter_rate > 0:
+        start_meter(args.meter_rate)
 
     line = "READY pid=%d runtime=%s\n" % (os.getpid(), Environment.Version)
     if args.ready_file:
