@@ -18,6 +18,13 @@ scripts/setup-runtimes.sh
 # shellcheck disable=SC1091
 set -a; . target/dotnet-venv/dsipc-runtimes.env; set +a
 
+step "Prometheus (Debian package; the counters export tests start a real server and promtool)"
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends prometheus
+fi
+
 step "lints (fmt, clippy, doc)"
 if [ -x scripts/lint.sh ]; then
     scripts/lint.sh

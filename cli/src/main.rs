@@ -1,6 +1,7 @@
 //! `dsipc`: a command-line client for the .NET Diagnostic IPC protocol.
 
 mod args;
+mod counters;
 mod json;
 mod monitor;
 mod providers;
@@ -44,6 +45,8 @@ commands:
                                    here; one line per Advertise (pid, cookie); --resume
                                    resumes suspended runtimes; Ctrl-C removes the socket
                                    (on Windows PATH is a pipe name)
+  counters monitor|collect|export PID... [--counters LIST] [--refresh-interval SECS]
+                                   live counters (dotnet-counters); see dsipc counters --help
 
 options for every command:
   --tmpdir DIR     look for diagnostic sockets only in DIR (default: the target's TMPDIR,
@@ -197,7 +200,14 @@ fn run(argv: Vec<String>) -> CliResult {
     let mut rest = leading;
     rest.extend(argv[i + 1..].iter().cloned());
     if rest.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{}", USAGE);
+        print!(
+            "{}",
+            if command == "counters" {
+                counters::USAGE
+            } else {
+                USAGE
+            }
+        );
         return Ok(());
     }
     match command {
@@ -212,6 +222,10 @@ fn run(argv: Vec<String>) -> CliResult {
         "startup-hook" => cmd_startup_hook(&rest),
         "attach-profiler" => cmd_attach_profiler(&rest),
         "monitor" => monitor::cmd_monitor(&rest),
+        "counters" => counters::cmd_counters(&rest).map_err(|e| match e {
+            counters::CountersError::Usage(m) => CliError::Usage(m),
+            counters::CountersError::Failed(m) => CliError::Other(m),
+        }),
         // Subcommands to come go here, each as a `cmd_*` function taking the arguments
         // after the command name.
         "help" => {

@@ -134,6 +134,17 @@ def start_meter(rate):
     log("Meter MyMeter: Counter<long> requests at %g/s" % rate)
 
 
+def start_clock_gauge():
+    import clr
+    clr.AddReference("System.Diagnostics.DiagnosticSource")
+    from System import Double, Func
+    from System.Diagnostics.Metrics import Meter
+    meter = Meter("Clock", "1.0")
+    gauge = meter.CreateObservableGauge[Double]("unix-ms", Func[Double](lambda: time.time() * 1000.0), "ms")
+    start_clock_gauge.keep = (meter, gauge)
+    log("Meter Clock: ObservableGauge<double> unix-ms")
+
+
 def main():
     global _tmpdir, _ready_file
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,6 +156,10 @@ def main():
     ap.add_argument("--meter-rate", type=float, default=0.0,
                     help="(.NET 6+) create Meter 'MyMeter' with Counter<long> 'requests' and add to "
                          "it at N per second (by elapsed time, so the rate holds despite sleep jitter)")
+    ap.add_argument("--clock-gauge", action="store_true",
+                    help="(.NET 6+) create Meter 'Clock' with ObservableGauge<double> 'unix-ms' whose "
+                         "value is the wall clock (ms since 1970) when the runtime observes it: "
+                         "a reader's delay from publication is its own clock minus the value")
     ap.add_argument("--max-seconds", type=float, default=600.0)
     ap.add_argument("--ready-file", help="also write the READY line to this file (atomically)")
     ap.add_argument("--dotnet-root", help="override the dotnet root of the chosen runtime")
@@ -213,6 +228,8 @@ def main():
 
     if args.meter_rate > 0:
         start_meter(args.meter_rate)
+    if args.clock_gauge:
+        start_clock_gauge()
 
     line = "READY pid=%d runtime=%s\n" % (os.getpid(), Environment.Version)
     if args.ready_file:
