@@ -33,7 +33,7 @@ pub struct DecodeStats {
     pub malformed: u64,
     /// Events of other sessions, other events, counters not asked for.
     pub ignored: u64,
-    /// Metadata records dropped over [`MAX_METADATA`].
+    /// Metadata records dropped over the table limit (4096 distinct records).
     pub metadata_dropped: u64,
     /// The stream could not be parsed past this error (later bytes are discarded).
     pub stream_error: Option<String>,
