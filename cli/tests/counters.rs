@@ -663,3 +663,112 @@ fn export_is_scraped_by_prometheus_and_drops_exited_runtimes() {
         err
     );
 }
+
+// The library (dsipc_std::counters) against a real .NET 8 runtime: notices and a clean stop.
+
+use dsipc_std::counters::{
+    CounterEvent, CounterSession, CounterSet, CountersConfig, MetricsSession, Notice,
+};
+
+fn lib_session(
+    pid: u32,
+    list: &str,
+    edit: impl FnOnce(&mut CountersConfig),
+) -> CounterSession<dsipc_std::Endpoint> {
+    let client = dsipc_std::DiagnosticsClient::for_pid(pid)
+        .unwrap()
+        .with_timeout(Duration::from_secs(10));
+    let mut config = CountersConfig::new(CounterSet::parse(list).unwrap(), 1, Some(8));
+    edit(&mut config);
+    CounterSession::start(&client, &config).expect("start the counters session")
+}
+
+/// Waits (bounded) for an event `pick` accepts.
+fn wait_event<T>(
+    s: &CounterSession<dsipc_std::Endpoint>,
+    limit: Duration,
+    mut pick: impl FnMut(&CounterEvent) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match s.recv_timeout(left) {
+            Ok(ev) => {
+                if let Some(t) = pick(&ev) {
+                    return t;
+                }
+            }
+            Err(e) => panic!("no matching event within {:?}: {:?}", limit, e),
+        }
+    }
+}
+
+#[test]
+fn library_session_rate_and_clean_stop() {
+    let h = host("net8", &["--counters", "--meter-rate", "50"]);
+    let s = lib_session(h.pid(), "MyMeter", |_| {});
+    let mut rates = Vec::new();
+    while rates.len() < 3 {
+        let r = wait_event(&s, LIMIT, |ev| match ev {
+            CounterEvent::Sample(x) if x.name == "requests" => Some(x.value),
+            _ => None,
+        });
+        rates.push(r);
+    }
+    assert!(
+        rates[1..].iter().all(|r| (40.0..=60.0).contains(r)),
+        "{:?}",
+        rates
+    );
+    let end = s.stop();
+    assert!(end.stopped, "{:?}", end);
+    assert!(end.error.is_none(), "{:?}", end);
+    assert!(!end.stats.truncated, "{:?}", end.stats);
+    assert_eq!(end.stats.malformed, 0);
+    assert_eq!(end.stats.stream_error, None);
+}
+
+#[test]
+fn library_session_surfaces_limit_and_multiple_session_errors() {
+    let h = host("net8", &["--counters", "--meter-rate", "50"]);
+    // MaxTimeSeries=0: the runtime reports TimeSeriesLimitReached for our one series.
+    let s = lib_session(h.pid(), "MyMeter", |c| c.max_time_series = 0);
+    wait_event(&s, LIMIT, |ev| match ev {
+        CounterEvent::Notice(Notice::TimeSeriesLimitReached) => Some(()),
+        _ => None,
+    });
+    drop(s); // stops the session
+             // A private (pre-.NET 8 style) session while another private one runs: the runtime
+             // tells the second one that concurrent sessions are not supported.
+    let private = || {
+        Some(MetricsSession::Private {
+            session_id: dsipc_std::counters::new_guid(),
+        })
+    };
+    let first = lib_session(h.pid(), "MyMeter", |c| c.metrics = private());
+    wait_event(&first, LIMIT, |ev| match ev {
+        CounterEvent::Sample(_) => Some(()),
+        _ => None,
+    });
+    let second = lib_session(h.pid(), "MyMeter", |c| c.metrics = private());
+    wait_event(&second, LIMIT, |ev| match ev {
+        CounterEvent::Notice(Notice::MultipleSessionsNotSupported) => Some(()),
+        _ => None,
+    });
+    drop(second);
+    drop(first);
+    // Shared sessions (.NET 8): a second client asking for another interval is told.
+    let a = lib_session(h.pid(), "MyMeter", |_| {});
+    wait_event(&a, LIMIT, |ev| match ev {
+        CounterEvent::Sample(_) => Some(()),
+        _ => None,
+    });
+    let b = lib_session(h.pid(), "MyMeter", |c| c.interval_secs = 2);
+    let msg = wait_event(&b, LIMIT, |ev| match ev {
+        CounterEvent::Notice(Notice::MultipleSessionsConfiguredIncorrectly { message }) => {
+            Some(message.clone())
+        }
+        _ => None,
+    });
+    assert!(msg.contains("RefreshInterval"), "{}", msg);
+}
