@@ -481,53 +481,120 @@ fn export(args: &[String]) -> Result<()> {
         None => return Err(CountersError::Usage("export needs --listen ADDR".into())),
     };
     term::catch_interrupts();
-    let store = Arc::new(Mutex::new(Store::default()));
-    let render_store = Arc::clone(&store);
-    let server = http::Server::bind(&listen, Arc::new(move || lock(&render_store).render()))
-        .map_err(|e| CountersError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    let o = Arc::new(o);
+    let exporter = Exporter::bind(
+        &listen,
+        o.counters.clone(),
+        o.interval,
+        o.tmpdir.clone(),
+        o.timeout,
+    )?;
+    let mut started = 0;
     for &pid in &o.pids {
-        let session = match start(&o, pid) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("dsipc: pid {}: {}", pid, message(&e));
-                continue;
-            }
-        };
-        lock(&store).add_runtime(pid);
-        eprintln!("dsipc: pid {}: counters session started", pid);
-        let store = Arc::clone(&store);
-        let stop = Arc::clone(&stop);
-        workers.push(std::thread::spawn(move || {
-            pump(pid, session, &store, &stop)
-        }));
+        match exporter.add(pid) {
+            Ok(()) => started += 1,
+            Err(e) => eprintln!("dsipc: pid {}: {}", pid, message(&e)),
+        }
     }
-    if workers.is_empty() {
+    if started == 0 {
         return Err(CountersError::Failed(
             "no runtime could be monitored".into(),
         ));
     }
-    let addr = server.local_addr()?;
-    println!("listening on http://{}/metrics", addr);
+    println!("listening on http://{}/metrics", exporter.local_addr()?);
     io::stdout().flush()?;
-    // Serve until Ctrl-C; a watcher turns the signal flag into the server's stop flag.
-    let stop_watch = Arc::clone(&stop);
-    let watcher = std::thread::spawn(move || {
-        while !term::interrupted() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        stop_watch.store(true, Ordering::SeqCst);
-    });
-    let served = server.run(&stop);
-    stop.store(true, Ordering::SeqCst);
-    for w in workers {
-        let _ = w.join();
+    exporter.serve_until_interrupted()
+}
+
+/// A Prometheus endpoint for the counters of any number of runtimes, added while it runs
+/// (`counters export`, `monitor --metrics`). Each runtime's session is drained on a thread
+/// of its own; its series are dropped when it exits.
+pub struct Exporter {
+    server: http::Server,
+    store: Arc<Mutex<Store>>,
+    stop: Arc<AtomicBool>,
+    workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    options: Options,
+}
+
+impl Exporter {
+    /// Binds the endpoint; nothing is served until [`serve_until_interrupted`].
+    pub fn bind(
+        listen: &str,
+        counters: CounterSet,
+        interval: u32,
+        tmpdir: Option<PathBuf>,
+        timeout: Duration,
+    ) -> Result<Exporter> {
+        let store = Arc::new(Mutex::new(Store::default()));
+        let render_store = Arc::clone(&store);
+        let server = http::Server::bind(listen, Arc::new(move || lock(&render_store).render()))
+            .map_err(|e| CountersError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
+        Ok(Exporter {
+            server,
+            store,
+            stop: Arc::new(AtomicBool::new(false)),
+            workers: Mutex::new(Vec::new()),
+            options: Options {
+                pids: Vec::new(),
+                counters,
+                interval,
+                tmpdir,
+                timeout,
+            },
+        })
     }
-    let _ = watcher.join();
-    served?;
-    Ok(())
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.server.local_addr()
+    }
+
+    /// Starts exporting runtime `pid`'s counters.
+    pub fn add(&self, pid: u32) -> Result<()> {
+        let session = start(&self.options, pid)?;
+        lock(&self.store).add_runtime(pid);
+        eprintln!("dsipc: pid {}: counters session started", pid);
+        let store = Arc::clone(&self.store);
+        let stop = Arc::clone(&self.stop);
+        let worker = std::thread::Builder::new()
+            .name(format!("counters-{}", pid))
+            .spawn(move || pump(pid, session, &store, &stop))?;
+        let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        workers.retain(|w| !w.is_finished());
+        workers.push(worker);
+        Ok(())
+    }
+
+    /// A flag that, once set, ends [`serve`](Self::serve) and every session.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    /// Serves until the stop flag is set, then stops every session.
+    pub fn serve(&self) -> Result<()> {
+        let served = self.server.run(&self.stop);
+        self.stop.store(true, Ordering::SeqCst);
+        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in workers {
+            let _ = w.join();
+        }
+        served?;
+        Ok(())
+    }
+
+    /// Serves until Ctrl-C.
+    pub fn serve_until_interrupted(&self) -> Result<()> {
+        let stop = self.stop_flag();
+        let watcher = std::thread::spawn(move || {
+            while !term::interrupted() && !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            stop.store(true, Ordering::SeqCst);
+        });
+        let r = self.serve();
+        let _ = watcher.join();
+        r
+    }
 }
 
 fn message(e: &CountersError) -> &str {

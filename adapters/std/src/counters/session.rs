@@ -15,7 +15,7 @@ use crate::{DiagnosticsClient, Error, StopHandle, Transport};
 const BUFFER_MB: u32 = 10;
 /// Events queued between the decoding thread and the consumer; a slower consumer makes
 /// the decoder wait (and, eventually, the runtime drop events in its own buffer).
-const QUEUE: usize = 16 * 1024;
+const QUEUE: usize = 1024;
 
 /// How a session ended.
 #[derive(Debug)]
