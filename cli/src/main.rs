@@ -39,12 +39,14 @@ commands:
   perfmap PID enable|disable [--type all|jitdump|perfmap]
   startup-hook PID PATH            load a startup hook assembly
   attach-profiler PID --clsid GUID --path PATH [--data HEX]
-  monitor --listen PATH [--resume] [--json]
+  monitor --listen PATH [--resume] [--json] [--metrics ADDR [--counters LIST]
+          [--refresh-interval SECS]]
                                    reverse diagnostic port: runtimes started with
                                    DOTNET_DiagnosticPorts=PATH,connect[,suspend] connect
                                    here; one line per Advertise (pid, cookie); --resume
                                    resumes suspended runtimes; Ctrl-C removes the socket
-                                   (on Windows PATH is a pipe name)
+                                   (on Windows PATH is a pipe name); --metrics serves
+                                   the counters of every runtime seen at http://ADDR/metrics
   counters monitor|collect|export PID... [--counters LIST] [--refresh-interval SECS]
                                    live counters (dotnet-counters); see dsipc counters --help
 

@@ -62,7 +62,11 @@ impl Seen {
 }
 
 pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
-    let p = parse(rest, &["--listen"], &["--resume", "--json"])?;
+    let p = parse(
+        rest,
+        &["--listen", "--metrics", "--counters", "--refresh-interval"],
+        &["--resume", "--json"],
+    )?;
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;
     let address = match p.value("--listen") {
@@ -72,6 +76,13 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
     let resume = p.flag("--resume");
     let as_json = p.flag("--json");
     let timeout = common.timeout_or(dsipc_std::DEFAULT_TIMEOUT);
+
+    let metrics = crate::counters::monitor_metrics(&p, common.tmpdir.clone(), timeout).map_err(
+        |e| match e {
+            crate::counters::CountersError::Usage(m) => CliError::Usage(m),
+            crate::counters::CountersError::Failed(m) => CliError::Other(m),
+        },
+    )?;
 
     term::catch_interrupts();
     let mut listener = ReverseListener::bind(&address)
@@ -129,6 +140,12 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
         } else {
             held.insert(cookie, conn);
         }
+        // Export the counters of a runtime that runs (now resumed, or never suspended).
+        if let Some(m) = &metrics {
+            if line.resumed || (!resume && !line.reconnect) {
+                m.add_later(line.pid);
+            }
+        }
         let text = if as_json { line.json() } else { line.text() };
         let mut o = out.lock();
         if writeln!(o, "{}", text).and_then(|_| o.flush()).is_err() {
@@ -138,6 +155,9 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
     };
     drop(held);
     drop(listener);
+    if let Some(m) = metrics {
+        m.finish();
+    }
     if term::interrupted() {
         eprintln!("dsipc: interrupted; closed {}", address.display());
     }

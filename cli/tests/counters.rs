@@ -772,3 +772,68 @@ fn library_session_surfaces_limit_and_multiple_session_errors() {
     });
     assert!(msg.contains("RefreshInterval"), "{}", msg);
 }
+
+#[test]
+fn monitor_metrics_exports_reverse_port_runtimes_and_drops_exited_ones() {
+    let dir = temp("monitor");
+    let port_path = dir.join("port.sock");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut live = Live::spawn(&[
+        "monitor",
+        "--listen",
+        port_path.to_str().unwrap(),
+        "--resume",
+        "--metrics",
+        &metrics,
+        "--counters",
+        "System.Runtime[cpu-usage],MyMeter",
+        "--refresh-interval",
+        "1",
+    ]);
+    // The runtime starts suspended on the reverse port; the monitor resumes it.
+    let mut o = HostOptions::net8(300).reverse_port(&port_path, true);
+    o.args = vec!["--counters".into(), "--meter-rate".into(), "50".into()];
+    let mut h = HostedRuntime::spawn(&o).expect("spawn host");
+    let pid = h.pid().to_string();
+    live.wait_for(&format!("pid={} ", pid), LIMIT);
+    h.wait_ready(READY).expect("host ready after the resume");
+    let series = format!("my_meter_requests_total{{pid=\"{}\"}}", pid);
+    let deadline = Instant::now() + LIMIT;
+    let body = loop {
+        let (status, body) = http_get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        if body.contains(&series) && body.contains("system_runtime_cpu_usage{") {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "no {} in:\n{}", series, body);
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    promtool_check(&body);
+    let prom = Prometheus::start(&metrics);
+    let q = format!("rate(my_meter_requests_total{{pid=\"{}\"}}[6s])", pid);
+    prom.poll(&q, LIMIT, |r| {
+        values_by_pid(r)
+            .iter()
+            .any(|(_, v)| (40.0..=60.0).contains(v))
+    });
+    h.kill();
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let (status, body) = http_get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        if !body.contains(&format!("pid=\"{}\"", pid)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "series of {} still there", pid);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    live.interrupt();
+    let (code, _, err) = live.wait(LIMIT);
+    assert_eq!(code, Some(0), "{}", err);
+    assert!(
+        err.contains("runtime exited; its series are dropped"),
+        "{}",
+        err
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

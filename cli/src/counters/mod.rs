@@ -145,7 +145,22 @@ fn options(p: &Parsed, many: bool) -> Result<Options> {
         Some(list) => CounterSet::parse(list).map_err(|e| CountersError::Usage(e.to_string()))?,
         None => CounterSet::default(),
     };
-    let interval = match p.value("--refresh-interval") {
+    let interval = interval_option(p)?;
+    let timeout = match p.value("--timeout") {
+        Some(s) => Duration::from_secs_f64(seconds("--timeout", s)?),
+        None => dsipc_std::DEFAULT_TIMEOUT,
+    };
+    Ok(Options {
+        pids,
+        counters,
+        interval,
+        tmpdir: p.value("--tmpdir").map(PathBuf::from),
+        timeout,
+    })
+}
+
+fn interval_option(p: &Parsed) -> Result<u32> {
+    Ok(match p.value("--refresh-interval") {
         Some(s) => {
             let v = seconds("--refresh-interval", s)?;
             if v.fract() != 0.0 || v > 86_400.0 {
@@ -157,17 +172,6 @@ fn options(p: &Parsed, many: bool) -> Result<Options> {
             v as u32
         }
         None => 1,
-    };
-    let timeout = match p.value("--timeout") {
-        Some(s) => Duration::from_secs_f64(seconds("--timeout", s)?),
-        None => dsipc_std::DEFAULT_TIMEOUT,
-    };
-    Ok(Options {
-        pids,
-        counters,
-        interval,
-        tmpdir: p.value("--tmpdir").map(PathBuf::from),
-        timeout,
     })
 }
 
@@ -631,5 +635,76 @@ pub fn pump(
     lock(store).remove(pid);
     if !stopped_by_us {
         eprintln!("dsipc: pid {}: runtime exited; its series are dropped", pid);
+    }
+}
+
+/// `dsipc monitor --metrics ADDR [--counters LIST] [--refresh-interval SECS]`: an
+/// [`Exporter`] serving on its own thread, to which the monitor adds every runtime that
+/// advertises (by its pid, over the runtime's default diagnostic socket).
+pub struct MonitorMetrics {
+    exporter: Arc<Exporter>,
+    server: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+/// The `--metrics` part of `dsipc monitor`, if asked for.
+pub fn monitor_metrics(
+    p: &Parsed,
+    tmpdir: Option<PathBuf>,
+    timeout: Duration,
+) -> Result<Option<MonitorMetrics>> {
+    let addr = match p.value("--metrics") {
+        Some(a) => a,
+        None => {
+            if p.value("--counters").is_some() || p.value("--refresh-interval").is_some() {
+                return Err(CountersError::Usage(
+                    "--counters and --refresh-interval need --metrics ADDR".into(),
+                ));
+            }
+            return Ok(None);
+        }
+    };
+    let counters = match p.value("--counters") {
+        Some(list) => CounterSet::parse(list).map_err(|e| CountersError::Usage(e.to_string()))?,
+        None => CounterSet::default(),
+    };
+    let interval = interval_option(p)?;
+    let exporter = Arc::new(Exporter::bind(addr, counters, interval, tmpdir, timeout)?);
+    eprintln!(
+        "dsipc: metrics on http://{}/metrics",
+        exporter.local_addr()?
+    );
+    let serving = Arc::clone(&exporter);
+    let server = std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || serving.serve())?;
+    Ok(Some(MonitorMetrics {
+        exporter,
+        server: Some(server),
+    }))
+}
+
+impl MonitorMetrics {
+    /// Starts exporting `pid` on a thread of its own (the accept loop does not wait).
+    pub fn add_later(&self, pid: u64) {
+        let pid = match u32::try_from(pid) {
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        let exporter = Arc::clone(&self.exporter);
+        let _ = std::thread::Builder::new()
+            .name("counters-start".into())
+            .spawn(move || {
+                if let Err(e) = exporter.add(pid) {
+                    eprintln!("dsipc: pid {}: counters: {}", pid, message(&e));
+                }
+            });
+    }
+
+    /// Stops serving and every session.
+    pub fn finish(mut self) {
+        self.exporter.stop_flag().store(true, Ordering::SeqCst);
+        if let Some(s) = self.server.take() {
+            let _ = s.join();
+        }
     }
 }
