@@ -338,11 +338,11 @@ pub struct ContentionStart {
     pub contention_flags: u8,
     /// ClrInstanceID.
     pub clr_instance_id: u16,
-    /// The lock (version 1+).
+    /// The lock (version 2+, .NET 8).
     pub lock_id: Option<u64>,
-    /// The object locked on (version 1+).
+    /// The object locked on (version 2+).
     pub associated_object_id: Option<u64>,
-    /// The owner's thread id (version 1+).
+    /// The owner's thread id (version 2+).
     pub lock_owner_thread_id: Option<u64>,
 }
 
@@ -875,9 +875,9 @@ pub fn decode(
         (Runtime, CONTENTION_START) => {
             let contention_flags = r.u8("ContentionFlags")?;
             let clr_instance_id = r.u16("ClrInstanceID")?;
-            let lock_id = when(v >= 1, || r.ptr("LockID"))?;
-            let associated_object_id = when(v >= 1, || r.ptr("AssociatedObjectID"))?;
-            let lock_owner_thread_id = when(v >= 1, || r.u64("LockOwnerThreadID"))?;
+            let lock_id = when(v >= 2, || r.ptr("LockID"))?;
+            let associated_object_id = when(v >= 2, || r.ptr("AssociatedObjectID"))?;
+            let lock_owner_thread_id = when(v >= 2, || r.u64("LockOwnerThreadID"))?;
             ClrEvent::ContentionStart(ContentionStart {
                 contention_flags,
                 clr_instance_id,
