@@ -837,3 +837,43 @@ fn monitor_metrics_exports_reverse_port_runtimes_and_drops_exited_ones() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn counters_usage_errors() {
+    for (args, needle) in [
+        (
+            &["counters"][..],
+            "counters needs monitor, collect or export",
+        ),
+        (&["counters", "collect"][..], "missing PID"),
+        (
+            &["counters", "collect", "1", "--counters", "A[x"][..],
+            "'[' without closing ']'",
+        ),
+        (
+            &["counters", "collect", "1", "--format", "xml"][..],
+            "--format is csv or json",
+        ),
+        (
+            &["counters", "monitor", "1", "--refresh-interval", "0.5"][..],
+            "whole seconds",
+        ),
+        (
+            &["counters", "export", "1"][..],
+            "export needs --listen ADDR",
+        ),
+        (&["counters", "frobnicate"][..], "unknown counters command"),
+        (
+            &["monitor", "--listen", "/nonexistent/x", "--counters", "A"][..],
+            "need --metrics ADDR",
+        ),
+    ] {
+        let r = dsipc(args, LIMIT);
+        assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
+        assert!(r.stderr.contains(needle), "{:?}: {}", args, r.stderr);
+    }
+    // A process that is not there: one line, exit 1.
+    let r = dsipc(&["counters", "collect", "999999999", "-o", "-"], LIMIT);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}
