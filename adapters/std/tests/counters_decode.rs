@@ -181,3 +181,46 @@ fn damaged_streams_never_panic_and_are_reported() {
     assert!(events.is_empty());
     assert!(d.stats().stream_error.is_some());
 }
+
+#[test]
+fn random_mutations_and_chunkings_never_panic() {
+    // A fixed-seed LCG: the same 1,500 damaged streams every run.
+    let mut seed: u64 = 0x5eed_c0de_2026_1123;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) as usize
+    };
+    let captures = [
+        capture("net8.0.4-system-runtime-and-meter.nettrace"),
+        capture("netcore3.1.23-system-runtime.nettrace"),
+        capture("net8.0.4-meter-guid-session.nettrace"),
+    ];
+    let cfg = config("System.Runtime,MyMeter", shared());
+    for i in 0..1500 {
+        let mut b = captures[i % 3].clone();
+        for _ in 0..1 + next() % 8 {
+            let at = next() % b.len();
+            match next() % 3 {
+                0 => b[at] = next() as u8,
+                1 => {
+                    let n = (next() % 16).min(b.len() - at);
+                    b.drain(at..at + n);
+                }
+                _ => b.insert(at, next() as u8),
+            }
+            if b.is_empty() {
+                break;
+            }
+        }
+        let chunk = 1 + next() % 5000;
+        let (events, d) = decode(&b, &cfg, chunk);
+        // Whatever came out is well-formed.
+        for s in samples(&events) {
+            assert!(s.value.is_finite());
+            assert!(!s.provider.is_empty());
+        }
+        assert_eq!(d.stats().bytes, b.len() as u64);
+    }
+}
