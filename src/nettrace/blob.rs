@@ -69,7 +69,7 @@ const F_DATA_LENGTH: u8 = 0x80;
 
 /// Reads one blob from `c` (which spans exactly the rest of the block), updating `st`.
 /// Returns the event; `c` ends after its payload (and padding).
-#[inline]
+#[inline(always)]
 pub(crate) fn read_blob<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
@@ -86,7 +86,7 @@ pub(crate) fn read_blob<'a>(
     }
 }
 
-#[inline]
+#[inline(always)]
 fn read_compressed<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
@@ -133,7 +133,7 @@ fn read_compressed<'a>(
     Ok(event(st, flags & F_SORTED != 0, payload, offset))
 }
 
-#[inline]
+#[inline(always)]
 fn event<'a>(st: &HeaderState, is_sorted: bool, payload: &'a [u8], offset: u64) -> Event<'a> {
     Event {
         metadata_id: st.metadata_id,

@@ -275,6 +275,7 @@ impl NettraceParser {
     ///
     /// Errors are typed and carry the stream offset; after one, the parser is failed and
     /// repeats it.
+    #[inline]
     pub fn handle_input<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, NettraceError> {
         let r = match self.state {
             State::Failed(e) => return Err(e),
@@ -635,6 +636,7 @@ impl NettraceParser {
         })
     }
 
+    #[inline]
     fn in_block<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, NettraceError> {
         let left = self.block.left;
         let trailer = self.block.trailer;
