@@ -12,9 +12,9 @@ use super::events::{Fields, Interpreter, Outcome, Value};
 use super::{CounterEvent, CountersConfig};
 
 /// Largest stream block accepted (the runtime writes blocks of about 100 KB).
-pub const MAX_BLOCK: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_BLOCK: usize = 16 * 1024 * 1024;
 /// Most distinct metadata records kept (a counters session needs a few dozen).
-pub const MAX_METADATA: usize = 4096;
+pub(crate) const MAX_METADATA: usize = 4096;
 /// Deepest nesting of objects flattened.
 const MAX_DEPTH: u32 = 8;
 

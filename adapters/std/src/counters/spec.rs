@@ -141,9 +141,7 @@ impl CounterSet {
         &self.providers
     }
 
-    /// True if `counter` of `provider` is wanted (provider names compare ASCII
-    /// case-insensitively, counter names exactly... also case-insensitively, as
-    /// dotnet-counters does).
+    /// True if `counter` of `provider` is wanted (names compare ASCII case-insensitively).
     pub fn includes(&self, provider: &str, counter: &str) -> bool {
         self.providers
             .iter()
