@@ -96,8 +96,13 @@ struct Live {
 
 impl Live {
     fn spawn(args: &[&str]) -> Live {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
-            .args(args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsipc"));
+        cmd.args(args);
+        Live::spawn_command(cmd)
+    }
+
+    fn spawn_command(mut cmd: Command) -> Live {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -876,4 +881,25 @@ fn counters_usage_errors() {
     let r = dsipc(&["counters", "collect", "999999999", "-o", "-"], LIMIT);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}
+
+#[test]
+fn monitor_redraws_a_table_in_place_on_a_terminal() {
+    // util-linux `script` gives dsipc a pseudo-terminal as stdout.
+    let h = host("net8", &["--counters"]);
+    let command = format!(
+        "exec {} counters monitor {} --counters 'System.Runtime[cpu-usage,working-set]'",
+        env!("CARGO_BIN_EXE_dsipc"),
+        h.pid()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-q", "-e", "-c", &command, "/dev/null"]);
+    let mut live = Live::spawn_command(cmd);
+    let seen = live.wait_for("Working Set (MB)", LIMIT).to_string();
+    assert!(seen.starts_with("\x1b[2J\x1b[H"), "{:?}", seen);
+    assert!(seen.contains("\x1b[H\x1b[J"), "{:?}", seen);
+    assert!(seen.contains("[System.Runtime]"), "{:?}", seen);
+    assert!(seen.contains("    Status: Running"), "{:?}", seen);
+    // Values are in the table, not one line per value.
+    assert!(!seen.contains("\tSystem.Runtime\t"), "{:?}", seen);
 }
