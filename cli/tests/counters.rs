@@ -641,6 +641,15 @@ fn export_is_scraped_by_prometheus_and_drops_exited_runtimes() {
     );
     assert!(body.contains("# TYPE my_meter_requests_total counter"));
     assert!(body.contains("# TYPE system_runtime_cpu_usage gauge"));
+    assert!(body.contains("# TYPE my_meter_latency summary"), "{}", body);
+    assert!(
+        body.contains(&format!(
+            "my_meter_latency{{pid=\"{}\",quantile=\"0.95\"}} 10\n",
+            p8
+        )),
+        "{}",
+        body
+    );
     promtool_check(&body);
 
     // The .NET 8 runtime exits: its series go, the endpoint keeps serving the other one.
@@ -672,7 +681,7 @@ fn export_is_scraped_by_prometheus_and_drops_exited_runtimes() {
 // The library (dsipc_std::counters) against a real .NET 8 runtime: notices and a clean stop.
 
 use dsipc_std::counters::{
-    CounterEvent, CounterSession, CounterSet, CountersConfig, MetricsSession, Notice,
+    CounterEvent, CounterKind, CounterSession, CounterSet, CountersConfig, MetricsSession, Notice,
 };
 
 fn lib_session(
@@ -725,6 +734,32 @@ fn library_session_rate_and_clean_stop() {
         "{:?}",
         rates
     );
+    // The histogram's percentiles (every recorded value is 10) and the up-down counter (it
+    // was at 7 before the session; the session sees +1 and -1 per tick: 0).
+    let mut quantiles = std::collections::BTreeSet::new();
+    let mut queue = None;
+    let deadline = Instant::now() + LIMIT;
+    while quantiles.len() < 3 || queue.is_none() {
+        assert!(Instant::now() < deadline, "{:?} {:?}", quantiles, queue);
+        wait_event(&s, LIMIT, |ev| {
+            if let CounterEvent::Sample(x) = ev {
+                match (x.name.as_str(), x.kind) {
+                    ("latency", CounterKind::Percentile(q)) => {
+                        assert_eq!(x.value, 10.0, "{:?}", x);
+                        quantiles.insert((q * 100.0).round() as u32);
+                    }
+                    ("queue", kind) => {
+                        assert_eq!(kind, CounterKind::UpDown);
+                        queue = Some(x.value);
+                    }
+                    _ => {}
+                }
+            }
+            Some(())
+        });
+    }
+    assert_eq!(quantiles.into_iter().collect::<Vec<_>>(), vec![50, 95, 99]);
+    assert_eq!(queue, Some(0.0));
     let end = s.stop();
     assert!(end.stopped, "{:?}", end);
     assert!(end.error.is_none(), "{:?}", end);

@@ -117,6 +117,13 @@ def start_meter(rate):
     from System.Diagnostics.Metrics import Meter
     meter = Meter("MyMeter", "1.0")
     counter = meter.CreateCounter[Int64]("requests", "requests", "requests handled")
+    # Also a Histogram<double> 'latency' (ms) fed 10.0 at every tick (every percentile is 10)
+    # and an UpDownCounter<long> 'queue': 7 before any listener, then +1 and -1 at every tick
+    # (a session only aggregates what it sees, so it reports 0).
+    from System import Double
+    latency = meter.CreateHistogram[Double]("latency", "ms", "request latency")
+    queue = meter.CreateUpDownCounter[Int64]("queue", "items", "queued items")
+    queue.Add(Int64(7))
     start = time.monotonic()
 
     def tick():
@@ -125,13 +132,17 @@ def start_meter(rate):
             target = int((time.monotonic() - start) * rate)
             if target > done:
                 counter.Add(Int64(target - done))
+                latency.Record(Double(10.0))
+                # Measurements every interval (8.0.4 publishes an UpDownCounter only then).
+                queue.Add(Int64(1))
+                queue.Add(Int64(-1))
                 done = target
             time.sleep(0.01)
     t = threading.Thread(target=tick, daemon=True)
     t.start()
     # Keep the meter alive (a collected Meter stops publishing).
-    start_meter.keep = (meter, counter, t)
-    log("Meter MyMeter: Counter<long> requests at %g/s" % rate)
+    start_meter.keep = (meter, counter, latency, queue, t)
+    log("Meter MyMeter: Counter<long> requests at %g/s, Histogram latency, UpDownCounter queue" % rate)
 
 
 def start_clock_gauge():
@@ -155,7 +166,9 @@ def main():
                     help="initialize RuntimeEventSource (via reflection) so System.Runtime counters flow")
     ap.add_argument("--meter-rate", type=float, default=0.0,
                     help="(.NET 6+) create Meter 'MyMeter' with Counter<long> 'requests' and add to "
-                         "it at N per second (by elapsed time, so the rate holds despite sleep jitter)")
+                         "it at N per second (by elapsed time, so the rate holds despite sleep jitter), "
+                         "Histogram<double> 'latency' recording 10.0 at each addition, and "
+                         "UpDownCounter<long> 'queue' (+1, -1 at each addition)")
     ap.add_argument("--clock-gauge", action="store_true",
                     help="(.NET 6+) create Meter 'Clock' with ObservableGauge<double> 'unix-ms' whose "
                          "value is the wall clock (ms since 1970) when the runtime observes it: "

@@ -100,6 +100,9 @@ fn escape_help(s: &str, out: &mut String) {
 enum Type {
     Counter,
     Gauge,
+    /// Histogram percentiles: one series per `quantile` label (no `_sum`/`_count`: the
+    /// runtime publishes percentiles only).
+    Summary,
 }
 
 #[derive(Debug)]
@@ -146,10 +149,10 @@ impl Store {
             escape_label(v, &mut labels);
             labels.push('"');
         }
-        let ty = if s.kind.is_increment() {
-            Type::Counter
-        } else {
-            Type::Gauge
+        let ty = match s.kind {
+            k if k.is_increment() => Type::Counter,
+            CounterKind::Percentile(_) => Type::Summary,
+            _ => Type::Gauge,
         };
         let series = self.runtimes.entry(pid).or_default();
         let entry = series.entry((name, labels)).or_insert_with(|| Series {
@@ -168,7 +171,7 @@ impl Store {
                     entry.value += s.value;
                 }
             }
-            Type::Gauge => entry.value = s.value,
+            Type::Gauge | Type::Summary => entry.value = s.value,
         }
     }
 
@@ -215,6 +218,7 @@ impl Store {
                 match ty {
                     Type::Counter => "counter",
                     Type::Gauge => "gauge",
+                    Type::Summary => "summary",
                 }
             );
             for (pid, labels, value) in lines {
@@ -330,8 +334,14 @@ mod tests {
              # TYPE system_runtime_cpu_usage gauge\n\
              system_runtime_cpu_usage{pid=\"1\",tag_pid=\"x\\\"y\"} 3.5\n"
         );
+        let mut h = sample("M", "latency", CounterKind::Percentile(0.95), 10.0);
+        h.tags = vec![("route".into(), "/a".into())];
+        st.record(1, &h);
+        assert!(st.render().contains(
+            "# TYPE m_latency summary\nm_latency{pid=\"1\",route=\"/a\",quantile=\"0.95\"} 10\n"
+        ));
         st.remove(2);
         assert!(!st.render().contains("pid=\"2\""));
-        assert_eq!(st.series_count(), 2);
+        assert_eq!(st.series_count(), 3);
     }
 }
