@@ -36,13 +36,15 @@ fi
 
 step "cargo test (core, adapters, CLI, real-runtime interop)"
 cargo test --workspace
+step "dsipc monitor without dsipc-mio (the thread-per-connection monitor Windows uses)"
+cargo test -p dsipc-cli --no-default-features --test monitor
 
 if [ "${SKIP_WINDOWS:-0}" != 1 ]; then
     step "Rust 1.63 and Windows toolchain (Debian)"
     scripts/install-windows-toolchain.sh
     step "Rust 1.63 build of the core (Linux)"
     scripts/msrv.sh
-    step "Rust 1.63 build of the std adapter and the CLI (Linux, windows-gnu check)"
+    step "Rust 1.63 build of the std adapter and the testkit (Linux), CLI check (windows-gnu)"
     scripts/msrv-std.sh
     step "Windows build, tests under wine64"
     scripts/build-windows.sh

@@ -1,13 +1,16 @@
 //! A small command-line parser: positionals, `--name VALUE` / `--name=VALUE` options and
-//! flags, `--` ending the options.
+//! flags, `--` ending the options. Arguments are `OsString`s: any byte sequence is taken,
+//! and a value that must be text says so with a usage error (never a panic).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
 
 /// The parsed arguments of one subcommand.
 #[derive(Debug, Default)]
 pub struct Parsed {
-    pub positionals: Vec<String>,
-    values: BTreeMap<&'static str, String>,
+    pub positionals: Vec<OsString>,
+    values: BTreeMap<&'static str, OsString>,
     flags: BTreeSet<&'static str>,
 }
 
@@ -22,10 +25,25 @@ pub fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
 /// Options every subcommand accepts.
 pub const GLOBAL_VALUES: &[&str] = &["--tmpdir", "--timeout"];
 
-/// Parses `args` with the option names `values` (take a value) and `flags` (do not).
-/// Short names are spelled in the lists too (`-o`).
+/// An argument for a message: lossy, quoted, control characters escaped.
+pub fn show(arg: &OsStr) -> String {
+    format!("{:?}", arg.to_string_lossy())
+}
+
+/// Parses `args` (text arguments; see [`parse_os`]).
 pub fn parse(
     args: &[String],
+    values: &[&'static str],
+    flags: &[&'static str],
+) -> Result<Parsed, UsageError> {
+    let os: Vec<OsString> = args.iter().map(OsString::from).collect();
+    parse_os(&os, values, flags)
+}
+
+/// Parses `args` with the option names `values` (take a value) and `flags` (do not).
+/// Short names are spelled in the lists too (`-o`).
+pub fn parse_os(
+    args: &[OsString],
     values: &[&'static str],
     flags: &[&'static str],
 ) -> Result<Parsed, UsageError> {
@@ -33,19 +51,21 @@ pub fn parse(
     let mut i = 0;
     let mut options_done = false;
     while i < args.len() {
-        let arg = &args[i];
+        let raw = &args[i];
         i += 1;
-        if options_done || arg == "-" || !arg.starts_with('-') {
-            out.positionals.push(arg.clone());
+        let lossy = raw.to_string_lossy();
+        if options_done || lossy == "-" || !lossy.starts_with('-') {
+            out.positionals.push(raw.clone());
             continue;
         }
-        if arg == "--" {
+        if lossy == "--" {
             options_done = true;
             continue;
         }
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-            _ => (arg.as_str(), None),
+        // The option name is text; a value given inline keeps its bytes.
+        let (name, inline): (String, Option<OsString>) = match split_inline(raw) {
+            Some((n, v)) => (n, Some(v)),
+            None => (lossy.into_owned(), None),
         };
         if let Some(&known) = values
             .iter()
@@ -69,16 +89,85 @@ pub fn parse(
             }
             out.flags.insert(known);
         } else {
-            return usage(format!("unknown option {}", arg));
+            return usage(format!("unknown option {}", show(raw)));
         }
     }
     Ok(out)
 }
 
+/// `--name=VALUE` split at the first `=` (the name must be text), else `None`.
+fn split_inline(arg: &OsStr) -> Option<(String, OsString)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = arg.as_bytes();
+        if !bytes.starts_with(b"--") {
+            return None;
+        }
+        let eq = bytes.iter().position(|&b| b == b'=')?;
+        let name = std::str::from_utf8(&bytes[..eq]).ok()?.to_string();
+        Some((name, OsStr::from_bytes(&bytes[eq + 1..]).to_os_string()))
+    }
+    #[cfg(not(unix))]
+    {
+        let s = arg.to_str()?;
+        let (n, v) = s.split_once('=')?;
+        if n.starts_with("--") {
+            Some((n.to_string(), OsString::from(v)))
+        } else {
+            None
+        }
+    }
+}
+
+/// `value` as text, or a usage error naming `what`.
+pub fn text<'a>(what: &str, value: &'a OsStr) -> Result<&'a str, UsageError> {
+    value.to_str().map_or_else(
+        || {
+            usage(format!(
+                "{} must be valid UTF-8 (the runtime takes UTF-16 text), not {}",
+                what,
+                show(value)
+            ))
+        },
+        Ok,
+    )
+}
+
+/// `value` as a path, refusing an empty one (it would mean the current directory).
+pub fn path(what: &str, value: &OsStr) -> Result<PathBuf, UsageError> {
+    if value.is_empty() {
+        return usage(format!("{} must not be empty", what));
+    }
+    Ok(PathBuf::from(value))
+}
+
 impl Parsed {
-    /// The value of option `name`.
+    /// The value of option `name`, when it is text (`None` for bytes that are not UTF-8:
+    /// use [`value_os`](Self::value_os) or [`value_text`](Self::value_text)).
     pub fn value(&self, name: &str) -> Option<&str> {
-        self.values.get(name).map(|s| s.as_str())
+        self.values.get(name).and_then(|s| s.to_str())
+    }
+
+    /// The value of option `name`, as given.
+    pub fn value_os(&self, name: &str) -> Option<&OsStr> {
+        self.values.get(name).map(|s| s.as_os_str())
+    }
+
+    /// The value of option `name` as text; a usage error when it is not UTF-8.
+    pub fn value_text(&self, name: &str) -> Result<Option<&str>, UsageError> {
+        match self.value_os(name) {
+            Some(v) => text(name, v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The value of option `name` as a non-empty path.
+    pub fn value_path(&self, name: &str) -> Result<Option<PathBuf>, UsageError> {
+        match self.value_os(name) {
+            Some(v) => path(name, v).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// True if flag `name` was given.
@@ -94,7 +183,7 @@ impl Parsed {
         if self.positionals.len() > names.len() {
             return usage(format!(
                 "unexpected argument {}",
-                self.positionals[names.len()]
+                show(&self.positionals[names.len()])
             ));
         }
         Ok(())
@@ -125,7 +214,7 @@ mod tests {
             &["--no-rundown"],
         )
         .unwrap();
-        assert_eq!(p.positionals, v(&["12"]));
+        assert_eq!(p.positionals, vec![OsString::from("12")]);
         assert_eq!(p.value("-o"), Some("f"));
         assert_eq!(p.value("--duration"), Some("3"));
         assert_eq!(p.value("--timeout"), Some("2"));
@@ -133,8 +222,32 @@ mod tests {
         assert!(parse(&v(&["--bogus"]), &[], &[]).is_err());
         assert!(parse(&v(&["-o"]), &["-o"], &[]).is_err());
         let p = parse(&v(&["1", "--", "--x"]), &[], &[]).unwrap();
-        assert_eq!(p.positionals, v(&["1", "--x"]));
+        assert_eq!(p.positionals, vec![OsString::from("1"), "--x".into()]);
         assert!(p.expect_positionals(&["PID", "NAME"]).is_ok());
         assert!(p.expect_positionals(&["PID"]).is_err());
+        assert!(path("-o", OsStr::new("")).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn non_utf8_arguments_are_kept_or_refused_never_a_panic() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(b"/tmp/\xff".to_vec());
+        let mut inline = b"--tmpdir=".to_vec();
+        inline.extend_from_slice(b"/x\xfe");
+        let args = vec![
+            OsString::from("1"),
+            OsString::from("-o"),
+            bad.clone(),
+            OsString::from_vec(inline),
+        ];
+        let p = parse_os(&args, &["-o"], &[]).unwrap();
+        assert_eq!(p.value_os("-o"), Some(bad.as_os_str()));
+        assert_eq!(p.value("-o"), None);
+        assert!(p.value_text("-o").is_err());
+        assert_eq!(p.value_path("-o").unwrap(), Some(PathBuf::from(&bad)));
+        assert!(p.value_os("--tmpdir").is_some());
+        let unknown = vec![OsString::from_vec(b"--\xff".to_vec())];
+        assert!(parse_os(&unknown, &[], &[]).is_err());
     }
 }

@@ -5,19 +5,22 @@ mod counters;
 mod json;
 mod monitor;
 mod providers;
+mod ps;
 mod term;
+mod trace;
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use dsipc::payload::{DumpType, PerfMapType, Provider};
-use dsipc::wire::{Guid, Text};
+use dsipc::payload::{DumpType, PerfMapType};
+use dsipc::wire::Guid;
 use dsipc_std::{DiagnosticsClient, Error, ProcessInfo};
 
-use args::{parse, usage, Parsed, UsageError};
+use args::{parse_os, show, usage, Parsed, UsageError};
+use term::{clean, note};
 
 const USAGE: &str = "\
 dsipc: talk to .NET runtimes over the Diagnostic IPC protocol
@@ -27,39 +30,57 @@ usage: dsipc COMMAND [ARGS] [--tmpdir DIR] [--timeout SECS]
 commands:
   ps                               list diagnosable processes: pid, command line, socket
   info PID [--json]                process information (ProcessInfo3, 2 or 1)
-  env PID                          the process environment, one NAME=VALUE per line
+  env PID [--max-bytes N]          the process environment, one NAME=VALUE per line
+                                   (refused when the runtime announces more than N
+                                   bytes; default 16 MiB)
   setenv PID NAME VALUE            set an environment variable in the process
   setenv PID NAME --unset          remove it
   resume PID                       resume a runtime paused at startup
   trace PID -o FILE [--providers SPEC] [--duration SECS] [--no-rundown] [--buffer-mb N]
                                    EventPipe trace to a .nettrace file; stops at the
-                                   duration or on Ctrl-C (StopTracing, then drains)
+                                   duration or on Ctrl-C (StopTracing, then drains; a
+                                   second Ctrl-C keeps what was received and exits).
+                                   FILE is only written once the session has started
   dump PID -o PATH [--type normal|heap|triage|full]
                                    write a dump (PATH as the target process sees it)
   perfmap PID enable|disable [--type all|jitdump|perfmap]
   startup-hook PID PATH            load a startup hook assembly
   attach-profiler PID --clsid GUID --path PATH [--data HEX]
-  monitor --listen PATH [--resume] [--json] [--metrics ADDR [--counters LIST]
-          [--refresh-interval SECS]]
+  monitor --listen PATH [--resume] [--json] [--max-connections N]
+          [--metrics ADDR [--counters LIST] [--refresh-interval SECS]]
                                    reverse diagnostic port: runtimes started with
                                    DOTNET_DiagnosticPorts=PATH,connect[,suspend] connect
                                    here; one line per Advertise (pid, cookie); --resume
                                    resumes suspended runtimes; Ctrl-C removes the socket
-                                   (on Windows PATH is a pipe name); --metrics serves
-                                   the counters of every runtime seen at http://ADDR/metrics
+                                   (on Windows PATH is a pipe name). Connections are
+                                   served at once, each with --timeout to advertise and
+                                   to answer the resume; past N held connections
+                                   (default 1000) the oldest idle one is closed;
+                                   --metrics serves the counters of every runtime seen
+                                   at http://ADDR/metrics
   counters monitor|collect|export PID... [--counters LIST] [--refresh-interval SECS]
                                    live counters (dotnet-counters); see dsipc counters --help
 
 options for every command:
   --tmpdir DIR     look for diagnostic sockets only in DIR (default: the target's TMPDIR,
                    /tmp, and /proc/PID/root for other mount namespaces)
-  --timeout SECS   connect and reply timeout (default 10; 3 for ps, 120 for dump)
+  --timeout SECS   the command's whole time budget with the runtime: connecting, every
+                   reply, and every fallback to an older command version together
+                   (default 10; 3 for ps, all probes in parallel; 120 for dump). For
+                   trace it bounds the start, the StopTracing reply, and the drain after
+                   the stop was answered; the session itself runs until stopped
 
 SPEC is dotnet-trace's Name[:Keywords[:Level[:Args]]],... (keywords in hex, level 0-5 or
 a name). Without --providers: Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4 and
 Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4 (dotnet-trace's cpu-sampling profile).
 
-Exit status: 0 on success, 1 when the command failed, 2 on a usage error.
+Text from runtimes is printed with control characters escaped (\\n, \\x1b, ...).
+
+Exit status: 0 on success; 1 when the command failed (including a trace whose stream
+ended before any stop without its end-of-stream marker, or did not end after the stop:
+the bytes received stay in FILE); 2 on a usage error; 130 when a trace was interrupted
+by a second Ctrl-C (what was received is kept); 141 when standard output was closed
+(broken pipe), silently.
 ";
 
 /// Why a command failed.
@@ -67,6 +88,10 @@ enum CliError {
     Usage(String),
     Ipc(Error),
     Other(String),
+    /// An I/O error (a broken pipe on stdout ends the command quietly).
+    Io(io::Error),
+    /// Already reported: exit with this status.
+    Exit(u8),
 }
 
 impl From<UsageError> for CliError {
@@ -83,7 +108,7 @@ impl From<Error> for CliError {
 
 impl From<io::Error> for CliError {
     fn from(e: io::Error) -> Self {
-        CliError::Other(e.to_string())
+        CliError::Io(e)
     }
 }
 
@@ -97,12 +122,12 @@ struct Common {
 
 impl Common {
     fn from(p: &Parsed) -> Result<Common, UsageError> {
-        let timeout = match p.value("--timeout") {
+        let timeout = match p.value_os("--timeout") {
             Some(t) => Some(parse_seconds("--timeout", t)?),
             None => None,
         };
         Ok(Common {
-            tmpdir: p.value("--tmpdir").map(PathBuf::from),
+            tmpdir: p.value_path("--tmpdir")?,
             timeout,
         })
     }
@@ -113,233 +138,184 @@ impl Common {
 
     /// A client for `pid` with the command's timeout.
     fn client(&self, pid: u32, default_timeout: Duration) -> Result<DiagnosticsClient, CliError> {
-        let client = find_client(pid, self.tmpdir.as_deref())?;
+        let client = DiagnosticsClient::for_pid_in(pid, self.tmpdir.as_deref())?;
         Ok(client.with_timeout(self.timeout_or(default_timeout)))
     }
 }
 
-fn find_client(pid: u32, tmpdir: Option<&Path>) -> Result<DiagnosticsClient, Error> {
-    DiagnosticsClient::for_pid_in(pid, tmpdir)
-}
-
-fn parse_seconds(what: &str, s: &str) -> Result<Duration, UsageError> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+fn parse_seconds(what: &str, s: &OsStr) -> Result<Duration, UsageError> {
+    match s.to_str().map(str::parse::<f64>) {
+        Some(Ok(v)) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Duration::from_secs_f64(v)),
         _ => usage(format!(
-            "{} wants a positive number of seconds, not {:?}",
-            what, s
+            "{} wants a positive number of seconds, not {}",
+            what,
+            show(s)
         )),
     }
 }
 
-fn parse_pid(s: &str) -> Result<u32, UsageError> {
-    match s.parse::<u32>() {
-        Ok(p) if p > 0 => Ok(p),
-        _ => usage(format!("PID must be a positive integer, not {:?}", s)),
+fn parse_pid(s: &OsStr) -> Result<u32, UsageError> {
+    match s.to_str().map(str::parse::<u32>) {
+        Some(Ok(p)) if p > 0 => Ok(p),
+        _ => usage(format!("PID must be a positive integer, not {}", show(s))),
     }
 }
 
 /// Makes a path absolute against the current directory (the runtime resolves relative
-/// paths against its own).
-fn absolute(path: &str) -> Result<String, CliError> {
-    let p = Path::new(path);
+/// paths against its own), as text (the runtime takes UTF-16). Empty paths are refused.
+fn absolute(what: &str, path: &OsStr) -> Result<String, CliError> {
+    let p = args::path(what, path)?;
+    args::text(what, path)?;
     let abs = if p.is_absolute() {
-        p.to_path_buf()
+        p
     } else {
-        std::env::current_dir()?.join(p)
+        std::env::current_dir()
+            .map_err(|e| CliError::Other(format!("cannot read the current directory: {}", e)))?
+            .join(p)
     };
-    abs.into_os_string()
-        .into_string()
-        .map_err(|_| CliError::Other(format!("path {:?} is not valid UTF-8", path)))
-}
-
-fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    match run(argv) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(CliError::Usage(msg)) => {
-            eprintln!("dsipc: {} (see dsipc --help)", msg);
-            ExitCode::from(2)
-        }
-        Err(CliError::Ipc(e)) => {
-            eprintln!("dsipc: {}", e);
-            ExitCode::from(1)
-        }
-        Err(CliError::Other(msg)) => {
-            eprintln!("dsipc: {}", msg);
-            ExitCode::from(1)
-        }
+    match abs.into_os_string().into_string() {
+        Ok(s) => Ok(s),
+        Err(a) => Err(CliError::Usage(format!(
+            "{} must be valid UTF-8 (the runtime takes UTF-16 text), not {}",
+            what,
+            show(&a)
+        ))),
     }
 }
 
-fn run(argv: Vec<String>) -> CliResult {
+/// Writes `text` to stdout and flushes.
+fn print_out(text: &str) -> CliResult {
+    let out = io::stdout();
+    let mut out = out.lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match run(argv) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Usage(msg)) => {
+            note!("dsipc: {} (see dsipc --help)", clean(&msg));
+            ExitCode::from(2)
+        }
+        Err(CliError::Ipc(e)) => {
+            note!("dsipc: {}", clean(&e.to_string()));
+            ExitCode::from(1)
+        }
+        Err(CliError::Other(msg)) => {
+            note!("dsipc: {}", clean(&msg));
+            ExitCode::from(1)
+        }
+        // Whoever read our output has gone: leave quietly, as if killed by SIGPIPE.
+        Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::from(141),
+        Err(CliError::Io(e)) => {
+            note!("dsipc: cannot write the output: {}", clean(&e.to_string()));
+            ExitCode::from(1)
+        }
+        Err(CliError::Exit(code)) => ExitCode::from(code),
+    }
+}
+
+fn run(argv: Vec<OsString>) -> CliResult {
     // Global options may come before the command too.
     let mut i = 0;
-    let mut leading = Vec::new();
-    while i < argv.len() && argv[i].starts_with('-') {
-        let a = &argv[i];
+    let mut leading: Vec<OsString> = Vec::new();
+    while i < argv.len() && argv[i].to_string_lossy().starts_with('-') {
+        let a = argv[i].to_string_lossy().into_owned();
         if a == "-h" || a == "--help" {
-            print!("{}", USAGE);
-            return Ok(());
+            return print_out(USAGE);
         }
         if a == "-V" || a == "--version" {
-            println!("dsipc {}", env!("CARGO_PKG_VERSION"));
-            return Ok(());
+            return print_out(&format!("dsipc {}\n", env!("CARGO_PKG_VERSION")));
         }
-        leading.push(a.clone());
-        if !a.contains('=') {
-            if let Some(v) = argv.get(i + 1) {
-                leading.push(v.clone());
-                i += 1;
+        leading.push(argv[i].clone());
+        if args::GLOBAL_VALUES.contains(&a.as_str()) {
+            match argv.get(i + 1) {
+                Some(v) => {
+                    leading.push(v.clone());
+                    i += 1;
+                }
+                None => return Err(CliError::Usage(format!("{} needs a value", a))),
             }
         }
         i += 1;
     }
     let command = match argv.get(i) {
-        Some(c) => c.as_str(),
+        Some(c) => c.to_string_lossy().into_owned(),
         None => return Err(CliError::Usage("no command given".into())),
     };
     let mut rest = leading;
     rest.extend(argv[i + 1..].iter().cloned());
     if rest.iter().any(|a| a == "-h" || a == "--help") {
-        print!(
-            "{}",
-            if command == "counters" {
-                counters::USAGE
-            } else {
-                USAGE
-            }
-        );
-        return Ok(());
+        return print_out(if command == "counters" {
+            counters::USAGE
+        } else {
+            USAGE
+        });
     }
-    match command {
+    match command.as_str() {
         "ps" => cmd_ps(&rest),
         "info" => cmd_info(&rest),
         "env" => cmd_env(&rest),
         "setenv" => cmd_setenv(&rest),
         "resume" => cmd_resume(&rest),
-        "trace" => cmd_trace(&rest),
+        "trace" => trace::cmd_trace(&rest),
         "dump" => cmd_dump(&rest),
         "perfmap" => cmd_perfmap(&rest),
         "startup-hook" => cmd_startup_hook(&rest),
         "attach-profiler" => cmd_attach_profiler(&rest),
-        "monitor" => monitor::cmd_monitor(&rest),
-        "counters" => counters::cmd_counters(&rest).map_err(|e| match e {
-            counters::CountersError::Usage(m) => CliError::Usage(m),
-            counters::CountersError::Failed(m) => CliError::Other(m),
-        }),
+        "monitor" => {
+            // The monitor parses text arguments.
+            let mut text = Vec::with_capacity(rest.len());
+            for a in &rest {
+                text.push(args::text("every monitor argument", a)?.to_string());
+            }
+            monitor::cmd_monitor(&text)
+        }
+        "counters" => {
+            let mut text = Vec::with_capacity(rest.len());
+            for a in &rest {
+                text.push(args::text("every counters argument", a)?.to_string());
+            }
+            counters::cmd_counters(&text).map_err(|e| match e {
+                counters::CountersError::Usage(m) => CliError::Usage(m),
+                counters::CountersError::Failed(m) => CliError::Other(m),
+            })
+        }
         // Subcommands to come go here, each as a `cmd_*` function taking the arguments
         // after the command name.
-        "help" => {
-            print!("{}", USAGE);
-            Ok(())
-        }
-        other => Err(CliError::Usage(format!("unknown command {:?}", other))),
+        "help" => print_out(USAGE),
+        _ => Err(CliError::Usage(format!(
+            "unknown command {}",
+            show(OsStr::new(&command))
+        ))),
     }
 }
 
 /// Parses a command's arguments: positionals named by `names`, the first being the PID.
 fn pid_command(
-    rest: &[String],
+    rest: &[OsString],
     names: &[&str],
     values: &[&'static str],
     flags: &[&'static str],
 ) -> Result<(Parsed, Common, u32), CliError> {
-    let p = parse(rest, values, flags)?;
+    let p = parse_os(rest, values, flags)?;
     p.expect_positionals(names)?;
     let common = Common::from(&p)?;
     let pid = parse_pid(&p.positionals[0])?;
     Ok((p, common, pid))
 }
 
-fn cmd_ps(rest: &[String]) -> CliResult {
-    let p = parse(rest, &[], &[])?;
+fn cmd_ps(rest: &[OsString]) -> CliResult {
+    let p = parse_os(rest, &[], &[])?;
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;
-    ps(&common)
+    ps::ps(&common)
 }
 
-#[cfg(unix)]
-fn ps(common: &Common) -> CliResult {
-    let procs = dsipc_std::unix::list_processes(common.tmpdir.as_deref())?;
-    let timeout = common.timeout_or(Duration::from_secs(3));
-    let out = io::stdout();
-    let mut out = out.lock();
-    writeln!(out, "{:<8} {:<48} SOCKET", "PID", "COMMAND")?;
-    for proc in procs {
-        let client =
-            DiagnosticsClient::new(dsipc_std::Endpoint::new(&proc.socket)).with_timeout(timeout);
-        let command = match client.process_info_basic() {
-            Ok(info) => info.command_line,
-            // .NET Core 3.x has no ProcessInfo: show what /proc says, in brackets.
-            Err(e) if e.is_not_supported() => proc_cmdline(proc.pid)
-                .map(|c| format!("[{}]", c))
-                .unwrap_or_else(|| "-".into()),
-            Err(_) => "-".into(),
-        };
-        writeln!(
-            out,
-            "{:<8} {:<48} {}",
-            proc.pid,
-            command,
-            proc.socket.display()
-        )?;
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn proc_cmdline(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{}/cmdline", pid)).ok()?;
-    let parts: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    if parts.is_empty() {
-        None
-    } else {
-        Some(parts.join(" "))
-    }
-}
-
-#[cfg(windows)]
-fn ps(common: &Common) -> CliResult {
-    let (procs, method) = dsipc_std::windows::list_processes_with_method()
-        .map_err(|e| CliError::Other(e.to_string()))?;
-    let timeout = common.timeout_or(Duration::from_secs(3));
-    let out = io::stdout();
-    let mut out = out.lock();
-    if method == dsipc_std::windows::ListMethod::ProcessProbe {
-        eprintln!(r"dsipc: \\.\pipe\ cannot be listed here; probed the pipe of every process");
-    }
-    writeln!(out, "{:<8} {:<48} PIPE", "PID", "COMMAND")?;
-    for proc in procs {
-        let client =
-            DiagnosticsClient::new(dsipc_std::Endpoint::new(&proc.pipe)).with_timeout(timeout);
-        let command = match client.process_info_basic() {
-            Ok(info) => info.command_line,
-            Err(_) => "-".into(),
-        };
-        writeln!(
-            out,
-            "{:<8} {:<48} {}",
-            proc.pid,
-            command,
-            proc.pipe.display()
-        )?;
-    }
-    Ok(())
-}
-
-#[cfg(not(any(unix, windows)))]
-fn ps(_common: &Common) -> CliResult {
-    Err(CliError::Other(
-        "ps is only implemented on Unix and Windows".into(),
-    ))
-}
-
-fn cmd_info(rest: &[String]) -> CliResult {
+fn cmd_info(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID"], &[], &["--json"])?;
     let info = common
         .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
@@ -349,14 +325,13 @@ fn cmd_info(rest: &[String]) -> CliResult {
     } else {
         info_text(&info)
     };
-    print!("{}", text);
-    Ok(())
+    print_out(&text)
 }
 
 fn info_text(info: &ProcessInfo) -> String {
     let opt = |o: &Option<String>| match o {
         Some(s) if s.is_empty() => "(empty)".to_string(),
-        Some(s) => s.clone(),
+        Some(s) => clean(s).into_owned(),
         None => "(not reported)".to_string(),
     };
     format!(
@@ -371,9 +346,9 @@ fn info_text(info: &ProcessInfo) -> String {
          answered by:         {}\n",
         info.pid,
         info.cookie,
-        info.command_line,
-        info.os,
-        info.arch,
+        clean(&info.command_line),
+        clean(&info.os),
+        clean(&info.arch),
         opt(&info.entrypoint_assembly),
         opt(&info.clr_version),
         opt(&info.runtime_identifier),
@@ -395,21 +370,45 @@ fn info_json(info: &ProcessInfo) -> String {
     o.finish() + "\n"
 }
 
-fn cmd_env(rest: &[String]) -> CliResult {
-    let (_, common, pid) = pid_command(rest, &["PID"], &[], &[])?;
-    let vars = common
+fn cmd_env(rest: &[OsString]) -> CliResult {
+    let (p, common, pid) = pid_command(rest, &["PID"], &["--max-bytes"], &[])?;
+    let max = match p.value_os("--max-bytes") {
+        Some(v) => match v.to_str().map(str::parse::<u64>) {
+            Some(Ok(n)) if n > 0 => n,
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "--max-bytes wants a positive number of bytes, not {}",
+                    show(v)
+                )))
+            }
+        },
+        None => dsipc_std::DEFAULT_MAX_ENVIRONMENT,
+    };
+    let client = common
         .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
-        .process_environment()?;
+        .with_max_environment(max);
     let out = io::stdout();
-    let mut out = out.lock();
-    for v in vars {
-        writeln!(out, "{}", v)?;
+    let mut out = io::BufWriter::new(out.lock());
+    // Entries go out as they arrive; a failing stdout ends the exchange.
+    let mut failed: Option<io::Error> = None;
+    let result = client.for_each_environment_variable(|v| match writeln!(out, "{}", clean(v)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            failed = Some(e);
+            Err(Error::Aborted)
+        }
+    });
+    if let Some(e) = failed {
+        return Err(CliError::Io(e));
     }
+    let flushed = out.flush();
+    result?;
+    flushed?;
     Ok(())
 }
 
-fn cmd_setenv(rest: &[String]) -> CliResult {
-    let p = parse(rest, &[], &["--unset"])?;
+fn cmd_setenv(rest: &[OsString]) -> CliResult {
+    let p = parse_os(rest, &[], &["--unset"])?;
     let common = Common::from(&p)?;
     let unset = p.flag("--unset");
     if unset {
@@ -418,7 +417,7 @@ fn cmd_setenv(rest: &[String]) -> CliResult {
         p.expect_positionals(&["PID", "NAME", "VALUE (or --unset)"])?;
     }
     let pid = parse_pid(&p.positionals[0])?;
-    let name = &p.positionals[1];
+    let name = args::text("NAME", &p.positionals[1])?;
     if name.is_empty() || name.contains('=') {
         return Err(CliError::Usage(
             "NAME must be non-empty and must not contain '='".into(),
@@ -427,7 +426,7 @@ fn cmd_setenv(rest: &[String]) -> CliResult {
     let value = if unset {
         None
     } else {
-        Some(p.positionals[2].as_str())
+        Some(args::text("VALUE", &p.positionals[2])?)
     };
     common
         .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
@@ -435,7 +434,7 @@ fn cmd_setenv(rest: &[String]) -> CliResult {
     Ok(())
 }
 
-fn cmd_resume(rest: &[String]) -> CliResult {
+fn cmd_resume(rest: &[OsString]) -> CliResult {
     let (_, common, pid) = pid_command(rest, &["PID"], &[], &[])?;
     common
         .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
@@ -443,130 +442,14 @@ fn cmd_resume(rest: &[String]) -> CliResult {
     Ok(())
 }
 
-fn cmd_trace(rest: &[String]) -> CliResult {
-    let (p, common, pid) = pid_command(
-        rest,
-        &["PID"],
-        &["-o", "--output", "--providers", "--duration", "--buffer-mb"],
-        &["--no-rundown"],
-    )?;
-    let output = match p.value("-o").or_else(|| p.value("--output")) {
-        Some(o) => PathBuf::from(o),
-        None => return Err(CliError::Usage("trace needs -o FILE".into())),
-    };
-    let specs = match p.value("--providers") {
-        Some(s) => providers::parse_providers(s).map_err(CliError::Usage)?,
-        None => providers::default_providers(),
-    };
-    let duration = match p.value("--duration") {
-        Some(d) => Some(parse_seconds("--duration", d)?),
-        None => None,
-    };
-    let buffer_mb = match p.value("--buffer-mb") {
-        Some(b) => match b.parse::<u32>() {
-            Ok(n) if (1..=4096).contains(&n) => n,
-            _ => return Err(CliError::Usage("--buffer-mb wants 1 to 4096".into())),
-        },
-        None => 256,
-    };
-    let rundown = !p.flag("--no-rundown");
-    let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
-    let providers: Vec<Provider<'_>> = specs
-        .iter()
-        .map(|s| Provider {
-            keywords: s.keywords,
-            log_level: s.level,
-            provider_name: Text::Str(&s.name),
-            arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
-        })
-        .collect();
-
-    let file = File::create(&output)
-        .map_err(|e| CliError::Other(format!("cannot create {}: {}", output.display(), e)))?;
-    let mut out = BufWriter::with_capacity(256 * 1024, file);
-    term::catch_interrupts();
-    let mut session = match client.collect_tracing(&providers, buffer_mb, rundown) {
-        Ok(s) => s,
-        Err(e) => {
-            drop(out);
-            let _ = std::fs::remove_file(&output);
-            return Err(e.into());
-        }
-    };
-
-    let tty = term::stderr_is_terminal();
-    eprintln!(
-        "dsipc: tracing pid {} (session 0x{:x}) into {}",
-        pid,
-        session.session_id(),
-        output.display()
-    );
-    for s in &specs {
-        eprintln!(
-            "  {:<40} 0x{:016X}  level {}{}",
-            s.name,
-            s.keywords,
-            s.level,
-            s.args
-                .as_deref()
-                .map(|a| format!("  {}", a))
-                .unwrap_or_default()
-        );
-    }
-    eprintln!(
-        "dsipc: {}",
-        match duration {
-            Some(d) => format!("stopping after {:.1} s or on Ctrl-C", d.as_secs_f64()),
-            None => "stop with Ctrl-C".to_string(),
-        }
-    );
-    let start = Instant::now();
-    let mut last_print = start;
-    let mut stopping = false;
-    let result = session.copy_to(&mut out, |bytes| {
-        let now = Instant::now();
-        if tty && now.duration_since(last_print) >= Duration::from_millis(250) {
-            last_print = now;
-            let secs = now.duration_since(start).as_secs_f64();
-            eprint!(
-                "\r  {:>7.1} s  {:>10.2} MiB  {:>8.2} MiB/s   ",
-                secs,
-                bytes as f64 / 1048576.0,
-                bytes as f64 / 1048576.0 / secs.max(0.001)
-            );
-        }
-        let stop = term::interrupted() || duration.map_or(false, |d| start.elapsed() >= d);
-        if stop && !stopping {
-            stopping = true;
-            if tty {
-                eprintln!();
-            }
-            eprintln!("dsipc: stopping the session, draining the rest of the stream");
-        }
-        stop
-    });
-    if tty && !stopping {
-        eprintln!();
-    }
-    let bytes = result?;
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "wrote {} bytes ({:.2} MiB) to {} in {:.1} s",
-        bytes,
-        bytes as f64 / 1048576.0,
-        output.display(),
-        secs
-    );
-    Ok(())
-}
-
-fn cmd_dump(rest: &[String]) -> CliResult {
+fn cmd_dump(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID"], &["-o", "--output", "--type"], &[])?;
-    let path = match p.value("-o").or_else(|| p.value("--output")) {
-        Some(o) => absolute(o)?,
+    let path = match p.value_os("-o").or_else(|| p.value_os("--output")) {
+        Some(o) => absolute("-o PATH", o)?,
         None => return Err(CliError::Usage("dump needs -o PATH".into())),
     };
-    let kind = match p.value("--type").unwrap_or("normal") {
+    let type_name = p.value_text("--type")?.unwrap_or("normal");
+    let kind = match type_name {
         "normal" | "mini" => DumpType::Normal,
         "heap" => DumpType::WithHeap,
         "triage" => DumpType::Triage,
@@ -581,22 +464,23 @@ fn cmd_dump(rest: &[String]) -> CliResult {
     let client = common.client(pid, Duration::from_secs(120))?;
     let start = Instant::now();
     client.write_dump(&path, kind, 0)?;
-    println!(
-        "wrote a {} dump of pid {} to {} in {:.2} s",
-        p.value("--type").unwrap_or("normal"),
+    print_out(&format!(
+        "wrote a {} dump of pid {} to {} in {:.2} s\n",
+        type_name,
         pid,
-        path,
+        clean(&path),
         start.elapsed().as_secs_f64()
-    );
-    Ok(())
+    ))
 }
 
-fn cmd_perfmap(rest: &[String]) -> CliResult {
+fn cmd_perfmap(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID", "enable|disable"], &["--type"], &[])?;
+    let action = p.positionals[1].to_string_lossy().into_owned();
+    let type_name = p.value_text("--type")?;
     let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
-    match p.positionals[1].as_str() {
+    match action.as_str() {
         "enable" => {
-            let kind = match p.value("--type").unwrap_or("all") {
+            let kind = match type_name.unwrap_or("all") {
                 "all" => PerfMapType::All,
                 "jitdump" => PerfMapType::JitDump,
                 "perfmap" => PerfMapType::PerfMap,
@@ -610,7 +494,7 @@ fn cmd_perfmap(rest: &[String]) -> CliResult {
             client.enable_perf_map(kind)?;
         }
         "disable" => {
-            if p.value("--type").is_some() {
+            if type_name.is_some() {
                 return Err(CliError::Usage("--type goes with enable".into()));
             }
             client.disable_perf_map()?;
@@ -625,9 +509,9 @@ fn cmd_perfmap(rest: &[String]) -> CliResult {
     Ok(())
 }
 
-fn cmd_startup_hook(rest: &[String]) -> CliResult {
+fn cmd_startup_hook(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID", "PATH"], &[], &[])?;
-    let path = absolute(&p.positionals[1])?;
+    let path = absolute("PATH", &p.positionals[1])?;
     common
         .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
         .apply_startup_hook(&path)?;
@@ -652,18 +536,18 @@ fn parse_hex(s: &str) -> Result<Vec<u8>, UsageError> {
         .collect()
 }
 
-fn cmd_attach_profiler(rest: &[String]) -> CliResult {
+fn cmd_attach_profiler(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID"], &["--clsid", "--path", "--data"], &[])?;
-    let clsid = match p.value("--clsid").map(Guid::parse) {
+    let clsid = match p.value_text("--clsid")?.map(Guid::parse) {
         Some(Ok(g)) => g,
         Some(Err(e)) => return Err(CliError::Usage(format!("--clsid: {}", e))),
         None => return Err(CliError::Usage("attach-profiler needs --clsid GUID".into())),
     };
-    let path = match p.value("--path") {
-        Some(path) => absolute(path)?,
+    let path = match p.value_os("--path") {
+        Some(path) => absolute("--path", path)?,
         None => return Err(CliError::Usage("attach-profiler needs --path PATH".into())),
     };
-    let data = match p.value("--data") {
+    let data = match p.value_text("--data")? {
         Some(h) => parse_hex(h)?,
         None => Vec::new(),
     };
@@ -683,12 +567,12 @@ mod tests {
         assert!(parse_hex("abc").is_err());
         assert!(parse_hex("zz").is_err());
         assert_eq!(
-            parse_seconds("x", "1.5").unwrap(),
+            parse_seconds("x", OsStr::new("1.5")).unwrap(),
             Duration::from_millis(1500)
         );
-        assert!(parse_seconds("x", "-1").is_err());
-        assert!(parse_seconds("x", "nan").is_err());
-        assert!(parse_pid("0").is_err());
+        assert!(parse_seconds("x", OsStr::new("-1")).is_err());
+        assert!(parse_seconds("x", OsStr::new("nan")).is_err());
+        assert!(parse_pid(OsStr::new("0")).is_err());
     }
 
     #[test]
@@ -708,5 +592,7 @@ mod tests {
         assert!(j.contains("\"pid\":7"), "{}", j);
         assert!(j.contains("\"command_line\":\"a \\\"b\\\"\\n\""), "{}", j);
         assert!(j.contains("\"clr_version\":null"), "{}", j);
+        let t = info_text(&info);
+        assert!(t.contains("command line:        a \"b\"\\n\n"), "{}", t);
     }
 }

@@ -5,22 +5,36 @@
 //! `--resume` it sends ResumeRuntime to every runtime once (suspended runtimes then start);
 //! otherwise, and after the resume, it keeps each runtime's latest connection open and idle
 //! (a closed connection makes the runtime reconnect at once, in a loop).
+//!
+//! Every connection is served at once, each with its own deadline (`--timeout`: for the
+//! Advertise, then for the ResumeRuntime reply), so that no peer delays another: on Unix
+//! in one thread on the dsipc-mio reactor ([`engine`] in `monitor/reactor.rs`), elsewhere
+//! (Windows, whose build uses Rust 1.63, too old for mio 1.x) with a thread per connection
+//! (`monitor/threads.rs`). At most `--max-connections` connections are held: past that,
+//! and whenever accepting fails (out of descriptors), the oldest idle one is closed
+//! (a peer that never advertised first, then a held runtime, which reconnects).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, Write};
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use dsipc::wire::Guid;
-use dsipc_std::reverse::{ReverseConnection, ReverseListener};
 
 use crate::args::parse;
-use crate::{json, term, CliError, CliResult, Common};
+use crate::{json, CliError, CliResult, Common};
 
-/// How often the accept loop looks at the Ctrl-C flag (on Unix a signal also wakes it).
-const TICK: Duration = Duration::from_millis(250);
-/// How often idle connections of runtimes that have exited are let go.
-const PRUNE_EVERY: Duration = Duration::from_secs(5);
+#[cfg(all(unix, feature = "mio"))]
+#[path = "monitor/reactor.rs"]
+mod engine;
+#[cfg(not(all(unix, feature = "mio")))]
+#[path = "monitor/threads.rs"]
+mod engine;
+
+/// How often the loop looks at the Ctrl-C flag at least (on Unix a signal also wakes it).
+const TICK: Duration = Duration::from_millis(100);
+/// Default of `--max-connections`.
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 1000;
 
 /// One Advertise, and what the monitor did about it.
 struct Seen {
@@ -61,10 +75,150 @@ impl Seen {
     }
 }
 
+/// What the monitor was asked to do.
+struct Options {
+    address: PathBuf,
+    resume: bool,
+    as_json: bool,
+    timeout: Duration,
+    max_connections: usize,
+}
+
+/// What to do with a runtime that advertised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// Send ResumeRuntime (its line is printed with the outcome).
+    Resume,
+    /// Keep the connection open and idle (its line is printed now).
+    Hold,
+}
+
+/// How many runtimes (cookies) the monitor remembers; past that the oldest is forgotten, so
+/// that a peer inventing cookies cannot grow its memory without bound. A forgotten runtime
+/// that advertises again is reported as new (and with `--resume` resumed again, which a
+/// running runtime answers OK).
+const REMEMBERED: usize = 65_536;
+
+/// Which runtimes were seen and resumed (by cookie).
+struct Book {
+    resume: bool,
+    seen: HashSet<Guid>,
+    /// `seen` in the order they came (oldest first).
+    order: VecDeque<Guid>,
+    /// A subset of `seen`.
+    resumed: HashSet<Guid>,
+    /// At most one per open connection.
+    resuming: HashSet<Guid>,
+    limit: usize,
+}
+
+impl Book {
+    fn new(resume: bool) -> Book {
+        Book::with_limit(resume, REMEMBERED)
+    }
+
+    fn with_limit(resume: bool, limit: usize) -> Book {
+        Book {
+            resume,
+            seen: HashSet::new(),
+            order: VecDeque::new(),
+            resumed: HashSet::new(),
+            resuming: HashSet::new(),
+            limit: limit.max(1),
+        }
+    }
+
+    /// A runtime advertised: its line so far and what to do.
+    fn advertised(&mut self, pid: u64, cookie: Guid) -> (Seen, Action) {
+        let reconnect = self.seen.contains(&cookie);
+        if !reconnect {
+            if self.order.len() >= self.limit {
+                if let Some(old) = self.order.pop_front() {
+                    self.seen.remove(&old);
+                    self.resumed.remove(&old);
+                }
+            }
+            self.seen.insert(cookie);
+            self.order.push_back(cookie);
+        }
+        let line = Seen {
+            pid,
+            cookie,
+            reconnect,
+            resumed: false,
+            resume_error: None,
+        };
+        // One resume at a time per runtime; a runtime resumed once is only held.
+        let action =
+            if self.resume && !self.resumed.contains(&cookie) && self.resuming.insert(cookie) {
+                Action::Resume
+            } else {
+                Action::Hold
+            };
+        (line, action)
+    }
+
+    /// The outcome of a resume; `Err` is not remembered: the next Advertise tries again.
+    fn resume_done(&mut self, line: &mut Seen, outcome: Result<(), String>) {
+        self.resuming.remove(&line.cookie);
+        match outcome {
+            Ok(()) => {
+                if self.seen.contains(&line.cookie) {
+                    self.resumed.insert(line.cookie);
+                }
+                line.resumed = true;
+            }
+            Err(e) => line.resume_error = Some(e),
+        }
+    }
+}
+
+/// `--metrics`: the exporter that runtimes are added to. A static because [`emit`] is the one
+/// place both engines report an Advertise's outcome.
+static METRICS: std::sync::Mutex<Option<crate::counters::MonitorMetrics>> =
+    std::sync::Mutex::new(None);
+/// `--resume` was given (then a runtime is exported once resumed, else when first seen).
+static RESUMING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Exports the counters of a runtime that now runs (resumed, or never suspended).
+fn export_metrics(line: &Seen) {
+    let metrics = METRICS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(m) = metrics.as_ref() {
+        let resuming = RESUMING.load(std::sync::atomic::Ordering::SeqCst);
+        if line.resumed || (!resuming && !line.reconnect) {
+            m.add_later(line.pid);
+        }
+    }
+}
+
+/// Prints one line on stdout; false when nobody reads it any more.
+fn emit(line: &Seen, as_json: bool) -> bool {
+    export_metrics(line);
+    let text = if as_json { line.json() } else { line.text() };
+    let out = io::stdout();
+    let mut o = out.lock();
+    writeln!(o, "{}", text).and_then(|_| o.flush()).is_ok()
+}
+
+fn announce(address: &Path, shown: &Path, resume: bool) {
+    eprintln!(
+        "dsipc: listening on {}; start runtimes with DOTNET_DiagnosticPorts={},connect{}",
+        shown.display(),
+        address.display(),
+        if resume { ",suspend" } else { "" }
+    );
+}
+
 pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
     let p = parse(
         rest,
-        &["--listen", "--metrics", "--counters", "--refresh-interval"],
+        &[
+            "--listen",
+            "--max-connections",
+            "--metrics",
+            "--counters",
+            "--refresh-interval",
+        ],
         &["--resume", "--json"],
     )?;
     p.expect_positionals(&[])?;
@@ -73,93 +227,75 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
         Some(a) if !a.is_empty() => PathBuf::from(a),
         _ => return Err(CliError::Usage("monitor needs --listen PATH".into())),
     };
-    let resume = p.flag("--resume");
-    let as_json = p.flag("--json");
-    let timeout = common.timeout_or(dsipc_std::DEFAULT_TIMEOUT);
-
-    let metrics = crate::counters::monitor_metrics(&p, common.tmpdir.clone(), timeout).map_err(
-        |e| match e {
+    let max_connections = match p.value("--max-connections") {
+        None => DEFAULT_MAX_CONNECTIONS,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n > 0 && n <= 1_000_000 => n,
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "--max-connections wants a number from 1 to 1000000, not {:?}",
+                    v
+                )))
+            }
+        },
+    };
+    let options = Options {
+        address,
+        resume: p.flag("--resume"),
+        as_json: p.flag("--json"),
+        timeout: common.timeout_or(dsipc_std::DEFAULT_TIMEOUT),
+        max_connections,
+    };
+    let metrics = crate::counters::monitor_metrics(&p, common.tmpdir.clone(), options.timeout)
+        .map_err(|e| match e {
             crate::counters::CountersError::Usage(m) => CliError::Usage(m),
             crate::counters::CountersError::Failed(m) => CliError::Other(m),
-        },
-    )?;
-
-    term::catch_interrupts();
-    let mut listener = ReverseListener::bind(&address)
-        .map_err(|e| CliError::Other(format!("cannot listen: {}", e)))?;
-    eprintln!(
-        "dsipc: listening on {}; start runtimes with DOTNET_DiagnosticPorts={},connect{}",
-        listener.address().display(),
-        address.display(),
-        if resume { ",suspend" } else { "" }
-    );
-
-    // The latest idle connection of each runtime, kept open so that it waits quietly.
-    let mut held: HashMap<Guid, ReverseConnection> = HashMap::new();
-    let mut seen: HashSet<Guid> = HashSet::new();
-    let mut resumed: HashSet<Guid> = HashSet::new();
-    let out = io::stdout();
-    let mut pruned = Instant::now();
-    let result = loop {
-        if term::interrupted() {
-            break Ok(());
-        }
-        if pruned.elapsed() >= PRUNE_EVERY {
-            // Runtimes that exited: close their connections (else one descriptor each).
-            held.retain(|_, c| !c.is_closed());
-            pruned = Instant::now();
-        }
-        let conn = match listener.accept_timeout(TICK) {
-            Ok(Some(c)) => c,
-            Ok(None) => continue,
-            Err(e) if e.is_fatal() => break Err(CliError::Other(e.to_string())),
-            Err(e) => {
-                eprintln!("dsipc: {}", e);
-                continue;
-            }
-        };
-        let cookie = conn.cookie();
-        let mut line = Seen {
-            pid: conn.pid(),
-            cookie,
-            reconnect: !seen.insert(cookie),
-            resumed: false,
-            resume_error: None,
-        };
-        // A newer connection replaces the runtime's previous one (closed by then).
-        held.remove(&cookie);
-        if resume && !resumed.contains(&cookie) {
-            match conn.into_client().with_timeout(timeout).resume_runtime() {
-                Ok(()) => {
-                    resumed.insert(cookie);
-                    line.resumed = true;
-                }
-                // Not remembered: the next Advertise of this runtime tries again.
-                Err(e) => line.resume_error = Some(e.to_string()),
-            }
-        } else {
-            held.insert(cookie, conn);
-        }
-        // Export the counters of a runtime that runs (now resumed, or never suspended).
-        if let Some(m) = &metrics {
-            if line.resumed || (!resume && !line.reconnect) {
-                m.add_later(line.pid);
-            }
-        }
-        let text = if as_json { line.json() } else { line.text() };
-        let mut o = out.lock();
-        if writeln!(o, "{}", text).and_then(|_| o.flush()).is_err() {
-            // Nobody reads our output any more.
-            break Ok(());
-        }
-    };
-    drop(held);
-    drop(listener);
+        })?;
+    RESUMING.store(options.resume, std::sync::atomic::Ordering::SeqCst);
+    *METRICS.lock().unwrap_or_else(|p| p.into_inner()) = metrics;
+    let result = engine::run(&options);
+    let metrics = METRICS.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(m) = metrics {
         m.finish();
     }
-    if term::interrupted() {
-        eprintln!("dsipc: interrupted; closed {}", address.display());
-    }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cookie(n: u32) -> Guid {
+        Guid::from_fields(n, 0, 0, [0; 8])
+    }
+
+    #[test]
+    fn resumes_once_holds_reconnects_and_remembers_a_bounded_number_of_runtimes() {
+        let mut book = Book::with_limit(true, 2);
+        let (mut line, action) = book.advertised(1, cookie(1));
+        assert_eq!((line.reconnect, action), (false, Action::Resume));
+        // Its reconnect while the resume is in flight: held, not resumed twice.
+        let (l, action) = book.advertised(1, cookie(1));
+        assert_eq!((l.reconnect, action), (true, Action::Hold));
+        book.resume_done(&mut line, Ok(()));
+        assert!(line.resumed);
+        assert_eq!(book.advertised(1, cookie(1)).1, Action::Hold);
+        // A failed resume is tried again at the next Advertise.
+        let (mut l2, action) = book.advertised(2, cookie(2));
+        assert_eq!(action, Action::Resume);
+        book.resume_done(&mut l2, Err("timed out".into()));
+        assert_eq!(l2.resume_error.as_deref(), Some("timed out"));
+        assert_eq!(book.advertised(2, cookie(2)).1, Action::Resume);
+        // A third runtime: the oldest is forgotten (memory stays bounded)...
+        book.advertised(3, cookie(3));
+        assert_eq!((book.seen.len(), book.order.len()), (2, 2));
+        assert!(book.resumed.is_empty());
+        // ...and comes back as new.
+        let (l, action) = book.advertised(1, cookie(1));
+        assert_eq!((l.reconnect, action), (false, Action::Resume));
+        assert!(book.seen.len() <= 2);
+        // Without --resume nothing is ever resumed.
+        let mut plain = Book::new(false);
+        assert_eq!(plain.advertised(1, cookie(1)).1, Action::Hold);
+    }
 }

@@ -57,26 +57,36 @@ fn parse_keywords(token: &str) -> Result<u64, String> {
     u64::from_str_radix(hex, 16).map_err(|_| format!("keywords {:?} are not hexadecimal", token))
 }
 
-/// Splits on `sep` outside double quotes.
-fn split_unquoted(s: &str, sep: char, limit: usize) -> Vec<&str> {
+/// Splits on `sep` outside double quotes; an unbalanced quote is an error (it would
+/// swallow everything after it).
+fn split_unquoted(s: &str, sep: char, limit: usize) -> Result<Vec<&str>, String> {
     let mut parts = Vec::new();
-    let mut quoted = false;
+    let mut quoted = None;
     let mut start = 0;
     for (i, c) in s.char_indices() {
         if c == '"' {
-            quoted = !quoted;
-        } else if c == sep && !quoted && parts.len() + 1 < limit {
+            quoted = match quoted {
+                Some(_) => None,
+                None => Some(i),
+            };
+        } else if c == sep && quoted.is_none() && parts.len() + 1 < limit {
             parts.push(&s[start..i]);
             start = i + c.len_utf8();
         }
     }
+    if let Some(at) = quoted {
+        return Err(format!(
+            "unbalanced double quote in --providers at byte {}: {:?}",
+            at, s
+        ));
+    }
     parts.push(&s[start..]);
-    parts
+    Ok(parts)
 }
 
 /// Parses one `Name[:Keywords[:Level[:Args]]]`.
 fn parse_one(spec: &str) -> Result<ProviderSpec, String> {
-    let tokens = split_unquoted(spec, ':', 4);
+    let tokens = split_unquoted(spec, ':', 4)?;
     let name = tokens[0].trim();
     if name.is_empty() {
         return Err(format!("provider {:?} has no name", spec));
@@ -97,7 +107,7 @@ fn parse_one(spec: &str) -> Result<ProviderSpec, String> {
 /// more verbose level, as dotnet-trace merges them.
 pub fn parse_providers(list: &str) -> Result<Vec<ProviderSpec>, String> {
     let mut out: Vec<ProviderSpec> = Vec::new();
-    for spec in split_unquoted(list, ',', usize::MAX) {
+    for spec in split_unquoted(list, ',', usize::MAX)? {
         if spec.trim().is_empty() {
             continue;
         }
@@ -162,5 +172,13 @@ mod tests {
         let q = parse_providers("A:::F=\"x,y\",B").unwrap();
         assert_eq!(q.len(), 2);
         assert_eq!(q[0].args.as_deref(), Some("F=\"x,y\""));
+    }
+
+    #[test]
+    fn unbalanced_quote_is_an_error_not_a_swallowed_provider() {
+        let e = parse_providers("A:::x=\"1,B").unwrap_err();
+        assert!(e.contains("unbalanced"), "{}", e);
+        assert!(parse_providers("A:::\"x\"\"").is_err());
+        assert!(parse_providers("A:::\"x\"\"y\",B").is_ok());
     }
 }

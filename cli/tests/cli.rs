@@ -5,7 +5,7 @@
 #[path = "../../adapters/std/tests/support/mod.rs"]
 mod support;
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -168,10 +168,27 @@ fn trace_stops_on_sigint_and_drains_to_the_end() {
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Synchronise on dsipc's own line: the session runs once it says "tracing pid".
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if line.contains("dsipc: tracing pid") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    if rx.recv_timeout(LIMIT).is_err() {
+        let _ = child.kill();
+        panic!("dsipc trace never said it was tracing");
+    }
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let t = Instant::now();
@@ -185,7 +202,13 @@ fn trace_stops_on_sigint_and_drains_to_the_end() {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    eprintln!("stopped {:?} after SIGINT: {:?}", t.elapsed(), status);
+    let stderr = reader.join().unwrap();
+    eprintln!(
+        "stopped {:?} after SIGINT: {:?}\n{}",
+        t.elapsed(),
+        status,
+        stderr
+    );
     assert!(status.success(), "{:?}", status);
     let bytes = std::fs::read(&out).unwrap();
     assert!(bytes.starts_with(b"Nettrace"));
@@ -322,9 +345,16 @@ fn usage_errors_and_missing_processes() {
     let r = dsipc(&["--help"], LIMIT);
     assert_eq!(r.code, Some(0));
     assert!(r.stdout.contains("usage: dsipc"));
-    // --tmpdir limits the search.
+    // --tmpdir limits the search; a directory that cannot be read is named.
     let me = std::process::id().to_string();
     let r = dsipc(&["info", &me, "--tmpdir", "/nonexistent"], LIMIT);
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.contains("cannot read directory /nonexistent"),
+        "{}",
+        r.stderr
+    );
+    let r = dsipc(&["info", &me, "--tmpdir", "/tmp"], LIMIT);
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("no diagnostic socket"), "{}", r.stderr);
 }

@@ -23,6 +23,7 @@ use dsipc::payload::{Reply, Response};
 use dsipc::wire::{Advertise, Guid, Hresult, ADVERTISE_LEN};
 use dsipc::{Command as Cmd, Request, ServerConnection, ServerEvent, ServerStatus};
 
+use dsipc_testkit::{Answer, Config};
 use reverse_support::SpawnedHost;
 use support::temp_path;
 
@@ -32,21 +33,26 @@ const WAIT: Duration = Duration::from_secs(20);
 struct Monitor {
     child: Child,
     lines: Receiver<String>,
+    err_lines: Receiver<String>,
     stderr: Option<JoinHandle<String>>,
 }
 
 impl Monitor {
     fn start(args: &[&str]) -> Monitor {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
-            .arg("monitor")
+        Monitor::spawn(args, |_| {})
+    }
+
+    fn spawn(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Monitor {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsipc"));
+        cmd.arg("monitor")
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn dsipc monitor");
+            .stderr(Stdio::piped());
+        adjust(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn dsipc monitor");
         let stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
         let (tx, lines) = mpsc::channel();
         thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -55,15 +61,37 @@ impl Monitor {
                 }
             }
         });
+        let (err_tx, err_lines) = mpsc::channel();
         let stderr = thread::spawn(move || {
             let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                s.push_str(&line);
+                s.push('\n');
+                let _ = err_tx.send(line);
+            }
             s
         });
         Monitor {
             child,
             lines,
+            err_lines,
             stderr: Some(stderr),
+        }
+    }
+
+    /// Waits (bounded) for a stderr line containing `what`.
+    fn stderr_line(&mut self, what: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.err_lines.recv_timeout(left) {
+                Ok(l) if l.contains(what) => return l,
+                Ok(l) => eprintln!("monitor stderr: {}", l),
+                Err(e) => panic!(
+                    "no stderr line with {:?} within {:?} ({:?})",
+                    what, timeout, e
+                ),
+            }
         }
     }
 
@@ -332,6 +360,312 @@ fn resumes_a_real_suspended_net8_runtime() {
     let (status, stderr) = mon.interrupt();
     assert_eq!(status.code(), Some(0), "{}", stderr);
     assert!(!port.exists());
+    drop(host);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+// ---- hostile peers (issue 9, item 5) ------------------------------------------------------
+
+/// Connections that connect and send nothing.
+fn silent_peers(port: &Path, n: usize) -> Vec<UnixStream> {
+    (0..n)
+        .map(|i| UnixStream::connect(port).unwrap_or_else(|e| panic!("silent peer {}: {}", i, e)))
+        .collect()
+}
+
+/// True while the monitor has not closed `s` (no EOF, no error, nothing to read).
+fn still_open(s: &UnixStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let open = matches!(
+        (&*s).read(&mut byte),
+        Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock
+    );
+    s.set_nonblocking(false).unwrap();
+    open
+}
+
+/// Waits (bounded) until the monitor closed `s`.
+fn closed_by_monitor(s: &UnixStream) -> bool {
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut byte = [0u8; 1];
+    matches!((&*s).read(&mut byte), Ok(0))
+}
+
+fn advertise(pid: u64, n: u8) -> Advertise {
+    Advertise {
+        runtime_cookie: Guid::from_fields(u32::from(n), 0x5115, 0x0001, [n; 8]),
+        process_id: pid,
+        future: 0,
+    }
+}
+
+/// `n` peers connect first and stay silent; a runtime that connects after them is printed
+/// while they are all still connected (their deadline, `--timeout 60`, is far away): no peer
+/// waits for another.
+fn silent_peers_do_not_delay_an_advertise(n: usize) {
+    let dir = temp_dir("mon-silent");
+    let port = dir.join("p.sock");
+    let mut mon = Monitor::start(&["--listen", port.to_str().unwrap(), "--timeout", "60"]);
+    wait_for_socket(&port);
+    let silent = silent_peers(&port, n);
+    let (_, runtime) = runtime_connection(&port, advertise(777, 1), false);
+    let line = mon.line(WAIT);
+    assert!(line.starts_with("pid=777 "), "{}", line);
+    for (i, s) in silent.iter().enumerate() {
+        assert!(
+            still_open(s),
+            "silent peer {} was closed before the Advertise line",
+            i
+        );
+    }
+    assert!(still_open(&runtime), "the runtime's connection is held");
+    let (status, stderr) = mon.interrupt();
+    assert_eq!(status.code(), Some(0), "{}", stderr);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn three_silent_peers_do_not_delay_an_advertise() {
+    silent_peers_do_not_delay_an_advertise(3);
+}
+
+#[test]
+fn two_hundred_silent_peers_do_not_delay_an_advertise() {
+    silent_peers_do_not_delay_an_advertise(200);
+}
+
+#[test]
+fn ctrl_c_with_silent_peers_connected_exits_promptly() {
+    let dir = temp_dir("mon-silent-int");
+    let port = dir.join("p.sock");
+    let mut mon = Monitor::start(&["--listen", port.to_str().unwrap(), "--timeout", "600"]);
+    wait_for_socket(&port);
+    let silent = silent_peers(&port, 200);
+    // The monitor is past the silent peers once it reports a runtime that came after them.
+    let (_, _runtime) = runtime_connection(&port, advertise(778, 2), false);
+    let line = mon.line(WAIT);
+    assert!(line.starts_with("pid=778 "), "{}", line);
+    // The bound is the point: silent peers have 600 s left, Ctrl-C must not wait for them.
+    let (status, stderr) = mon.interrupt();
+    assert_eq!(status.code(), Some(0), "{}", stderr);
+    assert!(!port.exists());
+    for s in &silent {
+        assert!(
+            closed_by_monitor(s),
+            "the monitor closes every connection on exit"
+        );
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_runtime_that_never_answers_resume_does_not_delay_another() {
+    let dir = temp_dir("mon-hang");
+    let port = dir.join("p.sock");
+    let mut mon = Monitor::start(&[
+        "--listen",
+        port.to_str().unwrap(),
+        "--resume",
+        "--json",
+        "--timeout",
+        "600",
+    ]);
+    wait_for_socket(&port);
+    let stuck = Config::new()
+        .pid(1001)
+        .reverse_port(&port, true)
+        .answer(Cmd::ResumeRuntime, Answer::Hang)
+        .start()
+        .unwrap();
+    // The monitor sent it ResumeRuntime, which it will never answer.
+    let got = stuck.wait_received(1, WAIT);
+    assert_eq!(got[0].command, Some(Cmd::ResumeRuntime));
+    let fine = Config::new()
+        .pid(1002)
+        .reverse_port(&port, true)
+        .start()
+        .unwrap();
+    assert!(
+        fine.wait_resumed(WAIT),
+        "the second runtime was not resumed"
+    );
+    let line = mon.line(WAIT);
+    assert!(line.contains("\"pid\":1002,"), "{}", line);
+    assert!(line.contains("\"resumed\":true"), "{}", line);
+    // Its reconnect is reported too; nothing about the stuck runtime yet.
+    let line = mon.line(WAIT);
+    assert!(line.contains("\"pid\":1002,"), "{}", line);
+    assert!(line.contains("\"reconnect\":true"), "{}", line);
+    assert!(!stuck.is_resumed());
+    assert_eq!(
+        stuck.received().len(),
+        1,
+        "one resume in flight, not retried"
+    );
+    let (status, stderr) = mon.interrupt();
+    assert_eq!(status.code(), Some(0), "{}", stderr);
+    drop(stuck);
+    drop(fine);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_resume_that_times_out_is_reported_and_tried_again() {
+    let dir = temp_dir("mon-hang-to");
+    let port = dir.join("p.sock");
+    let mut mon = Monitor::start(&[
+        "--listen",
+        port.to_str().unwrap(),
+        "--resume",
+        "--json",
+        "--timeout",
+        "0.3",
+    ]);
+    wait_for_socket(&port);
+    let stuck = Config::new()
+        .pid(1003)
+        .reverse_port(&port, true)
+        .answer(Cmd::ResumeRuntime, Answer::Hang)
+        .start()
+        .unwrap();
+    let first = mon.line(WAIT);
+    assert!(first.contains("\"pid\":1003,"), "{}", first);
+    assert!(first.contains("\"resumed\":false"), "{}", first);
+    assert!(first.contains("timed out"), "{}", first);
+    // It reconnects; the next Advertise gets another ResumeRuntime, which it answers.
+    stuck.set_answer(Cmd::ResumeRuntime, Answer::Default);
+    let again = loop {
+        let l = mon.line(WAIT);
+        if l.contains("\"resumed\":true") {
+            break l;
+        }
+    };
+    assert!(again.contains("\"reconnect\":true"), "{}", again);
+    assert!(stuck.wait_resumed(WAIT));
+    let (status, _) = mon.interrupt();
+    assert_eq!(status.code(), Some(0));
+    drop(stuck);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+// The thread-per-connection monitor (no dsipc-mio) cannot shed connections that have not
+// advertised yet.
+#[cfg_attr(not(feature = "mio"), ignore)]
+fn the_cap_closes_the_oldest_idle_connections_first() {
+    let dir = temp_dir("mon-cap");
+    let port = dir.join("p.sock");
+    let mut mon = Monitor::start(&[
+        "--listen",
+        port.to_str().unwrap(),
+        "--timeout",
+        "600",
+        "--max-connections",
+        "4",
+    ]);
+    wait_for_socket(&port);
+    let silent = silent_peers(&port, 10);
+    let (_, runtime) = runtime_connection(&port, advertise(901, 3), false);
+    let line = mon.line(WAIT);
+    assert!(line.starts_with("pid=901 "), "{}", line);
+    mon.stderr_line("the cap", WAIT);
+    // 11 connections, 4 held: the 7 oldest silent peers were closed, the rest stay.
+    for (i, s) in silent.iter().enumerate().take(7) {
+        assert!(closed_by_monitor(s), "silent peer {} was not closed", i);
+    }
+    for (i, s) in silent.iter().enumerate().skip(7) {
+        assert!(still_open(s), "silent peer {} was closed", i);
+    }
+    assert!(still_open(&runtime));
+    // Silent peers go before a held runtime.
+    let more = silent_peers(&port, 4);
+    let (_, second) = runtime_connection(&port, advertise(902, 4), false);
+    let line = mon.line(WAIT);
+    assert!(line.starts_with("pid=902 "), "{}", line);
+    assert!(
+        still_open(&runtime),
+        "the held runtime outlives silent peers"
+    );
+    assert!(still_open(&second));
+    // 4 + 5 new: the 3 older silent peers and the 2 oldest new ones were closed.
+    for s in silent.iter().skip(7).chain(more.iter().take(2)) {
+        assert!(closed_by_monitor(s));
+    }
+    assert!(still_open(&more[2]) && still_open(&more[3]));
+    let (status, _) = mon.interrupt();
+    assert_eq!(status.code(), Some(0));
+
+    let mut mon = Monitor::start(&["--listen", port.to_str().unwrap(), "--max-connections", "0"]);
+    let (status, stderr) = mon.wait(WAIT);
+    assert_eq!(status.code(), Some(2), "{}", stderr);
+    assert!(stderr.contains("--max-connections"), "{}", stderr);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The monitor runs out of descriptors (RLIMIT_NOFILE 32) while silent peers keep
+/// connecting: it survives, sheds the oldest idle connections, and still resumes a REAL
+/// suspended .NET 8 runtime.
+#[test]
+// The thread-per-connection monitor (no dsipc-mio) cannot shed connections that have not
+// advertised yet.
+#[cfg_attr(not(feature = "mio"), ignore)]
+fn survives_running_out_of_descriptors_and_still_resumes_a_real_runtime() {
+    use std::os::unix::process::CommandExt;
+    let dir = temp_dir("mon-emfile");
+    let port = dir.join("p.sock");
+    let port_s = port.to_str().unwrap().to_string();
+    let mut mon = Monitor::spawn(
+        &[
+            "--listen",
+            &port_s,
+            "--resume",
+            "--json",
+            "--timeout",
+            "600",
+        ],
+        |cmd| {
+            // SAFETY: setrlimit is async-signal-safe; it only lowers this child's limit.
+            unsafe {
+                cmd.pre_exec(|| {
+                    let lim = libc::rlimit {
+                        rlim_cur: 32,
+                        rlim_max: 32,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        },
+    );
+    wait_for_socket(&port);
+    let silent = silent_peers(&port, 60);
+    let msg = mon.stderr_line("accepting a connection failed", WAIT);
+    assert!(msg.contains("os error 24"), "{}", msg);
+    assert!(
+        matches!(mon.child.try_wait(), Ok(None)),
+        "the monitor exited"
+    );
+
+    let ports = format!("{},connect,suspend", port_s);
+    let mut host = SpawnedHost::start(&[("DOTNET_DiagnosticPorts", ports.as_str())]);
+    let first = mon.line(Duration::from_secs(90));
+    assert!(
+        first.contains(&format!("\"pid\":{},", host.pid)),
+        "{}",
+        first
+    );
+    assert!(first.contains("\"resumed\":true"), "{}", first);
+    let ready = host
+        .ready_within(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("host not resumed; log:\n{}", host.log_text()));
+    assert_eq!(ready, host.pid);
+    // The oldest silent peers made room.
+    assert!(closed_by_monitor(&silent[0]));
+    let (status, stderr) = mon.interrupt();
+    assert_eq!(status.code(), Some(0), "{}", stderr);
     drop(host);
     let _ = fs::remove_dir_all(&dir);
 }

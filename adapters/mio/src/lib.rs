@@ -22,7 +22,8 @@
 //! Each connection is registered for exactly what its machine wants (read, write, both),
 //! re-registered only when that changes. Reads go into one shared 256 KiB buffer until
 //! `WouldBlock` (edge-triggered), and only the bytes of a message split across reads are
-//! kept per connection; output the socket does not take at once is kept and written on
+//! kept per connection (an environment entry larger than the shared buffer, up to
+//! [`MAX_READ_BUFFER_LEN`], is read into a buffer of that connection's own); output the socket does not take at once is kept and written on
 //! writability. Nothing spins: an idle reactor sleeps in `epoll_wait`. Nothing panics on
 //! peer input: protocol violations close that connection with a typed
 //! [`CloseReason::Failed`].
@@ -135,7 +136,8 @@ pub use dsipc_std::reverse::ListenError;
 pub use error::{CloseReason, Error};
 pub use listen::bind_private;
 pub use reactor::{
-    ConnId, Control, Event, Handler, ListenerId, ListenerKind, Reactor, Stats, READ_BUFFER_LEN,
+    ConnId, Control, Event, Handler, ListenerId, ListenerKind, Reactor, Stats, MAX_READ_BUFFER_LEN,
+    READ_BUFFER_LEN,
 };
 
 /// The core crate, re-exported.

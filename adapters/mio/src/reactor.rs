@@ -24,9 +24,17 @@ use crate::error::io_copy;
 use crate::listen::bind_guarded;
 use crate::{CloseReason, Error, ListenError};
 
-/// Size of the shared read buffer. Any message (at most 65,535 bytes) or environment entry
-/// fits, with room for a large read after it.
+/// Size of the shared read buffer. Any message (at most 65,535 bytes) fits, with room for a
+/// large read after it. A connection whose next item needs more (a ProcessEnvironment entry
+/// of a variable over 128 KiB, up to [`MAX_READ_BUFFER_LEN`]) reads into a buffer of its own
+/// until that item is complete.
 pub const READ_BUFFER_LEN: usize = 256 * 1024;
+
+/// The largest item a connection may need in one piece: dsipc-std's bound
+/// ([`dsipc_std::MAX_RECV_BUFFER_LEN`], 512 KiB: a Linux environment variable is at most
+/// 128 KiB, 256 KiB in UTF-16). Past it the connection fails with
+/// [`ClientError::BufferTooSmall`].
+pub const MAX_READ_BUFFER_LEN: usize = dsipc_std::MAX_RECV_BUFFER_LEN;
 
 /// Bytes read from one connection per readiness event before the others get their turn
 /// (the rest is read on the next [`Reactor::poll`], which then does not block).
@@ -222,6 +230,12 @@ struct Conn {
     advertise: Option<Advertise>,
     /// Input not consumed yet (a message split across reads).
     pending_rx: Vec<u8>,
+    /// Contiguous bytes the machine needs before its next event (0: no partial item).
+    rx_needed: usize,
+    /// The connection's own read buffer while an item larger than the shared one is
+    /// assembled (empty otherwise); its first `own_len` bytes are input not consumed yet.
+    own_rx: Vec<u8>,
+    own_len: usize,
     /// Output not written yet, from `tx_at`.
     tx: Vec<u8>,
     tx_at: usize,
@@ -241,6 +255,9 @@ impl Conn {
             listener,
             advertise: None,
             pending_rx: Vec::new(),
+            rx_needed: 0,
+            own_rx: Vec::new(),
+            own_len: 0,
             tx: Vec::new(),
             tx_at: 0,
             registered: None,
@@ -1212,86 +1229,180 @@ impl Reactor {
         delivered
     }
 
-    /// Reads until `WouldBlock`, EOF or the budget; feeds the machine; dispatches.
+    /// Reads until `WouldBlock`, EOF or the budget; feeds the machine; dispatches. Reads
+    /// go into the shared buffer, or into one of the connection's own while its next item
+    /// needs more than the shared buffer holds (up to [`MAX_READ_BUFFER_LEN`]).
     fn read_conn<H: Handler + ?Sized>(&mut self, id: ConnId, handler: &mut H) -> usize {
         let Reactor {
             scratch, control, ..
         } = self;
         let mut delivered = 0;
-        let mut end = match control.get_mut(id) {
+        let (mut own, mut end) = match control.get_mut(id) {
+            // A large item in progress stays in the connection's own buffer between reads
+            // (no copy per readiness event, however slowly the peer sends).
+            Ok(c) if !c.read_closed && !c.own_rx.is_empty() => {
+                (Some(std::mem::take(&mut c.own_rx)), c.own_len)
+            }
             Ok(c) if !c.read_closed => {
                 let n = c.pending_rx.len();
-                scratch[..n].copy_from_slice(&c.pending_rx);
+                let mut own = own_buffer(c.rx_needed.max(n + 1));
+                let buf = match own.as_mut() {
+                    Some(v) => v.as_mut_slice(),
+                    None => scratch.as_mut_slice(),
+                };
+                buf[..n].copy_from_slice(&c.pending_rx);
                 c.pending_rx.clear();
-                n
+                (own, n)
             }
             _ => return 0,
         };
-        let mut start = 0;
         let mut budget = READ_BUDGET;
         loop {
-            let c = match control.get_mut(id) {
-                Ok(c) => c,
-                Err(_) => return delivered,
+            let buf = match own.as_mut() {
+                Some(v) => v.as_mut_slice(),
+                None => scratch.as_mut_slice(),
             };
-            if end == scratch.len() {
-                // Unreachable with the core's bounds (a pending message is < 64 KiB), but
-                // an empty read buffer would read as EOF: fail instead.
-                control.finish(
-                    id,
-                    CloseReason::Failed(Error::Client(ClientError::BufferTooSmall {
-                        needed: end + 1,
-                    })),
-                );
-                return delivered;
-            }
-            let mut eof = false;
-            let mut would_block = false;
-            let got = c.stream.read(&mut scratch[end..]);
-            control.stats.reads += 1;
-            match got {
-                Ok(0) => eof = true,
-                Ok(n) => {
-                    end += n;
-                    budget = budget.saturating_sub(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => would_block = true,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    let reason = match e.kind() {
-                        io::ErrorKind::ConnectionReset => CloseReason::PeerClosed,
-                        _ => CloseReason::Failed(Error::Io {
-                            op: "read",
-                            source: e,
-                        }),
+            let step = read_step(control, id, buf, &mut end, &mut budget, handler);
+            delivered += step.delivered;
+            match step.next {
+                Next::Stop => return delivered,
+                Next::Keep => break,
+                Next::Grow(needed) => {
+                    // The item in buf[..end] needs a larger buffer: the connection's own.
+                    let mut bigger = match own_buffer(needed) {
+                        Some(v) if v.len() > buf.len() => v,
+                        _ => {
+                            control.finish(
+                                id,
+                                CloseReason::Failed(Error::Client(ClientError::BufferTooSmall {
+                                    needed,
+                                })),
+                            );
+                            return delivered;
+                        }
                     };
-                    control.finish(id, reason);
-                    return delivered;
+                    bigger[..end].copy_from_slice(&buf[..end]);
+                    own = Some(bigger);
                 }
-            }
-            delivered += dispatch(control, id, &scratch[..end], &mut start, handler);
-            if !control.is_open(id) {
-                return delivered;
-            }
-            // Keep what was not consumed at the front.
-            scratch.copy_within(start..end, 0);
-            end -= start;
-            start = 0;
-            if eof {
-                return delivered + on_eof(control, id, handler);
-            }
-            if would_block {
-                break;
-            }
-            if budget == 0 {
-                control.again.push(id);
-                break;
             }
         }
         if let Ok(c) = control.get_mut(id) {
-            c.pending_rx.extend_from_slice(&scratch[..end]);
+            match own {
+                // Still assembling a large item: keep its buffer.
+                Some(v) if c.rx_needed > READ_BUFFER_LEN || end >= READ_BUFFER_LEN => {
+                    c.own_rx = v;
+                    c.own_len = end;
+                }
+                Some(v) => c.pending_rx.extend_from_slice(&v[..end]),
+                None => c.pending_rx.extend_from_slice(&scratch[..end]),
+            }
         }
         delivered
+    }
+}
+
+/// What [`read_step`] leaves to do.
+enum Next {
+    /// The connection is closed (or its EOF handled): nothing to keep.
+    Stop,
+    /// `WouldBlock` or budget spent: keep `buf[..end]` for the next readiness.
+    Keep,
+    /// The next item needs this many bytes, more than the buffer holds.
+    Grow(usize),
+}
+
+struct Step {
+    delivered: usize,
+    next: Next,
+}
+
+/// A buffer of the connection's own when `needed` bytes do not fit the shared one (`None`
+/// when they do); at most [`MAX_READ_BUFFER_LEN`].
+fn own_buffer(needed: usize) -> Option<Vec<u8>> {
+    if needed <= READ_BUFFER_LEN {
+        return None;
+    }
+    Some(vec![0u8; needed.min(MAX_READ_BUFFER_LEN)])
+}
+
+/// Reads into `buf[*end..]` and dispatches until `WouldBlock`, EOF, the budget, or an item
+/// that needs more than `buf` holds. Unconsumed input stays at the front, in `buf[..*end]`.
+fn read_step<H: Handler + ?Sized>(
+    control: &mut Control,
+    id: ConnId,
+    buf: &mut [u8],
+    end: &mut usize,
+    budget: &mut usize,
+    handler: &mut H,
+) -> Step {
+    let mut delivered = 0;
+    let mut start = 0;
+    let stop = |delivered| Step {
+        delivered,
+        next: Next::Stop,
+    };
+    loop {
+        let needed = match control.get(id) {
+            Ok(c) => c.rx_needed,
+            Err(_) => return stop(delivered),
+        };
+        if needed > buf.len() || *end == buf.len() {
+            // An empty read buffer would read as EOF: a larger one is needed first.
+            return Step {
+                delivered,
+                next: Next::Grow(needed.max(*end + 1)),
+            };
+        }
+        let c = match control.get_mut(id) {
+            Ok(c) => c,
+            Err(_) => return stop(delivered),
+        };
+        let mut eof = false;
+        let mut would_block = false;
+        let got = c.stream.read(&mut buf[*end..]);
+        control.stats.reads += 1;
+        match got {
+            Ok(0) => eof = true,
+            Ok(n) => {
+                *end += n;
+                *budget = budget.saturating_sub(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => would_block = true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let reason = match e.kind() {
+                    io::ErrorKind::ConnectionReset => CloseReason::PeerClosed,
+                    _ => CloseReason::Failed(Error::Io {
+                        op: "read",
+                        source: e,
+                    }),
+                };
+                control.finish(id, reason);
+                return stop(delivered);
+            }
+        }
+        delivered += dispatch(control, id, &buf[..*end], &mut start, handler);
+        if !control.is_open(id) {
+            return stop(delivered);
+        }
+        // Keep what was not consumed at the front.
+        buf.copy_within(start..*end, 0);
+        *end -= start;
+        start = 0;
+        if eof {
+            return stop(delivered + on_eof(control, id, handler));
+        }
+        if would_block {
+            break;
+        }
+        if *budget == 0 {
+            control.again.push(id);
+            break;
+        }
+    }
+    Step {
+        delivered,
+        next: Next::Keep,
     }
 }
 
@@ -1321,6 +1432,7 @@ fn dispatch<H: Handler + ?Sized>(
                     *start += h.consumed;
                     match h.status {
                         Status::Event(ClientEvent::Advertise(advertise)) => {
+                            c.rx_needed = 0;
                             c.advertise = Some(advertise);
                             match c.listener {
                                 Some(listener) => handler.on_event(
@@ -1342,11 +1454,12 @@ fn dispatch<H: Handler + ?Sized>(
                             delivered += 1;
                         }
                         Status::Event(event) => {
+                            c.rx_needed = 0;
                             handler.on_event(control, Event::Client { conn: id, event });
                             delivered += 1;
                         }
                         Status::Partial { needed } => {
-                            if needed > READ_BUFFER_LEN / 2 {
+                            if needed > MAX_READ_BUFFER_LEN {
                                 control.finish(
                                     id,
                                     CloseReason::Failed(Error::Client(
@@ -1355,6 +1468,7 @@ fn dispatch<H: Handler + ?Sized>(
                                 );
                                 return delivered;
                             }
+                            c.rx_needed = needed;
                             return delivered;
                         }
                         Status::Done => return delivered,
@@ -1423,6 +1537,7 @@ fn on_eof<H: Handler + ?Sized>(control: &mut Control, id: ConnId, handler: &mut 
     };
     c.read_closed = true;
     c.pending_rx.clear();
+    c.own_rx = Vec::new();
     let mut delivered = 0;
     let reason = match &mut c.machine {
         Machine::Client(m) => {

@@ -17,8 +17,13 @@ use crate::drive::{self, remaining, Filled, Step};
 use crate::session::TraceSession;
 use crate::{Endpoint, Error, Transport};
 
-/// Default timeout for connecting and for each command's reply.
+/// Default timeout: the budget of one method call (connecting, sending, every reply, and
+/// every fallback to an older command version).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default bound on the environment block a runtime may announce (16 MiB: real
+/// environments are a few KiB; Linux caps argv plus environment near 2 MiB by default).
+pub const DEFAULT_MAX_ENVIRONMENT: u64 = 16 * 1024 * 1024;
 
 /// A [`Text`] as a `String`, with U+FFFD for lone surrogates.
 pub(crate) fn text_to_string(t: &Text<'_>) -> String {
@@ -93,6 +98,7 @@ impl ProcessInfo {
 pub struct DiagnosticsClient<T = Endpoint> {
     transport: Arc<T>,
     timeout: Duration,
+    max_environment: u64,
 }
 
 impl<T> Clone for DiagnosticsClient<T> {
@@ -100,6 +106,7 @@ impl<T> Clone for DiagnosticsClient<T> {
         DiagnosticsClient {
             transport: Arc::clone(&self.transport),
             timeout: self.timeout,
+            max_environment: self.max_environment,
         }
     }
 }
@@ -163,13 +170,35 @@ impl<T: Transport> DiagnosticsClient<T> {
         DiagnosticsClient {
             transport: Arc::new(transport),
             timeout: DEFAULT_TIMEOUT,
+            max_environment: DEFAULT_MAX_ENVIRONMENT,
         }
     }
 
-    /// Sets the timeout for connecting and for each reply (and a stopping trace's silence).
+    /// Sets the timeout: the whole budget of each method call (connect, send, replies and
+    /// fallbacks to older command versions together). For EventPipe sessions it bounds the
+    /// start, the StopTracing reply, and the drain after the stop was answered.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout.max(Duration::from_millis(1));
         self
+    }
+
+    /// Sets the largest environment block (bytes, as announced by the runtime) that
+    /// [`process_environment`](Self::process_environment) accepts; past it the call fails
+    /// with [`Error::EnvironmentTooLarge`] before reading any entry. Default
+    /// [`DEFAULT_MAX_ENVIRONMENT`].
+    pub fn with_max_environment(mut self, bytes: u64) -> Self {
+        self.max_environment = bytes;
+        self
+    }
+
+    /// The environment bound (see [`with_max_environment`](Self::with_max_environment)).
+    pub fn max_environment(&self) -> u64 {
+        self.max_environment
+    }
+
+    /// The deadline of a call starting now.
+    fn call_deadline(&self) -> Instant {
+        Instant::now() + self.timeout
     }
 
     /// The timeout.
@@ -190,13 +219,15 @@ impl<T: Transport> DiagnosticsClient<T> {
         R: Request + ?Sized,
         F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
     {
-        self.exchange_within(request, self.timeout, on_event)
+        self.exchange_within(request, self.timeout, self.call_deadline(), on_event)
     }
 
+    /// One exchange by `deadline`; `timeout` is the budget reported in a timeout error.
     fn exchange_within<R, F>(
         &self,
         request: &R,
         timeout: Duration,
+        deadline: Instant,
         on_event: F,
     ) -> Result<(), Error>
     where
@@ -209,48 +240,60 @@ impl<T: Transport> DiagnosticsClient<T> {
                 "EventPipe sessions go through start_tracing",
             ));
         }
-        drive::run(request, |t| self.transport.connect(t), timeout, on_event)
+        drive::run(
+            request,
+            |t| self.transport.connect(t),
+            timeout,
+            deadline,
+            on_event,
+        )
     }
 
     /// Sends a request whose OK reply is a status.
     fn status<R: Request + ?Sized>(&self, request: &R) -> Result<(), Error> {
-        self.status_within(request, self.timeout)
+        self.status_within(request, self.timeout, self.call_deadline())
     }
 
     fn status_within<R: Request + ?Sized>(
         &self,
         request: &R,
         timeout: Duration,
+        deadline: Instant,
     ) -> Result<(), Error> {
         let command = request.command();
-        self.exchange_within(request, timeout, |ev| expect_status(command, ev))
+        self.exchange_within(request, timeout, deadline, |ev| expect_status(command, ev))
     }
 
     /// Process information, as the official client gets it: ProcessInfo3, then
     /// ProcessInfo2, then ProcessInfo when the runtime answers UNKNOWN_COMMAND.
     /// [`Error::NotSupported`] (for ProcessInfo) when even ProcessInfo is unknown, as on
-    /// .NET Core 3.x.
+    /// .NET Core 3.x. The three attempts share one timeout.
     pub fn process_info(&self) -> Result<ProcessInfo, Error> {
-        match self.process_info_with(&ProcessInfo3) {
+        let deadline = self.call_deadline();
+        match self.process_info_with(&ProcessInfo3, deadline) {
             Err(e) if e.is_not_supported() => {}
             other => return other,
         }
-        match self.process_info_with(&ProcessInfo2) {
+        match self.process_info_with(&ProcessInfo2, deadline) {
             Err(e) if e.is_not_supported() => {}
             other => return other,
         }
-        self.process_info_with(&ProcessInfo1)
+        self.process_info_with(&ProcessInfo1, deadline)
     }
 
     /// ProcessInfo (0x0400) only: one round trip, no entrypoint, version or RID.
     pub fn process_info_basic(&self) -> Result<ProcessInfo, Error> {
-        self.process_info_with(&ProcessInfo1)
+        self.process_info_with(&ProcessInfo1, self.call_deadline())
     }
 
-    fn process_info_with<R: Request>(&self, request: &R) -> Result<ProcessInfo, Error> {
+    fn process_info_with<R: Request>(
+        &self,
+        request: &R,
+        deadline: Instant,
+    ) -> Result<ProcessInfo, Error> {
         let command = request.command();
         let mut out = None;
-        self.exchange(request, |ev| match ev {
+        self.exchange_within(request, self.timeout, deadline, |ev| match ev {
             ClientEvent::Reply(r) => match ProcessInfo::from_reply(command, &r) {
                 Some(info) => {
                     out = Some(info);
@@ -264,16 +307,42 @@ impl<T: Transport> DiagnosticsClient<T> {
     }
 
     /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.
+    /// A block announced larger than [`max_environment`](Self::max_environment) is
+    /// [`Error::EnvironmentTooLarge`]; [`for_each_environment_variable`](Self::for_each_environment_variable)
+    /// streams the entries instead of collecting them.
     pub fn process_environment(&self) -> Result<Vec<String>, Error> {
-        let command = Command::ProcessEnvironment;
         let mut vars = Vec::new();
+        self.for_each_environment_variable(|v| {
+            vars.push(v.to_string());
+            Ok(())
+        })?;
+        Ok(vars)
+    }
+
+    /// The process environment, handing each `NAME=VALUE` entry to `on_entry` as it
+    /// arrives (memory stays bounded by the largest entry). Fails with
+    /// [`Error::EnvironmentTooLarge`] before any entry when the runtime announces more than
+    /// [`max_environment`](Self::max_environment) bytes, and with
+    /// [`Error::UnexpectedReply`] when the block ends early. An error from `on_entry`
+    /// ends the call.
+    pub fn for_each_environment_variable<F>(&self, mut on_entry: F) -> Result<(), Error>
+    where
+        F: FnMut(&str) -> Result<(), Error>,
+    {
+        let command = Command::ProcessEnvironment;
+        let limit = self.max_environment;
         let mut complete = false;
         self.exchange(&ProcessEnvironment, |ev| match ev {
-            ClientEvent::Reply(Reply::ProcessEnvironment(_)) => Ok(()),
-            ClientEvent::EnvironmentVariable(t) => {
-                vars.push(text_to_string(&t));
+            ClientEvent::Reply(Reply::ProcessEnvironment(r)) => {
+                if u64::from(r.incoming_bytes) > limit {
+                    return Err(Error::EnvironmentTooLarge {
+                        announced: u64::from(r.incoming_bytes),
+                        limit,
+                    });
+                }
                 Ok(())
             }
+            ClientEvent::EnvironmentVariable(t) => on_entry(&text_to_string(&t)),
             ClientEvent::EndOfStream => {
                 complete = true;
                 Ok(())
@@ -283,7 +352,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         if !complete {
             return Err(Error::UnexpectedReply { command });
         }
-        Ok(vars)
+        Ok(())
     }
 
     /// Sets `name` to `value` in the target's environment; `None` removes the variable.
@@ -337,19 +406,28 @@ impl<T: Transport> DiagnosticsClient<T> {
             return Err(Error::InvalidArgument("dump path is empty"));
         }
         let name = Text::Str(path);
-        match self.status(&GenerateCoreDump3 {
-            dump_name: name,
-            dump_type: kind,
-            flags,
-        }) {
+        let (timeout, deadline) = (self.timeout, self.call_deadline());
+        match self.status_within(
+            &GenerateCoreDump3 {
+                dump_name: name,
+                dump_type: kind,
+                flags,
+            },
+            timeout,
+            deadline,
+        ) {
             Err(e) if e.is_not_supported() => {}
             other => return other,
         }
-        match self.status(&GenerateCoreDump2 {
-            dump_name: name,
-            dump_type: kind,
-            flags,
-        }) {
+        match self.status_within(
+            &GenerateCoreDump2 {
+                dump_name: name,
+                dump_type: kind,
+                flags,
+            },
+            timeout,
+            deadline,
+        ) {
             Err(e) if e.is_not_supported() => {}
             other => return other,
         }
@@ -358,11 +436,15 @@ impl<T: Transport> DiagnosticsClient<T> {
                 "this runtime only knows GenerateCoreDump, whose only flag is logging",
             ));
         }
-        self.status(&GenerateCoreDump {
-            dump_name: name,
-            dump_type: kind,
-            diagnostics: flags & dsipc::payload::dump::flags::LOGGING,
-        })
+        self.status_within(
+            &GenerateCoreDump {
+                dump_name: name,
+                dump_type: kind,
+                diagnostics: flags & dsipc::payload::dump::flags::LOGGING,
+            },
+            timeout,
+            deadline,
+        )
     }
 
     /// Loads a profiler into the running runtime; the runtime waits up to
@@ -375,6 +457,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         client_data: &[u8],
     ) -> Result<(), Error> {
         let secs = attach_timeout.as_secs().min(u64::from(u32::MAX)) as u32;
+        let budget = self.timeout + attach_timeout;
         self.status_within(
             &AttachProfiler {
                 attach_timeout: secs,
@@ -382,7 +465,8 @@ impl<T: Transport> DiagnosticsClient<T> {
                 profiler_path: Text::Str(path),
                 client_data,
             },
-            self.timeout + attach_timeout,
+            budget,
+            Instant::now() + budget,
         )
     }
 

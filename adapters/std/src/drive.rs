@@ -255,11 +255,13 @@ impl<C: Connection> Exchange<C> {
 }
 
 /// Runs one request/reply exchange to its end: encodes `request`, connects with
-/// `connect`, sends, and hands every event to `on_event`; all within `timeout`.
+/// `connect`, sends, and hands every event to `on_event`; all by `deadline` (`timeout` is
+/// the budget a timeout error reports).
 pub(crate) fn run<C, R, K, F>(
     request: &R,
     connect: K,
     timeout: Duration,
+    deadline: Instant,
     mut on_event: F,
 ) -> Result<(), Error>
 where
@@ -268,7 +270,6 @@ where
     K: FnOnce(Duration) -> Result<C, Error>,
     F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
 {
-    let deadline = Instant::now() + timeout;
     let mut ex = open(request, connect, timeout, deadline)?;
     let command = ex.command();
     loop {

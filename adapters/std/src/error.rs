@@ -73,6 +73,31 @@ pub enum Error {
     },
     /// An argument the adapter refuses before sending anything.
     InvalidArgument(&'static str),
+    /// The runtime announced an environment block larger than the client accepts
+    /// (`DiagnosticsClient::with_max_environment`); no entry was read.
+    EnvironmentTooLarge {
+        /// Bytes the runtime announced.
+        announced: u64,
+        /// The client's bound.
+        limit: u64,
+    },
+    /// A directory named to search for diagnostic sockets cannot be read.
+    SearchDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why it cannot be read.
+        source: io::Error,
+    },
+    /// The runtime answered StopTracing but its stream did not end within the timeout
+    /// (what arrived until then was delivered).
+    StreamNotEnded {
+        /// The session.
+        session_id: u64,
+        /// How long the stream was given to end after the answer.
+        timeout: Duration,
+    },
+    /// The caller aborted a trace drain (what arrived until then was delivered).
+    Aborted,
 }
 
 impl Error {
@@ -145,6 +170,22 @@ impl Error {
             Error::BufferTooSmall { needed } => Error::BufferTooSmall { needed: *needed },
             Error::UnexpectedReply { command } => Error::UnexpectedReply { command: *command },
             Error::InvalidArgument(s) => Error::InvalidArgument(s),
+            Error::EnvironmentTooLarge { announced, limit } => Error::EnvironmentTooLarge {
+                announced: *announced,
+                limit: *limit,
+            },
+            Error::SearchDir { dir, source } => Error::SearchDir {
+                dir: dir.clone(),
+                source: dup(source),
+            },
+            Error::StreamNotEnded {
+                session_id,
+                timeout,
+            } => Error::StreamNotEnded {
+                session_id: *session_id,
+                timeout: *timeout,
+            },
+            Error::Aborted => Error::Aborted,
         }
     }
 }
@@ -241,6 +282,24 @@ impl fmt::Display for Error {
                 )
             }
             Error::InvalidArgument(s) => write!(f, "invalid argument: {}", s),
+            Error::EnvironmentTooLarge { announced, limit } => write!(
+                f,
+                "the runtime announced an environment of {} bytes, more than the limit of {} bytes",
+                announced, limit
+            ),
+            Error::SearchDir { dir, source } => {
+                write!(f, "cannot read directory {}: {}", dir.display(), source)
+            }
+            Error::StreamNotEnded {
+                session_id,
+                timeout,
+            } => write!(
+                f,
+                "the runtime answered StopTracing for session 0x{:x} but its stream did not end within {:.1} s",
+                session_id,
+                timeout.as_secs_f64()
+            ),
+            Error::Aborted => f.write_str("aborted"),
         }
     }
 }
@@ -250,6 +309,7 @@ impl std::error::Error for Error {
         match self {
             Error::Io(e) => Some(e),
             Error::Connect { source, .. } => Some(source),
+            Error::SearchDir { source, .. } => Some(source),
             Error::Protocol(e) => Some(e),
             Error::InvalidRequest(e) => Some(e),
             _ => None,

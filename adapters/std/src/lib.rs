@@ -46,10 +46,10 @@ pub mod unix;
 #[cfg(windows)]
 pub mod windows;
 
-pub use client::{DiagnosticsClient, ProcessInfo, DEFAULT_TIMEOUT};
+pub use client::{DiagnosticsClient, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 pub use error::Error;
-pub use session::{StopHandle, TraceSession};
+pub use session::{Control, StopHandle, TraceSession};
 pub use transport::{Connection, Endpoint, Transport};
 
 /// The core crate, re-exported: requests, providers, GUIDs and HRESULTs come from here.

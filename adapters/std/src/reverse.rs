@@ -367,6 +367,27 @@ fn read_advertise<S: Connection>(
     }
 }
 
+/// A peer accepted by [`ReverseListener::accept_pending`] whose Advertise has not been
+/// read yet. Dropping it closes the connection.
+#[derive(Debug)]
+pub struct PendingConnection {
+    stream: ReverseStream,
+    address: PathBuf,
+}
+
+impl PendingConnection {
+    /// Reads the peer's Advertise within `timeout` (blocking up to that long): the runtime,
+    /// or why the peer is not one (it is disconnected then).
+    pub fn read_advertise(mut self, timeout: Duration) -> Result<ReverseConnection, AcceptError> {
+        let advertise = read_advertise(&mut self.stream, timeout.max(Duration::from_millis(1)))?;
+        Ok(ReverseConnection {
+            advertise,
+            address: self.address,
+            stream: Mutex::new(Some(self.stream)),
+        })
+    }
+}
+
 /// A reverse diagnostic port: runtimes connect here and advertise themselves.
 ///
 /// See the [module docs](self) for how it binds. Accepting reads each runtime's Advertise
@@ -429,16 +450,35 @@ impl ReverseListener {
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<Option<ReverseConnection>, AcceptError> {
-        let mut stream = match self.imp.accept(timeout).map_err(AcceptError::Accept)? {
-            Some(s) => s,
-            None => return Ok(None),
-        };
-        let advertise = read_advertise(&mut stream, self.advertise_timeout)?;
-        Ok(Some(ReverseConnection {
-            advertise,
-            address: self.address.clone(),
-            stream: Mutex::new(Some(stream)),
-        }))
+        match self.accept_pending_within(timeout)? {
+            Some(p) => p.read_advertise(self.advertise_timeout).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Waits up to `timeout` for the next peer but does not read its Advertise: a peer
+    /// that sends nothing then holds up nobody else. Read the Advertise with
+    /// [`PendingConnection::read_advertise`] (on a thread of its own, say). Errors are
+    /// [`AcceptError::Accept`] only. On Unix `Ok(None)` also comes early on a signal.
+    pub fn accept_pending(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<PendingConnection>, AcceptError> {
+        self.accept_pending_within(Some(timeout))
+    }
+
+    fn accept_pending_within(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<PendingConnection>, AcceptError> {
+        Ok(self
+            .imp
+            .accept(timeout)
+            .map_err(AcceptError::Accept)?
+            .map(|stream| PendingConnection {
+                stream,
+                address: self.address.clone(),
+            }))
     }
 
     /// An endless iterator over accepted runtimes (and per-peer errors).

@@ -19,10 +19,22 @@ const POLL_TICK: Duration = Duration::from_millis(200);
 struct StopState {
     /// When the first stop was requested.
     requested_at: Option<Instant>,
-    /// A stop that answered.
-    stopped: bool,
-    /// A stop that failed before the runtime could receive it (the session still runs).
+    /// When a stop was answered.
+    stopped_at: Option<Instant>,
+    /// A stop that failed: not sent, answered with an error, or not answered in time.
     failure: Option<Error>,
+}
+
+/// What a trace drain does next, as the control callback of
+/// [`TraceSession::drain_controlled`] decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Keep reading.
+    Continue,
+    /// Send StopTracing (once) and keep reading to the end of the stream.
+    Stop,
+    /// Stop reading now: the drain returns [`Error::Aborted`].
+    Abort,
 }
 
 /// Stops an EventPipe session from any thread, on a second connection.
@@ -70,12 +82,13 @@ impl<T: Transport> StopHandle<T> {
         lock(&self.state).requested_at.is_some()
     }
 
-    /// Sends StopTracing and waits for the runtime's answer. Does nothing after a stop
-    /// that was answered.
+    /// Sends StopTracing and waits for the runtime's answer (within the client's
+    /// timeout). Does nothing after a stop that was answered. A failure (including no
+    /// answer in time) ends a [`TraceSession::drain`] at once with that error.
     pub fn stop(&self) -> Result<(), Error> {
         {
             let mut s = lock(&self.state);
-            if s.stopped {
+            if s.stopped_at.is_some() {
                 return Ok(());
             }
             s.requested_at.get_or_insert_with(Instant::now);
@@ -83,13 +96,17 @@ impl<T: Transport> StopHandle<T> {
         let result = self.client.stop_tracing(self.session_id);
         let mut s = lock(&self.state);
         match &result {
-            Ok(()) => s.stopped = true,
-            // Timed out waiting for the answer: the request was sent, and the drain's own
-            // silence timeout guards against a runtime that never ends the stream.
-            Err(e) if e.is_timeout() => {}
+            Ok(()) => {
+                s.stopped_at.get_or_insert_with(Instant::now);
+            }
             Err(e) => s.failure = Some(e.duplicate()),
         }
         result
+    }
+
+    /// True once the runtime answered a stop.
+    pub fn is_answered(&self) -> bool {
+        lock(&self.state).stopped_at.is_some()
     }
 }
 
@@ -156,21 +173,70 @@ impl<T: Transport> TraceSession<T> {
     /// from a helper thread on a second connection while this thread keeps draining (the
     /// runtime flushes into this connection before it answers). A [`StopHandle`] used from
     /// another thread works the same way. Before a stop the stream may stay quiet for any
-    /// time; after it, a silence longer than the client's timeout is [`Error::Timeout`].
-    pub fn drain<F, S>(&mut self, mut on_data: F, mut should_stop: S) -> Result<u64, Error>
+    /// time. After it, every wait is bounded by the client's timeout: a stop that fails
+    /// (error reply, or no answer in time) is returned at once; a silence longer than the
+    /// timeout is [`Error::Timeout`]; a stream still running the timeout after the stop
+    /// was answered is [`Error::StreamNotEnded`].
+    pub fn drain<F, S>(&mut self, on_data: F, mut should_stop: S) -> Result<u64, Error>
     where
         F: FnMut(&[u8]) -> io::Result<()>,
         S: FnMut(u64) -> bool,
         T: Send + Sync + 'static,
     {
+        let mut asked = false;
+        self.drain_controlled(on_data, |bytes| {
+            if !asked && should_stop(bytes) {
+                asked = true;
+            }
+            if asked {
+                Control::Stop
+            } else {
+                Control::Continue
+            }
+        })
+    }
+
+    /// [`drain`](Self::drain) with a control callback that can also abort: `control` is
+    /// called with the byte count after every chunk and at least every 200 ms, for the
+    /// whole drain. [`Control::Stop`] sends StopTracing once; [`Control::Abort`] returns
+    /// [`Error::Aborted`] at once (every byte received was handed to `on_data`).
+    pub fn drain_controlled<F, C>(&mut self, mut on_data: F, mut control: C) -> Result<u64, Error>
+    where
+        F: FnMut(&[u8]) -> io::Result<()>,
+        C: FnMut(u64) -> Control,
+        T: Send + Sync + 'static,
+    {
         let timeout = self.handle.client.timeout();
         let tick = timeout.min(POLL_TICK);
         let command = self.exchange.command();
+        let session_id = self.handle.session_id;
         let mut last_data = Instant::now();
         loop {
-            if self.stopper.is_none() && !self.handle.is_requested() && should_stop(self.bytes) {
-                self.spawn_stop()?;
+            match control(self.bytes) {
+                Control::Continue => {}
+                Control::Stop => {
+                    if self.stopper.is_none() && !self.handle.is_requested() {
+                        self.spawn_stop()?;
+                    }
+                }
+                Control::Abort => return Err(Error::Aborted),
             }
+            // A failed stop is reported at once; an answered one bounds the rest.
+            let requested_at = {
+                let mut s = lock(&self.handle.state);
+                if let Some(e) = s.failure.take() {
+                    return Err(e);
+                }
+                if let Some(at) = s.stopped_at {
+                    if at.elapsed() > timeout {
+                        return Err(Error::StreamNotEnded {
+                            session_id,
+                            timeout,
+                        });
+                    }
+                }
+                s.requested_at
+            };
             match self.exchange.poll()? {
                 Step::Event(ClientEvent::StreamData(data)) => {
                     on_data(data)?;
@@ -181,15 +247,7 @@ impl<T: Transport> TraceSession<T> {
                 Step::Event(other) => return Err(unexpected(command, other)),
                 Step::NeedInput => {
                     if let Filled::TimedOut = self.exchange.fill(tick)? {
-                        // Quiet: did a stop fail before reaching the runtime, or has the
-                        // runtime gone silent since the stop?
-                        let requested_at = {
-                            let mut s = lock(&self.handle.state);
-                            if let Some(e) = s.failure.take() {
-                                return Err(e);
-                            }
-                            s.requested_at
-                        };
+                        // Quiet: has the runtime gone silent since the stop?
                         if let Some(at) = requested_at {
                             if last_data.max(at).elapsed() > timeout {
                                 return Err(Error::Timeout {
@@ -201,8 +259,8 @@ impl<T: Transport> TraceSession<T> {
                     }
                 }
                 Step::Done => {
-                    // The stream ended cleanly. The runtime answers a stop before it
-                    // closes the stream, so this join returns at once.
+                    // The stream ended. A runtime answers a stop before it closes the
+                    // stream, so this join returns at once (or within the timeout).
                     if let Some(stopper) = self.stopper.take() {
                         let _ = stopper.join();
                     }

@@ -273,14 +273,40 @@ struct Found {
     path: PathBuf,
     name: SocketName,
     modified: SystemTime,
+    /// The socket file's owner.
+    uid: u32,
+}
+
+/// The uids (real, effective, saved, file system) of `pid`, from `/proc/PID/status`.
+fn process_uids(pid: u32) -> Option<Vec<u32>> {
+    let status = fs::read_to_string(proc_dir(pid).join("status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    let uids: Vec<u32> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|u| u.parse().ok())
+        .collect();
+    if uids.is_empty() {
+        None
+    } else {
+        Some(uids)
+    }
+}
+
+/// True when the socket file may belong to process `pid`: where `/proc` tells the
+/// process's uids, the file's owner must be one of them (the runtime creates its socket
+/// as itself; anyone can plant a file named after another user's process).
+fn owned_by(found: &Found, pid: u32) -> bool {
+    if !have_proc() {
+        return true;
+    }
+    process_uids(pid).map_or(false, |uids| uids.contains(&found.uid))
 }
 
 /// Every `dotnet-diagnostic-*-socket` in `dir` that is a socket (filtered by `pid`).
-fn scan(dir: &Path, pid: Option<u32>, out: &mut Vec<Found>) {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(_) => return,
-    };
+/// Fails only when `dir` itself cannot be read.
+fn scan(dir: &Path, pid: Option<u32>, out: &mut Vec<Found>) -> io::Result<()> {
+    let entries = fs::read_dir(dir)?;
     for entry in entries.flatten() {
         let file_name = entry.file_name();
         let name = match file_name.to_str().and_then(SocketName::parse) {
@@ -302,8 +328,18 @@ fn scan(dir: &Path, pid: Option<u32>, out: &mut Vec<Found>) {
             path: entry.path(),
             name,
             modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            uid: meta.uid(),
         });
     }
+    Ok(())
+}
+
+/// Scans `dir` named by the caller: an unreadable directory is an error.
+fn scan_named(dir: &Path, pid: Option<u32>, out: &mut Vec<Found>) -> Result<(), Error> {
+    scan(dir, pid, out).map_err(|source| Error::SearchDir {
+        dir: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Picks the socket whose key is `key`, else the newest.
@@ -318,7 +354,8 @@ fn pick(found: Vec<Found>, key: Option<u64>) -> Option<PathBuf> {
 
 /// Finds the diagnostic socket of `pid`.
 ///
-/// With `tmpdir`, only that directory is searched. Otherwise: the target's TMPDIR (from
+/// With `tmpdir`, only that directory is searched ([`Error::SearchDir`] when it cannot be
+/// read). Only a socket file owned by one of the process's uids counts (Linux). Otherwise: the target's TMPDIR (from
 /// `/proc/PID/environ`, where readable), then `/tmp`, and both through `/proc/PID/root`
 /// when the target is in another mount namespace (there it is named after the target's
 /// own pid, the last `NSpid`). Among several candidates the one whose key equals the
@@ -341,9 +378,14 @@ pub fn find_socket(pid: u32, tmpdir: Option<&Path>) -> Result<PathBuf, Error> {
     let mut found = Vec::new();
     for dir in &dirs {
         for &p in &pids {
-            scan(dir, Some(p), &mut found);
+            if tmpdir.is_some() {
+                scan_named(dir, Some(p), &mut found)?;
+            } else {
+                let _ = scan(dir, Some(p), &mut found);
+            }
         }
     }
+    found.retain(|f| owned_by(f, pid));
     pick(found, start_key(pid)).ok_or(Error::NoSocket {
         pid,
         searched: dirs,
@@ -352,11 +394,13 @@ pub fn find_socket(pid: u32, tmpdir: Option<&Path>) -> Result<PathBuf, Error> {
 
 /// Lists the processes that have a live diagnostic socket, by pid.
 ///
-/// With `tmpdir`, only that directory is searched. Otherwise: this process's TMPDIR,
+/// With `tmpdir`, only that directory is searched ([`Error::SearchDir`] when it cannot be
+/// read). Otherwise: this process's TMPDIR,
 /// `/tmp`, the TMPDIR of every process whose environment is readable, and `/tmp` of
 /// processes in other mount namespaces (through `/proc/PID/root`). On Linux, sockets of
 /// dead processes, and sockets whose key is not the process's start time (a recycled
-/// pid), are left out.
+/// pid), are left out, and so are socket files not owned by one of the process's uids
+/// (planted by another user).
 pub fn list_processes(tmpdir: Option<&Path>) -> Result<Vec<DiagnosableProcess>, Error> {
     let linux = have_proc();
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -390,7 +434,11 @@ pub fn list_processes(tmpdir: Option<&Path>) -> Result<Vec<DiagnosableProcess>, 
     }
     let mut found = Vec::new();
     for d in &dirs {
-        scan(d, None, &mut found);
+        if tmpdir.is_some() {
+            scan_named(d, None, &mut found)?;
+        } else {
+            let _ = scan(d, None, &mut found);
+        }
     }
     let mut by_pid: BTreeMap<u32, Vec<Found>> = BTreeMap::new();
     for f in found {
@@ -405,7 +453,7 @@ pub fn list_processes(tmpdir: Option<&Path>) -> Result<Vec<DiagnosableProcess>, 
             let key = start_key(pid);
             let live: Vec<Found> = candidates
                 .into_iter()
-                .filter(|f| key.map_or(true, |k| k == f.name.key))
+                .filter(|f| key.map_or(true, |k| k == f.name.key) && owned_by(f, pid))
                 .collect();
             if let Some(socket) = pick(live, key) {
                 out.push(DiagnosableProcess { pid, socket });
@@ -419,7 +467,8 @@ pub fn list_processes(tmpdir: Option<&Path>) -> Result<Vec<DiagnosableProcess>, 
             continue;
         }
         let mut f = Vec::new();
-        scan(&dir, Some(inner), &mut f);
+        let _ = scan(&dir, Some(inner), &mut f);
+        f.retain(|f| owned_by(f, pid));
         if let Some(socket) = pick(f, start_key(pid)) {
             out.push(DiagnosableProcess { pid, socket });
         }

@@ -41,6 +41,38 @@ fn send(s: &mut UnixStream, r: Response<'_>) {
     s.write_all(&buf[..n]).unwrap();
 }
 
+/// Keeps a server's connection open until the test lets go, or a minute passes (so that a
+/// client that never gives up fails the test instead of hanging it: see [`Hold::let_go`]).
+#[derive(Clone, Default)]
+struct Hold(Arc<(Mutex<(bool, bool)>, Condvar)>); // (let go, gave up)
+
+impl Hold {
+    /// Server side: waits until [`let_go`](Self::let_go), or a minute.
+    fn keep(&self) {
+        let (lock, cv) = &*self.0;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut s = lock.lock().unwrap();
+        while !s.0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                s.1 = true;
+                return;
+            }
+            s = cv.wait_timeout(s, left).unwrap().0;
+        }
+    }
+
+    /// Test side: lets the server go; true if it was still holding then (the client did
+    /// not wait for it).
+    fn let_go(&self) -> bool {
+        let (lock, cv) = &*self.0;
+        let mut s = lock.lock().unwrap();
+        s.0 = true;
+        cv.notify_all();
+        !s.1
+    }
+}
+
 /// Serves every connection on its own thread with `handler`, until the test ends.
 fn serve<F>(handler: F) -> PathBuf
 where
@@ -72,19 +104,21 @@ fn client(path: &PathBuf, timeout: Duration) -> DiagnosticsClient {
 
 #[test]
 fn a_silent_server_times_out() {
-    let path = serve(|conn, _, _| {
-        std::thread::sleep(Duration::from_secs(5));
+    let hold = Hold::default();
+    let server = hold.clone();
+    let path = serve(move |conn, _, _| {
+        server.keep();
         drop(conn);
     });
     let c = client(&path, Duration::from_millis(300));
-    let t = Instant::now();
     match c.process_info() {
         Err(e @ Error::Timeout { .. }) => {
             assert!(e.to_string().contains("ProcessInfo3"), "{}", e);
         }
         other => panic!("{:?}", other),
     }
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // The timeout fired by itself: the server was still holding the connection.
+    assert!(hold.let_go(), "the client waited for the server to give up");
     let _ = std::fs::remove_file(path);
 }
 
@@ -197,7 +231,9 @@ fn requests_are_routed_by_kind() {
 /// A runtime-like EventPipe server: it streams until a stop arrives, then flushes
 /// `flush_bytes` more into the trace connection (blocking until the client reads them),
 /// and only then answers the stop and closes the stream.
-fn eventpipe_server(flush_bytes: usize, close_after_flush: bool) -> PathBuf {
+/// A server that streams until StopTracing, then flushes `flush_bytes` and ends the stream,
+/// or (with `hold`) keeps it open and silent until the test lets go.
+fn eventpipe_server(flush_bytes: usize, hold: Option<Hold>) -> PathBuf {
     let state = Arc::new((Mutex::new((false, false)), Condvar::new())); // (stop requested, flushed)
     serve(move |mut conn, cmd, _| {
         let (lock, cv) = &*state;
@@ -224,11 +260,10 @@ fn eventpipe_server(flush_bytes: usize, close_after_flush: bool) -> PathBuf {
                 }
                 lock.lock().unwrap().1 = true;
                 cv.notify_all();
-                if close_after_flush {
-                    conn.write_all(&[0x06, 0x01]).unwrap();
-                } else {
+                match &hold {
+                    None => conn.write_all(&[0x06, 0x01]).unwrap(),
                     // Misbehave: never close the stream.
-                    std::thread::sleep(Duration::from_secs(30));
+                    Some(h) => h.keep(),
                 }
             }
             Command::StopTracing => {
@@ -248,13 +283,12 @@ fn eventpipe_server(flush_bytes: usize, close_after_flush: bool) -> PathBuf {
 #[test]
 fn stop_is_answered_only_because_the_stream_keeps_draining() {
     let flush = 8 * 1024 * 1024; // far more than the socket buffers hold
-    let path = eventpipe_server(flush, true);
+    let path = eventpipe_server(flush, None);
     let c = client(&path, Duration::from_secs(5));
     let mut session = c
         .collect_tracing(&[Provider::new("X", 1, 4)], 1, false)
         .unwrap();
     assert_eq!(session.session_id(), 0x42);
-    let t = Instant::now();
     let mut first = Vec::new();
     let n = session
         .drain(
@@ -269,24 +303,24 @@ fn stop_is_answered_only_because_the_stream_keeps_draining() {
         .expect("drained to the end");
     assert!(first.starts_with(b"Nettrace"));
     assert!(n as usize > flush + 256 * 1024, "{}", n);
-    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(session.stop_handle().is_requested());
     let _ = std::fs::remove_file(path);
 }
 
 #[test]
 fn a_stream_that_never_ends_after_stop_times_out() {
-    let path = eventpipe_server(1024, false);
+    let hold = Hold::default();
+    let path = eventpipe_server(1024, Some(hold.clone()));
     let c = client(&path, Duration::from_millis(500));
     let mut session = c
         .collect_tracing(&[Provider::new("X", 1, 4)], 1, false)
         .unwrap();
-    let t = Instant::now();
     match session.drain(|_| Ok(()), |bytes| bytes > 16 * 1024) {
         Err(Error::Timeout { command, .. }) => assert_eq!(command, Command::StopTracing),
         other => panic!("{:?}", other),
     }
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // The drain gave up by itself: the server was still holding the stream open.
+    assert!(hold.let_go(), "the drain waited for the server to give up");
     let _ = std::fs::remove_file(path);
 }
 

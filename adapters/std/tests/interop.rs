@@ -97,11 +97,21 @@ fn discovery_finds_the_host_socket_by_its_start_key() {
         .find(|p| p.pid == host.pid)
         .unwrap_or_else(|| panic!("host {} not in {:?}", host.pid, listed));
     assert_eq!(entry.socket, path);
-    // An explicit tmpdir is the only place searched.
-    match unix::find_socket(host.pid, Some(std::path::Path::new("/nonexistent"))) {
+    // An explicit tmpdir is the only place searched; one that cannot be read is an error.
+    let empty = std::env::temp_dir().join(format!("dsipc-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    match unix::find_socket(host.pid, Some(&empty)) {
         Err(Error::NoSocket { pid, searched }) => {
             assert_eq!(pid, host.pid);
-            assert_eq!(searched, vec![std::path::PathBuf::from("/nonexistent")]);
+            assert_eq!(searched, vec![empty.clone()]);
+        }
+        other => panic!("{:?}", other),
+    }
+    let _ = std::fs::remove_dir(&empty);
+    match unix::find_socket(host.pid, Some(std::path::Path::new("/nonexistent"))) {
+        Err(Error::SearchDir { dir, source }) => {
+            assert_eq!(dir, std::path::PathBuf::from("/nonexistent"));
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
         }
         other => panic!("{:?}", other),
     }

@@ -67,10 +67,9 @@ fn net8_suspended_on_a_reverse_port_until_resumed_then_reconnects_after_every_co
     assert_eq!(info.pid, adv.process_id);
     assert_eq!(info.cookie, adv.runtime_cookie);
 
-    // 2. After that command it reconnects at once, with the same cookie.
-    let t = Instant::now();
+    // 2. After that command it reconnects by itself (within accept's bounded wait), with
+    //    the same cookie.
     let second = accept(&mut listener, &mut host, "reconnect after ProcessInfo");
-    assert!(t.elapsed() < Duration::from_secs(5));
     assert_eq!(second.advertise(), adv);
 
     // 3. The default listen socket works while suspended, and reports the same cookie.

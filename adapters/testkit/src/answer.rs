@@ -53,6 +53,10 @@ pub struct StreamSpec {
     pub chunk: usize,
     /// Sleep between writes (zero: as fast as the socket takes them).
     pub pause: Duration,
+    /// End the stream (at its length or on StopTracing) with the nettrace end-of-stream
+    /// bytes `06 01`, as a runtime that closes a session cleanly does. Without it the
+    /// stream just stops, as a crashed runtime's does.
+    pub end_marker: bool,
 }
 
 impl StreamSpec {
@@ -63,7 +67,15 @@ impl StreamSpec {
             len: Some(len),
             chunk: 64 * 1024,
             pause: Duration::ZERO,
+            end_marker: false,
         }
+    }
+
+    /// Ends the stream with the nettrace end-of-stream bytes (see
+    /// [`end_marker`](Self::end_marker)).
+    pub fn with_end_marker(mut self) -> Self {
+        self.end_marker = true;
+        self
     }
 
     /// `chunk` bytes every `pause` until StopTracing arrives (or the client closes).
@@ -72,6 +84,7 @@ impl StreamSpec {
             len: None,
             chunk,
             pause,
+            end_marker: false,
         }
     }
 }
@@ -108,6 +121,13 @@ pub enum Answer {
     Close,
     /// Never reply: hold the connection until the client closes it (or the idle timeout).
     Hang,
+    /// For StopTracing: answer with the session id, as if stopped, but let the session
+    /// stream on (a runtime that ignores the stop). Other commands: [`Answer::Default`].
+    IgnoreStop,
+    /// For ProcessEnvironment: an OK reply announcing this many bytes, then the configured
+    /// entries over and over until that many bytes were sent or the client left (a runtime
+    /// announcing gigabytes). Other commands: [`Answer::Default`].
+    EnvironmentAnnouncing(u32),
 }
 
 impl Answer {

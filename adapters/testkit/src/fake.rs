@@ -61,6 +61,12 @@ pub struct Config {
     /// write timeout of streams whose reader stalls. A real runtime waits forever; the
     /// default (60 s) only keeps a broken test from hanging.
     pub idle_timeout: Duration,
+    /// The answer to every command not listed in [`answers`](Self::answers) (default
+    /// [`Answer::Default`]; [`Answer::Hang`] makes a silent socket that accepts and never
+    /// answers).
+    pub default_answer: Answer,
+    /// A delay before every answer (a slow runtime, like .NET Core 3.1 under load).
+    pub reply_delay: Duration,
 }
 
 impl Default for Config {
@@ -93,7 +99,53 @@ impl Config {
             ],
             stream: StreamSpec::default(),
             idle_timeout: Duration::from_secs(60),
+            default_answer: Answer::Default,
+            reply_delay: Duration::ZERO,
         }
+    }
+
+    /// Sets the socket key (`{key}` of the name; the CLI prefers the socket whose key is
+    /// the process's start time).
+    pub fn key(mut self, key: u64) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Sets the command line ProcessInfo reports.
+    pub fn command_line(mut self, command_line: &str) -> Self {
+        self.identity.command_line = command_line.to_string();
+        self
+    }
+
+    /// Answers every command not set with [`answer`](Self::answer) with `answer`.
+    pub fn default_answer(mut self, answer: Answer) -> Self {
+        self.default_answer = answer;
+        self
+    }
+
+    /// Waits `delay` before every answer.
+    pub fn reply_delay(mut self, delay: Duration) -> Self {
+        self.reply_delay = delay;
+        self
+    }
+
+    /// Makes the fake runtime refuse what .NET Core 3.1 does not know: ProcessInfo 1 to 3
+    /// (and the other Process commands) get UNKNOWN_COMMAND.
+    pub fn like_netcore31(mut self) -> Self {
+        for c in [
+            Command::ProcessInfo,
+            Command::ProcessInfo2,
+            Command::ProcessInfo3,
+            Command::ProcessEnvironment,
+            Command::SetEnvironmentVariable,
+            Command::CollectTracing3,
+            Command::CollectTracing4,
+            Command::CollectTracing5,
+            Command::CollectTracing6,
+        ] {
+            self.answers.insert(c, Answer::unknown_command());
+        }
+        self
     }
 
     /// Listens in `dir` as `dotnet-diagnostic-{pid}-{key}-socket` (mode 0600).
@@ -243,6 +295,8 @@ const SHUTDOWN: u8 = 2;
 
 struct Shared {
     identity: Identity,
+    default_answer: Answer,
+    reply_delay: Duration,
     stream: StreamSpec,
     idle_timeout: Duration,
     has_reverse: bool,
@@ -289,6 +343,8 @@ impl FakeRuntime {
     pub fn start(config: Config) -> io::Result<FakeRuntime> {
         let shared = Arc::new(Shared {
             identity: config.identity.clone(),
+            default_answer: config.default_answer.clone(),
+            reply_delay: config.reply_delay,
             stream: config.stream,
             idle_timeout: config.idle_timeout,
             has_reverse: config.reverse_port.is_some(),
@@ -570,6 +626,9 @@ fn serve(shared: &Arc<Shared>, mut stream: UnixStream, reverse: bool) {
                         rejection: None,
                     })
                 });
+                if shared.reply_delay > Duration::ZERO {
+                    sleep_unless_stopped(shared, shared.reply_delay);
+                }
                 answer(shared, stream, machine, &request, reverse);
                 return;
             }
@@ -678,9 +737,23 @@ fn answer(
         .answers
         .get(&command)
         .cloned()
-        .unwrap_or(Answer::Default);
+        .unwrap_or_else(|| shared.default_answer.clone());
     let ok = Response::Ok(Reply::Ok(Hresult::S_OK));
     match configured {
+        Answer::IgnoreStop if command == Command::StopTracing => {
+            let id = match request {
+                AnyRequest::StopTracing(stop) => stop.session_id,
+                _ => 0,
+            };
+            send(
+                &mut stream,
+                &mut machine,
+                &Response::Ok(Reply::SessionId(id)),
+            );
+        }
+        Answer::EnvironmentAnnouncing(announced) if command == Command::ProcessEnvironment => {
+            flood_environment(shared, &mut stream, &mut machine, announced);
+        }
         Answer::Close => {}
         Answer::Hang => hang(shared, &mut stream),
         Answer::Raw(bytes) => {
@@ -706,7 +779,10 @@ fn answer(
         Answer::Stream(spec) if command.is_collect_tracing() => {
             start_session(shared, stream, machine, command, spec);
         }
-        Answer::Stream(_) | Answer::Default => match request {
+        Answer::Stream(_)
+        | Answer::Default
+        | Answer::IgnoreStop
+        | Answer::EnvironmentAnnouncing(_) => match request {
             AnyRequest::ProcessInfo(_)
             | AnyRequest::ProcessInfo2(_)
             | AnyRequest::ProcessInfo3(_) => {
@@ -805,6 +881,47 @@ fn answer(
     }
 }
 
+/// Announces `announced` bytes of environment and sends the configured entries over and
+/// over until that many went out, the client left, or shutdown. The count announces every
+/// whole repetition that fits: with `announced` = 4 + k × (the entries' size) the block is
+/// well-formed (k repetitions).
+fn flood_environment(
+    shared: &Shared,
+    stream: &mut UnixStream,
+    machine: &mut ServerConnection,
+    announced: u32,
+) {
+    let reply = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
+        incoming_bytes: announced,
+        future: 0,
+    }));
+    if !send(stream, machine, &reply) {
+        return;
+    }
+    let vars = shared.lock().environment.clone();
+    let texts = vars.iter().map(|v| Text::Str(v));
+    let mut block = vec![0u8; environment_block_len(texts.clone())];
+    let n = match encode_environment_block(texts, &mut block) {
+        Ok(n) if n > 4 => n,
+        _ => return,
+    };
+    let entries = &block[4..n];
+    let reps = u64::from(announced).saturating_sub(4) / entries.len() as u64;
+    let count = (reps * vars.len() as u64).min(u64::from(u32::MAX)) as u32;
+    let _ = stream.set_write_timeout(Some(shared.idle_timeout));
+    if stream.write_all(&count.to_le_bytes()).is_err() {
+        return;
+    }
+    let mut left = u64::from(announced).saturating_sub(4);
+    while left > 0 && !shared.stopping() {
+        let take = (entries.len() as u64).min(left) as usize;
+        if stream.write_all(&entries[..take]).is_err() {
+            return;
+        }
+        left -= take as u64;
+    }
+}
+
 /// Holds a connection without answering until the client closes it.
 fn hang(shared: &Shared, stream: &mut UnixStream) {
     let started = Instant::now();
@@ -899,6 +1016,12 @@ fn stream_session(
             thread::sleep(spec.pause);
         }
     };
+    if spec.end_marker && matches!(end, StreamEnd::Completed | StreamEnd::Stopped) {
+        // The nettrace end: the last object's end tag, then the end-of-stream byte.
+        if machine.continuation_sent(2).is_ok() && stream.write_all(&[0x06, 0x01]).is_ok() {
+            sent += 2;
+        }
+    }
     let _ = machine.finish_stream();
     let _ = stream.shutdown(Shutdown::Both);
     drop(stream);

@@ -68,7 +68,7 @@ pub use fake::{Config, FakeRuntime, Received, ReversePort, StreamEnd, StreamReco
 pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready};
 pub use pattern::{check_pattern, fill_pattern, pattern_byte};
 #[cfg(unix)]
-pub use socket::{bind_private, socket_name, ListenError, TempDir};
+pub use socket::{bind_private, socket_name, stale_socket, ListenError, TempDir};
 
 /// The core crate, re-exported.
 pub use dsipc;

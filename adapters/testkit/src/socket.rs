@@ -25,6 +25,23 @@ pub fn bind_private(path: &Path) -> Result<UnixListener, ListenError> {
     Ok(listener)
 }
 
+/// Leaves a stale diagnostic socket `dotnet-diagnostic-{pid}-{key}-socket` in `dir`: a
+/// socket file nobody listens on (connect is refused), as a runtime that crashed leaves.
+///
+/// Returns once a connect is refused: a child process forked by another thread while the
+/// listener was open holds a copy of it until it executes its program.
+pub fn stale_socket(dir: &Path, pid: u64, key: u64) -> Result<PathBuf, ListenError> {
+    let path = dir.join(socket_name(pid, key));
+    drop(bind_private(&path)?);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&path).is_ok()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(path)
+}
+
 /// The runtime's socket file name: `dotnet-diagnostic-{pid}-{key}-socket`.
 pub fn socket_name(pid: u64, key: u64) -> String {
     format!(

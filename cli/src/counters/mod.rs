@@ -555,8 +555,17 @@ impl Exporter {
 
     /// Starts exporting runtime `pid`'s counters.
     pub fn add(&self, pid: u32) -> Result<()> {
-        let session = start(&self.options, pid)?;
-        lock(&self.store).add_runtime(pid);
+        // One session per runtime, however often it is added.
+        if !lock(&self.store).try_add_runtime(pid) {
+            return Ok(());
+        }
+        let session = match start(&self.options, pid) {
+            Ok(s) => s,
+            Err(e) => {
+                lock(&self.store).remove(pid);
+                return Err(e);
+            }
+        };
         eprintln!("dsipc: pid {}: counters session started", pid);
         let store = Arc::clone(&self.store);
         let stop = Arc::clone(&self.stop);

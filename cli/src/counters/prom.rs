@@ -175,9 +175,13 @@ impl Store {
         }
     }
 
-    /// Makes runtime `pid` known with no series yet (so it can be listed).
-    pub fn add_runtime(&mut self, pid: u32) {
-        self.runtimes.entry(pid).or_default();
+    /// Makes runtime `pid` known with no series yet; false if it is known already.
+    pub fn try_add_runtime(&mut self, pid: u32) -> bool {
+        if self.runtimes.contains_key(&pid) {
+            return false;
+        }
+        self.runtimes.insert(pid, RuntimeSeries::new());
+        true
     }
 
     /// Drops every series of runtime `pid`.

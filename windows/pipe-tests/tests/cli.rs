@@ -155,3 +155,76 @@ fn monitor_resumes_a_runtime_that_connects_to_its_pipe() {
     assert!(second.contains("\"reconnect\":true"), "{}", second);
     assert!(second.contains("\"resumed\":false"), "{}", second);
 }
+
+/// Ten peers connect to the monitor's pipe and send nothing (`--timeout 600`); a runtime
+/// that connects after them is reported and resumed while they are all still connected:
+/// each connection has its own thread and deadline (the monitor used to read each
+/// Advertise in turn, 5 s per silent peer).
+#[test]
+fn monitor_serves_a_runtime_behind_silent_peers() {
+    use dsipc_std::windows::connect;
+    use std::path::Path;
+
+    let name = unique_pipe_name("cli-monitor-silent");
+    let path = pipe_path(&name);
+    let mut child = Command::new(dsipc_exe())
+        .args([
+            "monitor",
+            "--listen",
+            name.as_str(),
+            "--resume",
+            "--json",
+            "--timeout",
+            "600",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dsipc.exe monitor");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (etx, erx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("monitor: {}", line);
+            let _ = etx.send(line);
+        }
+    });
+    // The pipe exists once the monitor says it listens.
+    loop {
+        let l = erx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the monitor's 'listening' line");
+        if l.contains("listening") {
+            break;
+        }
+    }
+    let silent: Vec<_> = (0..10)
+        .map(|i| {
+            connect(Path::new(&path), Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("silent peer {}: {}", i, e))
+        })
+        .collect();
+    let fake = FakeRuntime::reverse(Path::new(&path), Config::new(), None);
+    let first = rx.recv_timeout(Duration::from_secs(30));
+    let still_connected = silent.iter().filter(|s| !s.peer_closed()).count();
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = first.expect("a line for the runtime behind the silent peers");
+    assert!(first.contains("\"pid\":4242,"), "{}", first);
+    assert!(first.contains("\"resumed\":true"), "{}", first);
+    assert!(fake.is_resumed());
+    assert_eq!(
+        still_connected, 10,
+        "silent peers were closed before the runtime's line"
+    );
+}

@@ -129,14 +129,20 @@ fn peers_that_do_not_advertise_are_per_connection_errors() {
         other => panic!("{:?}", other),
     }
 
+    // Silence: the peer stays connected (a watchdog closes it after a minute, so that an
+    // accept that never times out fails the match below instead of hanging the test).
     let c = connect(&path, WAIT).unwrap();
-    let t = Instant::now();
+    let (done, watchdog) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let _ = watchdog.recv_timeout(Duration::from_secs(60));
+        drop(c);
+    });
     match accept(&mut listener) {
         Err(AcceptError::AdvertiseTimeout { .. }) => {}
         other => panic!("{:?}", other),
     }
-    assert!(t.elapsed() < Duration::from_secs(3));
-    drop(c);
+    done.send(()).unwrap();
+    peer.join().unwrap();
 
     // A runtime still gets through.
     let fake = FakeRuntime::reverse(&path, Config::new(), Some(1));
@@ -156,7 +162,6 @@ fn is_closed_notices_a_runtime_that_exited() {
     let mut listener = ReverseListener::bind(&name).unwrap();
     let fake = FakeRuntime::reverse(listener.address(), Config::new(), Some(1));
     let conn = accept(&mut listener).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
     assert!(!conn.is_closed(), "an idle runtime is not closed");
     drop(fake); // the runtime goes away
     let deadline = Instant::now() + WAIT;

@@ -1,0 +1,153 @@
+//! `dsipc ps`: every diagnosable process, probed in parallel under one deadline.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use dsipc_std::{DiagnosticsClient, Endpoint};
+
+use crate::term::clean;
+#[cfg(windows)]
+use crate::term::note;
+#[cfg(not(unix))]
+use crate::CliError;
+use crate::{CliResult, Common};
+
+/// Probes in flight at once: enough that a few hundred silent sockets cost one timeout,
+/// few enough to stay polite to the machine.
+const PARALLEL: usize = 16;
+
+/// What a probe found out about one process.
+enum Probe {
+    /// ProcessInfo's command line.
+    Command(String),
+    /// The runtime does not know ProcessInfo (.NET Core 3.x).
+    NotSupported,
+    /// No answer (error, or no time left).
+    Failed,
+}
+
+/// Probes every endpoint with ProcessInfo, `PARALLEL` at a time, all by `deadline`.
+fn probe_all(endpoints: &[PathBuf], deadline: Instant) -> Vec<Probe> {
+    let results: Vec<Mutex<Option<Probe>>> = endpoints.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let workers = PARALLEL.min(endpoints.len());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= endpoints.len() {
+                    return;
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left < Duration::from_millis(1) {
+                    return;
+                }
+                let client =
+                    DiagnosticsClient::new(Endpoint::new(&endpoints[i])).with_timeout(left);
+                let probe = match client.process_info_basic() {
+                    Ok(info) => Probe::Command(info.command_line),
+                    Err(e) if e.is_not_supported() => Probe::NotSupported,
+                    Err(_) => Probe::Failed,
+                };
+                if let Ok(mut slot) = results[i].lock() {
+                    *slot = Some(probe);
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or(Probe::Failed)
+        })
+        .collect()
+}
+
+#[cfg(unix)]
+pub(crate) fn ps(common: &Common) -> CliResult {
+    let timeout = common.timeout_or(Duration::from_secs(3));
+    let deadline = Instant::now() + timeout;
+    let procs = dsipc_std::unix::list_processes(common.tmpdir.as_deref())?;
+    let sockets: Vec<PathBuf> = procs.iter().map(|p| p.socket.clone()).collect();
+    let probes = probe_all(&sockets, deadline);
+    let out = io::stdout();
+    let mut out = io::BufWriter::new(out.lock());
+    writeln!(out, "{:<8} {:<48} SOCKET", "PID", "COMMAND")?;
+    for (proc, probe) in procs.iter().zip(probes) {
+        let command = match probe {
+            Probe::Command(c) => c,
+            // .NET Core 3.x has no ProcessInfo: show what /proc says, in brackets.
+            Probe::NotSupported => proc_cmdline(proc.pid)
+                .map(|c| format!("[{}]", c))
+                .unwrap_or_else(|| "-".into()),
+            Probe::Failed => "-".into(),
+        };
+        writeln!(
+            out,
+            "{:<8} {:<48} {}",
+            proc.pid,
+            clean(&command),
+            clean(&proc.socket.to_string_lossy())
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+#[cfg(unix)]
+fn proc_cmdline(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{}/cmdline", pid)).ok()?;
+    let parts: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if parts.is_empty() {
+        None
+    } else {
+        Some(parts.join(" "))
+    }
+}
+
+#[cfg(windows)]
+pub(crate) fn ps(common: &Common) -> CliResult {
+    let timeout = common.timeout_or(Duration::from_secs(3));
+    let deadline = Instant::now() + timeout;
+    let (procs, method) = dsipc_std::windows::list_processes_with_method()
+        .map_err(|e| CliError::Other(e.to_string()))?;
+    if method == dsipc_std::windows::ListMethod::ProcessProbe {
+        note!(r"dsipc: \\.\pipe\ cannot be listed here; probed the pipe of every process");
+    }
+    let pipes: Vec<PathBuf> = procs.iter().map(|p| p.pipe.clone()).collect();
+    let probes = probe_all(&pipes, deadline);
+    let out = io::stdout();
+    let mut out = io::BufWriter::new(out.lock());
+    writeln!(out, "{:<8} {:<48} PIPE", "PID", "COMMAND")?;
+    for (proc, probe) in procs.iter().zip(probes) {
+        let command = match probe {
+            Probe::Command(c) => c,
+            _ => "-".into(),
+        };
+        writeln!(
+            out,
+            "{:<8} {:<48} {}",
+            proc.pid,
+            clean(&command),
+            clean(&proc.pipe.to_string_lossy())
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+#[cfg(not(any(unix, windows)))]
+pub(crate) fn ps(_common: &Common) -> CliResult {
+    Err(CliError::Other(
+        "ps is only implemented on Unix and Windows".into(),
+    ))
+}

@@ -1,0 +1,479 @@
+//! `dsipc trace`: an EventPipe session into a `.nettrace` file.
+//!
+//! Nothing on disk changes unless the session started: an existing FILE is opened (not
+//! truncated) before the session and truncated only after the runtime's OK reply; a new
+//! FILE is written as a temporary file created beside it, linked into place after the OK
+//! reply (never replacing anything), and removed if the session does not start. Nothing
+//! this command did not create is ever removed.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dsipc::payload::Provider;
+use dsipc::wire::Text;
+use dsipc_std::{Control, DiagnosticsClient, Endpoint, Error, TraceSession};
+
+use crate::term::{self, clean, note, note_inline};
+use crate::{args, parse_seconds, pid_command, print_out, providers, CliError, CliResult};
+
+/// The nettrace stream's last two bytes: the last object's end tag, then end-of-stream.
+const END_OF_STREAM: [u8; 2] = [0x06, 0x01];
+
+/// Where the trace goes, prepared before the session starts.
+enum Output {
+    /// FILE existed: opened for writing, not truncated yet.
+    Existing { file: File, regular: bool },
+    /// FILE did not exist: a temporary file this command created beside it.
+    New { file: File, temp: PathBuf },
+}
+
+fn display(path: &Path) -> String {
+    clean(&path.to_string_lossy()).into_owned()
+}
+
+/// Opens `path` for writing without creating or truncating it (and, on Unix, without
+/// blocking on a FIFO nobody reads).
+fn open_existing(path: &Path) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = o.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::io::AsRawFd;
+        let fd = file.as_raw_fd();
+        // SAFETY: fcntl on a descriptor this function owns.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            }
+        }
+    }
+    Ok(file)
+}
+
+impl Output {
+    /// Checks that FILE can be written, changing nothing a user could see at FILE.
+    fn prepare(path: &Path) -> Result<Output, CliError> {
+        let cannot =
+            |e: io::Error| CliError::Other(format!("cannot write {}: {}", display(path), e));
+        match fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => Err(CliError::Other(format!(
+                "cannot write {}: it is a directory",
+                display(path)
+            ))),
+            Ok(meta) => {
+                let file = open_existing(path).map_err(cannot)?;
+                Ok(Output::Existing {
+                    file,
+                    regular: meta.is_file(),
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if fs::symlink_metadata(path).is_ok() {
+                    return Err(CliError::Other(format!(
+                        "cannot write {}: it is a symbolic link to nothing",
+                        display(path)
+                    )));
+                }
+                let (file, temp) = create_temp_beside(path).map_err(cannot)?;
+                Ok(Output::New { file, temp })
+            }
+            Err(e) => Err(cannot(e)),
+        }
+    }
+
+    /// The session started: FILE becomes the trace.
+    fn commit(self, path: &Path) -> Result<File, CliError> {
+        match self {
+            Output::Existing { file, regular } => {
+                if regular {
+                    file.set_len(0).map_err(|e| {
+                        CliError::Other(format!("cannot truncate {}: {}", display(path), e))
+                    })?;
+                }
+                Ok(file)
+            }
+            Output::New { file, temp } => {
+                // A link never replaces a file that appeared meanwhile; where links are
+                // not supported, rename.
+                let placed = match fs::hard_link(&temp, path) {
+                    Ok(()) => fs::remove_file(&temp),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
+                    Err(_) => fs::rename(&temp, path),
+                };
+                match placed {
+                    Ok(()) => Ok(file),
+                    Err(e) => {
+                        let _ = fs::remove_file(&temp);
+                        Err(CliError::Other(format!(
+                            "cannot create {}: {}",
+                            display(path),
+                            e
+                        )))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The session did not start: undo what this command created, nothing else.
+    fn abandon(self) {
+        if let Output::New { file, temp } = self {
+            drop(file);
+            let _ = fs::remove_file(&temp);
+        }
+    }
+}
+
+/// Creates a new temporary file beside `path` (never an existing one).
+fn create_temp_beside(path: &Path) -> io::Result<(File, PathBuf)> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    // A long name leaves no room for the suffix (NAME_MAX is 255 bytes): use a short one.
+    let base = path
+        .file_name()
+        .filter(|n| n.len() <= 200)
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| OsString::from("trace"));
+    let mut last = None;
+    for n in 0..100u32 {
+        let mut name = OsString::from(".");
+        name.push(&base);
+        name.push(format!(".dsipc-{}-{}.tmp", std::process::id(), n));
+        let temp = dir.join(name);
+        match OpenOptions::new().write(true).create_new(true).open(&temp) {
+            Ok(f) => return Ok((f, temp)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::AlreadyExists, "no free name")))
+}
+
+/// What the drain saw.
+struct Seen {
+    stop_asked: bool,
+    tail: [u8; 2],
+    tail_len: usize,
+}
+
+impl Seen {
+    fn push(&mut self, data: &[u8]) {
+        for &b in &data[data.len().saturating_sub(2)..] {
+            self.tail = [self.tail[1], b];
+            self.tail_len = (self.tail_len + 1).min(2);
+        }
+    }
+
+    fn ended_cleanly(&self) -> bool {
+        self.tail_len == 2 && self.tail == END_OF_STREAM
+    }
+}
+
+/// Starts the session on a helper thread, so that a second Ctrl-C while the runtime has
+/// not answered yet ends the command at once ([`Error::Aborted`]); the start itself is
+/// bounded by the client's timeout.
+fn start(
+    client: &DiagnosticsClient,
+    specs: &[providers::ProviderSpec],
+    buffer_mb: u32,
+    rundown: bool,
+) -> Result<TraceSession<Endpoint>, Error> {
+    let (tx, rx) = mpsc::channel();
+    let client = client.clone();
+    let specs = specs.to_vec();
+    std::thread::Builder::new()
+        .name("dsipc-start".into())
+        .spawn(move || {
+            let providers: Vec<Provider<'_>> = specs
+                .iter()
+                .map(|s| Provider {
+                    keywords: s.keywords,
+                    log_level: s.level,
+                    provider_name: Text::Str(&s.name),
+                    arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
+                })
+                .collect();
+            let _ = tx.send(client.collect_tracing(&providers, buffer_mb, rundown));
+        })?;
+    let mut noted = false;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(result) => return result,
+            Err(mpsc::RecvTimeoutError::Timeout) if term::interrupts() >= 2 => {
+                return Err(Error::Aborted)
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if term::interrupted() && !noted {
+                    noted = true;
+                    note!("dsipc: interrupted while the runtime has not answered yet: the session stops once it starts (Ctrl-C again to quit at once)");
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::Other,
+                    "the thread starting the session ended without an answer",
+                )))
+            }
+        }
+    }
+}
+
+pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
+    let (p, common, pid) = pid_command(
+        rest,
+        &["PID"],
+        &["-o", "--output", "--providers", "--duration", "--buffer-mb"],
+        &["--no-rundown"],
+    )?;
+    let output = match p.value_os("-o").or_else(|| p.value_os("--output")) {
+        Some(o) => args::path("-o FILE", o)?,
+        None => return Err(CliError::Usage("trace needs -o FILE".into())),
+    };
+    let specs = match p.value_text("--providers")? {
+        Some(s) => providers::parse_providers(s).map_err(CliError::Usage)?,
+        None => providers::default_providers(),
+    };
+    let duration = match p.value_os("--duration") {
+        Some(d) => Some(parse_seconds("--duration", d)?),
+        None => None,
+    };
+    let buffer_mb = match p.value_os("--buffer-mb") {
+        Some(b) => match b.to_str().map(str::parse::<u32>) {
+            Some(Ok(n)) if (1..=4096).contains(&n) => n,
+            _ => return Err(CliError::Usage("--buffer-mb wants 1 to 4096".into())),
+        },
+        None => 256,
+    };
+    let rundown = !p.flag("--no-rundown");
+    let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
+
+    term::catch_interrupts();
+    let prepared = Output::prepare(&output)?;
+    let mut session = match start(&client, &specs, buffer_mb, rundown) {
+        Ok(s) => s,
+        Err(e) => {
+            prepared.abandon();
+            return match e {
+                Error::Aborted => {
+                    note!("dsipc: interrupted before the session started; nothing was written");
+                    Err(CliError::Exit(130))
+                }
+                e => Err(e.into()),
+            };
+        }
+    };
+    // Dropping the session on an error below closes its connection: the runtime ends it.
+    let file = prepared.commit(&output)?;
+    let mut out = BufWriter::with_capacity(256 * 1024, file);
+
+    let tty = term::stderr_is_terminal();
+    note!(
+        "dsipc: tracing pid {} (session 0x{:x}) into {}",
+        pid,
+        session.session_id(),
+        display(&output)
+    );
+    for s in &specs {
+        note!(
+            "  {:<40} 0x{:016X}  level {}{}",
+            clean(&s.name),
+            s.keywords,
+            s.level,
+            s.args
+                .as_deref()
+                .map(|a| format!("  {}", clean(a)))
+                .unwrap_or_default()
+        );
+    }
+    note!(
+        "dsipc: {}",
+        match duration {
+            Some(d) => format!("stopping after {:.1} s or on Ctrl-C", d.as_secs_f64()),
+            None => "stop with Ctrl-C".to_string(),
+        }
+    );
+    let start = Instant::now();
+    let mut last_print = start;
+    let mut seen = Seen {
+        stop_asked: false,
+        tail: [0; 2],
+        tail_len: 0,
+    };
+    let mut write_error: Option<io::Error> = None;
+    let result = {
+        let seen = &mut seen;
+        let stop_asked = std::cell::Cell::new(false);
+        let r = session.drain_controlled(
+            |data| {
+                seen.push(data);
+                out.write_all(data).map_err(|e| {
+                    let kept = io::Error::new(e.kind(), e.to_string());
+                    write_error = Some(e);
+                    kept
+                })
+            },
+            |bytes| {
+                let now = Instant::now();
+                if tty && now.duration_since(last_print) >= Duration::from_millis(250) {
+                    last_print = now;
+                    let secs = now.duration_since(start).as_secs_f64();
+                    note_inline!(
+                        "\r  {:>7.1} s  {:>10.2} MiB  {:>8.2} MiB/s   ",
+                        secs,
+                        bytes as f64 / 1048576.0,
+                        bytes as f64 / 1048576.0 / secs.max(0.001)
+                    );
+                }
+                if term::interrupts() >= 2 {
+                    return Control::Abort;
+                }
+                let stop =
+                    term::interrupted() || duration.map_or(false, |d| start.elapsed() >= d);
+                if stop && !stop_asked.get() {
+                    stop_asked.set(true);
+                    if tty {
+                        note!("");
+                    }
+                    note!("dsipc: stopping the session, draining the rest of the stream (Ctrl-C again to quit at once)");
+                }
+                if stop {
+                    Control::Stop
+                } else {
+                    Control::Continue
+                }
+            },
+        );
+        seen.stop_asked = stop_asked.get();
+        r
+    };
+    if tty {
+        note!("");
+    }
+    let received = session.bytes_received();
+    // Whatever happened, keep what was received.
+    let flushed = out.flush();
+    drop(out);
+    let kept = |what: &str| {
+        format!(
+            "{}; kept the {} bytes received in {}",
+            what,
+            received,
+            display(&output)
+        )
+    };
+    if let Err(e) = flushed {
+        return Err(CliError::Other(format!(
+            "cannot write {}: {}",
+            display(&output),
+            e
+        )));
+    }
+    if let Some(e) = write_error {
+        return Err(CliError::Other(format!(
+            "cannot write {}: {}; the session was abandoned",
+            display(&output),
+            e
+        )));
+    }
+    match result {
+        Ok(bytes) => {
+            if !seen.stop_asked && !seen.ended_cleanly() {
+                note!(
+                    "dsipc: {}",
+                    kept("the runtime ended the stream before any stop and without the end-of-stream marker (did it exit or crash?): the trace is truncated")
+                );
+                return Err(CliError::Exit(1));
+            }
+            if !seen.ended_cleanly() {
+                note!("dsipc: warning: the stream ended without the end-of-stream marker");
+            }
+            print_out(&format!(
+                "wrote {} bytes ({:.2} MiB) to {} in {:.1} s\n",
+                bytes,
+                bytes as f64 / 1048576.0,
+                display(&output),
+                start.elapsed().as_secs_f64()
+            ))
+        }
+        Err(Error::Aborted) => {
+            note!(
+                "dsipc: {}",
+                kept("interrupted again: stopped reading; the trace is incomplete")
+            );
+            Err(CliError::Exit(130))
+        }
+        Err(e) => {
+            note!("dsipc: {}", clean(&kept(&e.to_string())));
+            Err(CliError::Exit(1))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(chunks: &[&[u8]]) -> Seen {
+        let mut s = Seen {
+            stop_asked: false,
+            tail: [0; 2],
+            tail_len: 0,
+        };
+        for c in chunks {
+            s.push(c);
+        }
+        s
+    }
+
+    #[test]
+    fn end_of_stream_marker_across_chunks() {
+        assert!(seen(&[b"Nettrace...\x06\x01"]).ended_cleanly());
+        assert!(seen(&[b"abc\x06", b"\x01"]).ended_cleanly());
+        assert!(seen(&[b"\x06", b"", b"\x01"]).ended_cleanly());
+        assert!(!seen(&[b"\x01"]).ended_cleanly());
+        assert!(!seen(&[]).ended_cleanly());
+        assert!(!seen(&[b"\x06\x01", b"\x07"]).ended_cleanly());
+    }
+
+    #[test]
+    fn a_refused_session_leaves_an_existing_file_and_removes_only_its_temp() {
+        let dir = std::env::temp_dir().join(format!("dsipc-trace-unit-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let existing = dir.join("f");
+        fs::write(&existing, b"keep").unwrap();
+        Output::prepare(&existing).ok().unwrap().abandon();
+        assert_eq!(fs::read(&existing).unwrap(), b"keep");
+        let new = dir.join("new");
+        let prepared = Output::prepare(&new).ok().unwrap();
+        assert!(!new.exists());
+        prepared.abandon();
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        let prepared = Output::prepare(&new).ok().unwrap();
+        let mut file = prepared.commit(&new).ok().unwrap();
+        file.write_all(b"trace").unwrap();
+        assert_eq!(fs::read(&new).unwrap(), b"trace");
+        let file = Output::prepare(&existing)
+            .ok()
+            .unwrap()
+            .commit(&existing)
+            .ok()
+            .unwrap();
+        drop(file);
+        assert_eq!(fs::read(&existing).unwrap(), b"");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 2);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,1138 @@
+//! The `dsipc` binary against hostile runtimes and hostile input (issue 9): the fake
+//! runtime of dsipc-testkit in its hostile modes (refusing, stale, silent, slow, streams
+//! that end too early or never end, stops that fail or are ignored, environments that
+//! announce gigabytes, strings with control characters), planted sockets, non-UTF-8 and
+//! empty arguments, and a failing stdout.
+//!
+//! Every run is bounded by a generous limit that only catches hangs; tests synchronise on
+//! the lines dsipc prints, never on sleeps.
+#![cfg(target_os = "linux")]
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::io::FromRawFd;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dsipc::wire::{Hresult, Text};
+use dsipc::Command as Cmd;
+use dsipc_testkit::{
+    check_pattern, stale_socket, Answer, Config, FakeRuntime, StreamSpec, TempDir,
+};
+
+/// Longest any run may take: only a hang gets near it.
+const LIMIT: Duration = Duration::from_secs(60);
+
+struct Run {
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: String,
+    took: Duration,
+}
+
+impl Run {
+    fn out(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// No panic, no backtrace.
+    fn assert_no_panic(&self) {
+        assert_ne!(self.code, Some(101), "panicked: {}", self.stderr);
+        assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
+    }
+}
+
+/// The binary under test: `$DSIPC_BIN` (to run this set against another build, such as
+/// the code before issue 9), else the one cargo built.
+fn bin() -> std::path::PathBuf {
+    std::env::var_os("DSIPC_BIN")
+        .filter(|b| !b.is_empty())
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_dsipc").into())
+}
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// Waits for `child` (killing it past `LIMIT`).
+fn wait_bounded(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} ran longer than {:?}", what, LIMIT);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `dsipc ARGS` with `stdout` (piped when `None`).
+fn run_with(args: &[OsString], stdout: Option<Stdio>) -> Run {
+    let t = Instant::now();
+    let piped = stdout.is_none();
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout.unwrap_or_else(Stdio::piped))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dsipc");
+    let out_t = child.stdout.take().map(|mut out| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = out.read_to_end(&mut v);
+            v
+        })
+    });
+    let mut err = child.stderr.take().unwrap();
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = wait_bounded(&mut child, &format!("dsipc {:?}", args));
+    let run = Run {
+        code: status.code(),
+        stdout: out_t.map(|t| t.join().unwrap()).unwrap_or_default(),
+        stderr: err_t.join().unwrap(),
+        took: t.elapsed(),
+    };
+    let _ = piped;
+    eprintln!(
+        "$ dsipc {:?} -> {:?} in {:.2} s\n{}{}",
+        args,
+        run.code,
+        run.took.as_secs_f64(),
+        String::from_utf8_lossy(&run.stdout[..run.stdout.len().min(2000)]),
+        run.stderr
+    );
+    run
+}
+
+fn dsipc(args: &[&str]) -> Run {
+    run_with(&os(args), None)
+}
+
+fn me() -> String {
+    std::process::id().to_string()
+}
+
+fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
+    config.listen_in(dir.path()).start().expect("fake runtime")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The N of "kept the N bytes" in dsipc's message.
+fn kept_bytes(stderr: &str) -> u64 {
+    let at = stderr
+        .find("kept the ")
+        .unwrap_or_else(|| panic!("no 'kept the N bytes' in {}", stderr));
+    stderr[at + 9..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in {}", stderr))
+}
+
+/// The file holds exactly `n` bytes of the fake stream's pattern.
+fn assert_pattern_file(path: &Path, n: u64) {
+    let bytes = fs::read(path).unwrap();
+    assert_eq!(bytes.len() as u64, n, "file size vs bytes reported");
+    assert_eq!(
+        check_pattern(0, &bytes),
+        None,
+        "file content is not the stream"
+    );
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn start_key(pid: u32) -> u64 {
+    dsipc_std::unix::start_key(pid).expect("start key")
+}
+
+// ---- 9.1: trace -o FILE changes nothing unless the session started ----
+
+fn refusing(dir: &TempDir) -> FakeRuntime {
+    fake(
+        dir,
+        Config::new().answer(Cmd::CollectTracing2, Answer::Error(Hresult::E_FAIL)),
+    )
+}
+
+#[test]
+fn trace_refused_leaves_an_existing_file_a_symlink_and_a_fifo_alone() {
+    let dir = TempDir::new("dsipc-h1").unwrap();
+    let _rt = refusing(&dir);
+    let files = TempDir::new("dsipc-h1f").unwrap();
+    // An existing file.
+    let f = files.path().join("f");
+    fs::write(&f, b"keep").unwrap();
+    let r = dsipc(&["trace", &me(), "-o", s(&f), "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("0x80004005"), "{}", r.stderr);
+    assert_eq!(fs::read(&f).unwrap(), b"keep");
+    // A symlink to a file: the link stays, its target is not emptied.
+    let target = files.path().join("target");
+    fs::write(&target, b"keep too").unwrap();
+    let link = files.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let r = dsipc(&["trace", &me(), "-o", s(&link), "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(fs::read(&target).unwrap(), b"keep too");
+    // A FIFO (a special file, as a device would be) with a reader: still there.
+    let fifo = files.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let _reader = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let r = dsipc(&["trace", &me(), "-o", s(&fifo), "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // A new file: not created, and nothing left beside it.
+    let new = files.path().join("new.nettrace");
+    let before = names_in(files.path());
+    let r = dsipc(&["trace", &me(), "-o", s(&new), "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(!new.exists());
+    assert_eq!(names_in(files.path()), before);
+}
+
+#[test]
+fn trace_against_a_stale_or_silent_socket_leaves_the_file_alone() {
+    let files = TempDir::new("dsipc-h1s").unwrap();
+    let f = files.path().join("f");
+    fs::write(&f, b"keep").unwrap();
+    let new = files.path().join("new");
+    // Stale: a socket file nobody listens on.
+    let stale = TempDir::new("dsipc-h1st").unwrap();
+    let pid = std::process::id();
+    stale_socket(stale.path(), u64::from(pid), start_key(pid)).unwrap();
+    for out in [&f, &new] {
+        let r = dsipc(&["trace", &me(), "-o", s(out), "--tmpdir", s(stale.path())]);
+        assert_eq!(r.code, Some(1), "{}", r.stderr);
+        assert!(r.stderr.contains("cannot connect"), "{}", r.stderr);
+    }
+    assert_eq!(fs::read(&f).unwrap(), b"keep");
+    assert!(!new.exists());
+    // Silent: accepts, never answers CollectTracing.
+    let dir = TempDir::new("dsipc-h1si").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().answer(Cmd::CollectTracing2, Answer::Hang),
+    );
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "-o",
+        s(&f),
+        "--timeout",
+        "0.5",
+        "--tmpdir",
+        s(dir.path()),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("timed out"), "{}", r.stderr);
+    assert_eq!(fs::read(&f).unwrap(), b"keep");
+    assert_eq!(names_in(files.path()), vec!["f".to_string()]);
+}
+
+#[test]
+fn trace_overwrites_an_existing_file_and_creates_a_new_one_once_the_session_runs() {
+    let dir = TempDir::new("dsipc-h1o").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().stream(StreamSpec::bytes(1000).with_end_marker()),
+    );
+    let files = TempDir::new("dsipc-h1of").unwrap();
+    let f = files.path().join("old.nettrace");
+    fs::write(&f, vec![b'x'; 10_000]).unwrap();
+    let new = files.path().join("new.nettrace");
+    for out in [&f, &new] {
+        let r = dsipc(&["trace", &me(), "-o", s(out), "--tmpdir", s(dir.path())]);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let bytes = fs::read(out).unwrap();
+        assert_eq!(bytes.len(), 1002);
+        assert_eq!(check_pattern(0, &bytes[..1000]), None);
+        assert_eq!(&bytes[1000..], &[0x06, 0x01]);
+    }
+    assert_eq!(
+        names_in(files.path()),
+        vec!["new.nettrace".to_string(), "old.nettrace".to_string()]
+    );
+}
+
+// ---- 9.2: a stream that ends before any stop, without the end marker, is truncated ----
+
+#[test]
+fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
+    let dir = TempDir::new("dsipc-h2").unwrap();
+    let _rt = fake(&dir, Config::new().stream(StreamSpec::bytes(300_000)));
+    let files = TempDir::new("dsipc-h2f").unwrap();
+    let out = files.path().join("t.nettrace");
+    let r = dsipc(&["trace", &me(), "-o", s(&out), "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("truncated"), "{}", r.stderr);
+    assert!(!r.out().contains("wrote"), "{}", r.out());
+    assert_eq!(kept_bytes(&r.stderr), 300_000);
+    assert_pattern_file(&out, 300_000);
+    // The same stream ending with the marker (a runtime that exited cleanly) is complete.
+    let dir2 = TempDir::new("dsipc-h2b").unwrap();
+    let _rt2 = fake(
+        &dir2,
+        Config::new().stream(StreamSpec::bytes(300_000).with_end_marker()),
+    );
+    let r = dsipc(&["trace", &me(), "-o", s(&out), "--tmpdir", s(dir2.path())]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.out().contains("wrote 300002 bytes"), "{}", r.out());
+}
+
+// ---- 9.3 and 9.16: Ctrl-C synchronised on dsipc's lines; a second one keeps the data ----
+
+/// A `dsipc trace` whose stderr lines arrive on a channel.
+struct Tracing {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Tracing {
+    fn start(args: &[&str]) -> Tracing {
+        let mut child = Command::new(bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).split(b'\n').map_while(Result::ok) {
+                if tx
+                    .send(String::from_utf8_lossy(&line).into_owned())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Tracing {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a stderr line containing `what`.
+    fn wait_line(&mut self, what: &str) {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.contains(what);
+                    self.seen.push(l);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {:?}; got {:?}", what, self.seen);
+                }
+            }
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+    }
+
+    fn finish(mut self) -> (Option<i32>, String) {
+        let status = wait_bounded(&mut self.child, "dsipc trace");
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(l);
+        }
+        (status.code(), self.seen.join("\n"))
+    }
+}
+
+#[test]
+fn second_ctrl_c_flushes_what_was_received_says_so_and_exits() {
+    let dir = TempDir::new("dsipc-h3").unwrap();
+    // The stop is never answered, so only the second Ctrl-C ends the drain.
+    let rt = fake(&dir, Config::new().answer(Cmd::StopTracing, Answer::Hang));
+    let files = TempDir::new("dsipc-h3f").unwrap();
+    let out = files.path().join("t.nettrace");
+    let mut t = Tracing::start(&[
+        "trace",
+        &me(),
+        "-o",
+        s(&out),
+        "--timeout",
+        "60",
+        "--tmpdir",
+        s(dir.path()),
+    ]);
+    t.wait_line("dsipc: tracing pid");
+    t.signal(libc::SIGINT);
+    t.wait_line("stopping the session");
+    // The stop reached the runtime (which keeps streaming and never answers).
+    let got = rt.wait_received(2, LIMIT);
+    assert_eq!(got[1].command, Some(Cmd::StopTracing));
+    t.signal(libc::SIGINT);
+    let (code, stderr) = t.finish();
+    assert_eq!(code, Some(130), "{}", stderr);
+    assert!(stderr.contains("interrupted again"), "{}", stderr);
+    // Every byte received is in the file (up to 256 KiB were buffered), nothing else.
+    let n = kept_bytes(&stderr);
+    eprintln!("kept {} bytes", n);
+    assert_pattern_file(&out, n);
+}
+
+#[test]
+fn second_ctrl_c_before_the_runtime_answers_leaves_nothing_behind() {
+    let dir = TempDir::new("dsipc-h3s").unwrap();
+    let rt = fake(
+        &dir,
+        Config::new().answer(Cmd::CollectTracing2, Answer::Hang),
+    );
+    let files = TempDir::new("dsipc-h3sf").unwrap();
+    let out = files.path().join("t.nettrace");
+    let mut t = Tracing::start(&[
+        "trace",
+        &me(),
+        "-o",
+        s(&out),
+        "--timeout",
+        "60",
+        "--tmpdir",
+        s(dir.path()),
+    ]);
+    // The request arrived: dsipc waits for the answer.
+    let got = rt.wait_received(1, LIMIT);
+    assert_eq!(got[0].command, Some(Cmd::CollectTracing2));
+    t.signal(libc::SIGINT);
+    t.wait_line("has not answered yet");
+    t.signal(libc::SIGINT);
+    let (code, stderr) = t.finish();
+    assert_eq!(code, Some(130), "{}", stderr);
+    assert!(stderr.contains("nothing was written"), "{}", stderr);
+    assert!(
+        names_in(files.path()).is_empty(),
+        "{:?}",
+        names_in(files.path())
+    );
+}
+
+#[test]
+fn first_ctrl_c_stops_and_drains_to_the_end() {
+    let dir = TempDir::new("dsipc-h3b").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().stream(
+            StreamSpec::until_stopped(16 * 1024, Duration::from_millis(5)).with_end_marker(),
+        ),
+    );
+    let files = TempDir::new("dsipc-h3bf").unwrap();
+    let out = files.path().join("t.nettrace");
+    let mut t = Tracing::start(&["trace", &me(), "-o", s(&out), "--tmpdir", s(dir.path())]);
+    t.wait_line("dsipc: tracing pid");
+    t.signal(libc::SIGINT);
+    let (code, stderr) = t.finish();
+    assert_eq!(code, Some(0), "{}", stderr);
+    let bytes = fs::read(&out).unwrap();
+    assert!(bytes.ends_with(&[0x06, 0x01]), "not drained to the end");
+    assert_eq!(check_pattern(0, &bytes[..bytes.len() - 2]), None);
+}
+
+// ---- 9.4: --duration against runtimes that keep streaming after StopTracing ----
+
+fn keeps_streaming(stop: Answer, label: &str, expect: &[&str]) {
+    let dir = TempDir::new("dsipc-h4").unwrap();
+    let _rt = fake(&dir, Config::new().answer(Cmd::StopTracing, stop));
+    let files = TempDir::new("dsipc-h4f").unwrap();
+    let out = files.path().join("t.nettrace");
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "-o",
+        s(&out),
+        "--duration",
+        "0.2",
+        "--timeout",
+        "1",
+        "--tmpdir",
+        s(dir.path()),
+    ]);
+    assert_eq!(r.code, Some(1), "{}: {}", label, r.stderr);
+    for e in expect {
+        assert!(
+            r.stderr.contains(e),
+            "{}: {:?} not in {}",
+            label,
+            e,
+            r.stderr
+        );
+    }
+    let n = kept_bytes(&r.stderr);
+    assert_pattern_file(&out, n);
+}
+
+#[test]
+fn duration_with_a_stop_answered_by_an_error_fails_at_once_keeping_the_data() {
+    keeps_streaming(
+        Answer::Error(Hresult::E_FAIL),
+        "error",
+        &["StopTracing", "0x80004005"],
+    );
+}
+
+#[test]
+fn duration_with_an_unanswered_stop_ends_within_the_timeout() {
+    keeps_streaming(Answer::Hang, "unanswered", &["timed out", "StopTracing"]);
+}
+
+#[test]
+fn duration_with_a_stop_answered_ok_but_ignored_ends_within_the_timeout() {
+    keeps_streaming(Answer::IgnoreStop, "ignored", &["did not end within"]);
+}
+
+// ---- 9.6: env is bounded and streamed ----
+
+#[test]
+fn env_refuses_a_runtime_announcing_gigabytes_with_the_typed_error() {
+    let dir = TempDir::new("dsipc-h6").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().answer(
+            Cmd::ProcessEnvironment,
+            Answer::EnvironmentAnnouncing(u32::MAX),
+        ),
+    );
+    let r = dsipc(&["env", &me(), "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "announced an environment of 4294967295 bytes, more than the limit of 16777216"
+        ),
+        "{}",
+        r.stderr
+    );
+    // 64 MiB: below what the old code would take, above the default bound.
+    let dir2 = TempDir::new("dsipc-h6b").unwrap();
+    let _rt2 = fake(
+        &dir2,
+        Config::new().answer(
+            Cmd::ProcessEnvironment,
+            Answer::EnvironmentAnnouncing(64 << 20),
+        ),
+    );
+    let r = dsipc(&["env", &me(), "--tmpdir", s(dir2.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("limit of 16777216"), "{}", r.stderr);
+    // The bound is configurable.
+    let r = dsipc(&[
+        "env",
+        &me(),
+        "--max-bytes",
+        "100",
+        "--tmpdir",
+        s(dir.path()),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("limit of 100 bytes"), "{}", r.stderr);
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{}/status", pid)).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn env_streams_entries_as_they_arrive_in_bounded_memory() {
+    // 15 MiB of environment (under the default bound; 22 MB as UTF-8): collected, it would
+    // need that much.
+    let value: String = "環境".repeat(2000);
+    let entry = format!("BIG={}", value);
+    let unit = dsipc::conn::environment_block_len([Text::Str(&entry)]) - 4;
+    let reps = (15usize << 20) / unit;
+    let announced = (4 + reps * unit) as u32;
+    let dir = TempDir::new("dsipc-h6s").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().environment(&[&entry]).answer(
+            Cmd::ProcessEnvironment,
+            Answer::EnvironmentAnnouncing(announced),
+        ),
+    );
+    let mut child = Command::new(bin())
+        .args(["env", &me(), "--timeout", "300", "--tmpdir", s(dir.path())])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let mut out = child.stdout.take().unwrap();
+    // Read 6 MB, then look at the child while it is blocked writing the rest.
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0usize;
+    while got < 6_000_000 {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "env ended after {} bytes", got);
+        got += n;
+    }
+    let hwm = vm_hwm_kib(child.id());
+    eprintln!("dsipc env VmHWM after 6 MB of output: {} KiB", hwm);
+    let mut rest = Vec::new();
+    out.read_to_end(&mut rest).unwrap();
+    let status = wait_bounded(&mut child, "dsipc env");
+    eprintln!("dsipc env: {} bytes in {:?}", got + rest.len(), t.elapsed());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{}", err);
+    let total = got + rest.len();
+    assert_eq!(total, reps * (entry.len() + 1), "one line per entry");
+    assert!(
+        hwm < 12 * 1024,
+        "VmHWM {} KiB: entries are not streamed",
+        hwm
+    );
+}
+
+// ---- 9.7: ps: one deadline, parallel probes, owner check ----
+
+/// `n` child processes that live until dropped.
+struct Sleepers(Vec<Child>);
+
+impl Sleepers {
+    fn spawn(n: usize) -> Sleepers {
+        Sleepers(
+            (0..n)
+                .map(|_| {
+                    Command::new("sleep")
+                        .arg("300")
+                        .stdin(Stdio::null())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn ps_probes_silent_sockets_in_parallel_under_one_deadline() {
+    let sleepers = Sleepers::spawn(60);
+    let dir = TempDir::new("dsipc-h7").unwrap();
+    let _fakes: Vec<FakeRuntime> = sleepers
+        .0
+        .iter()
+        .map(|c| {
+            fake(
+                &dir,
+                Config::new()
+                    .pid(u64::from(c.id()))
+                    .key(start_key(c.id()))
+                    .default_answer(Answer::Hang),
+            )
+        })
+        .collect();
+    let r = dsipc(&["ps", "--timeout", "0.5", "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let out = r.out();
+    for c in &sleepers.0 {
+        let pid = c.id().to_string();
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().next() == Some(pid.as_str())),
+            "{} not listed:\n{}",
+            pid,
+            out
+        );
+    }
+    // The bound is the point: one after another, 60 probes take 30 s.
+    assert!(r.took < Duration::from_secs(10), "ps took {:?}", r.took);
+}
+
+#[test]
+fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
+    let sleepers = Sleepers::spawn(1);
+    let dir = TempDir::new("dsipc-h7o").unwrap();
+    let my_uid = unsafe { libc::geteuid() };
+    // A legitimate socket: the process's own uid.
+    let good = &sleepers.0[0];
+    let _good = fake(
+        &dir,
+        Config::new()
+            .pid(u64::from(good.id()))
+            .key(start_key(good.id())),
+    );
+    // A planted one: named after a process of another uid (as root, the file is given away).
+    let (victim, _victims) = if my_uid == 0 {
+        let s = Sleepers::spawn(1);
+        (s.0[0].id(), Some(s))
+    } else {
+        let other = fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                fs::read_to_string(format!("/proc/{}/status", pid))
+                    .ok()
+                    .and_then(|s| {
+                        s.lines().find(|l| l.starts_with("Uid:")).map(|l| {
+                            !l.split_whitespace()
+                                .skip(1)
+                                .any(|u| u == my_uid.to_string())
+                        })
+                    })
+                    .unwrap_or(false)
+            })
+            .expect("a process of another uid");
+        (other, None)
+    };
+    let planted = fake(
+        &dir,
+        Config::new()
+            .pid(u64::from(victim))
+            .key(start_key(victim))
+            .command_line("planted"),
+    );
+    if my_uid == 0 {
+        let c =
+            std::ffi::CString::new(planted.socket_path().unwrap().as_os_str().as_bytes()).unwrap();
+        // SAFETY: chown with a valid C string.
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
+    }
+    let r = dsipc(&["ps", "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let out = r.out();
+    let listed = |pid: u32| {
+        out.lines()
+            .any(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
+    };
+    assert!(listed(good.id()), "{}", out);
+    assert!(!listed(victim), "planted socket listed:\n{}", out);
+    assert!(!out.contains("planted"), "{}", out);
+    let r = dsipc(&["info", &victim.to_string(), "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(!r.out().contains("planted"), "{}", r.out());
+}
+
+// ---- 9.8: --timeout is the whole command's budget ----
+
+#[test]
+fn info_and_dump_timeout_bounds_all_fallbacks_together() {
+    let dir = TempDir::new("dsipc-h8").unwrap();
+    // A slow 3.1-style runtime: every ProcessInfo version is unknown, each answer late.
+    let rt = fake(
+        &dir,
+        Config::new()
+            .like_netcore31()
+            .reply_delay(Duration::from_millis(600)),
+    );
+    let r = dsipc(&["info", &me(), "--timeout", "1", "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    // Per attempt, all three would fit (0.6 s < 1 s) and end with "does not support".
+    assert!(r.stderr.contains("timed out after 1.0 s"), "{}", r.stderr);
+    assert!(rt.received().len() <= 2, "{:?}", rt.received());
+    // The same for dump's fallbacks (GenerateCoreDump3, 2, then 1).
+    let dir = TempDir::new("dsipc-h8d").unwrap();
+    let rt = fake(
+        &dir,
+        Config::new()
+            .answer(Cmd::GenerateCoreDump3, Answer::unknown_command())
+            .answer(Cmd::GenerateCoreDump2, Answer::unknown_command())
+            .reply_delay(Duration::from_millis(600)),
+    );
+    let r = dsipc(&[
+        "dump",
+        &me(),
+        "-o",
+        "/tmp/never.dmp",
+        "--timeout",
+        "1",
+        "--tmpdir",
+        s(dir.path()),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("timed out after 1.0 s"), "{}", r.stderr);
+    assert!(rt.received().len() <= 2, "{:?}", rt.received());
+}
+
+// ---- 9.9: arguments that are not UTF-8 ----
+
+#[test]
+fn non_utf8_arguments_never_panic() {
+    let dir = TempDir::new("dsipc-h9").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().stream(StreamSpec::bytes(10).with_end_marker()),
+    );
+    let bad = OsString::from_vec(b"/tmp/\xff".to_vec());
+    let ff = OsString::from_vec(b"\xff".to_vec());
+    let tmp = OsString::from(dir.path());
+    let cases: Vec<(Vec<OsString>, i32)> = vec![
+        (vec!["ps".into(), "--tmpdir".into(), bad.clone()], 1),
+        (
+            vec!["info".into(), me().into(), "--tmpdir".into(), bad.clone()],
+            1,
+        ),
+        (vec!["info".into(), ff.clone()], 2),
+        (vec![ff.clone()], 2),
+        (vec!["--timeout".into(), ff.clone(), "ps".into()], 2),
+        (
+            vec![
+                "setenv".into(),
+                me().into(),
+                ff.clone(),
+                "v".into(),
+                "--tmpdir".into(),
+                tmp.clone(),
+            ],
+            2,
+        ),
+        (
+            vec![
+                "setenv".into(),
+                me().into(),
+                "N".into(),
+                ff.clone(),
+                "--tmpdir".into(),
+                tmp.clone(),
+            ],
+            2,
+        ),
+        (
+            vec![
+                "dump".into(),
+                me().into(),
+                "-o".into(),
+                bad.clone(),
+                "--tmpdir".into(),
+                tmp.clone(),
+            ],
+            2,
+        ),
+        (
+            vec![
+                "startup-hook".into(),
+                me().into(),
+                bad.clone(),
+                "--tmpdir".into(),
+                tmp.clone(),
+            ],
+            2,
+        ),
+        (vec!["monitor".into(), "--listen".into(), bad.clone()], 2),
+        (
+            vec![
+                "trace".into(),
+                me().into(),
+                "--providers".into(),
+                ff.clone(),
+                "-o".into(),
+                "x".into(),
+            ],
+            2,
+        ),
+    ];
+    for (args, code) in cases {
+        let r = run_with(&args, None);
+        r.assert_no_panic();
+        assert_eq!(r.code, Some(code), "{:?}: {}", args, r.stderr);
+    }
+    // A trace file with a non-UTF-8 name is just a file name.
+    let files = TempDir::new("dsipc-h9f").unwrap();
+    let out = files.path().join(OsStr::from_bytes(b"t\xff.nettrace"));
+    let r = run_with(
+        &[
+            "trace".into(),
+            me().into(),
+            "-o".into(),
+            out.clone().into_os_string(),
+            "--tmpdir".into(),
+            tmp,
+        ],
+        None,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(fs::read(&out).unwrap().len(), 12);
+}
+
+// ---- 9.10: a failing stdout ----
+
+fn dev_full() -> Stdio {
+    Stdio::from(
+        fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    )
+}
+
+/// A pipe whose reading end is already closed.
+fn closed_pipe() -> Stdio {
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) into a valid array; both descriptors are ours.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: closing the reading end we own.
+    unsafe { libc::close(fds[0]) };
+    // SAFETY: the writing end is ours and handed over once.
+    Stdio::from(unsafe { fs::File::from_raw_fd(fds[1]) })
+}
+
+#[test]
+fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
+    let dir = TempDir::new("dsipc-h10").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().stream(StreamSpec::bytes(100).with_end_marker()),
+    );
+    let files = TempDir::new("dsipc-h10f").unwrap();
+    let trace_out = files.path().join("t.nettrace");
+    let t = s(dir.path());
+    let commands: Vec<Vec<String>> = vec![
+        vec!["--help".into()],
+        vec!["info".into(), me(), "--tmpdir".into(), t.into()],
+        vec![
+            "info".into(),
+            me(),
+            "--json".into(),
+            "--tmpdir".into(),
+            t.into(),
+        ],
+        vec!["env".into(), me(), "--tmpdir".into(), t.into()],
+        vec!["ps".into(), "--tmpdir".into(), t.into()],
+        vec![
+            "dump".into(),
+            me(),
+            "-o".into(),
+            "/tmp/x.dmp".into(),
+            "--tmpdir".into(),
+            t.into(),
+        ],
+        vec![
+            "trace".into(),
+            me(),
+            "-o".into(),
+            s(&trace_out).into(),
+            "--tmpdir".into(),
+            t.into(),
+        ],
+    ];
+    for c in &commands {
+        let args: Vec<OsString> = c.iter().map(OsString::from).collect();
+        let r = run_with(&args, Some(dev_full()));
+        r.assert_no_panic();
+        assert_eq!(r.code, Some(1), "{:?}: {}", c, r.stderr);
+        assert_eq!(
+            r.stderr
+                .lines()
+                .filter(|l| l.contains("cannot write the output"))
+                .count(),
+            1,
+            "{:?}: {}",
+            c,
+            r.stderr
+        );
+        let r = run_with(&args, Some(closed_pipe()));
+        r.assert_no_panic();
+        assert_eq!(r.code, Some(141), "{:?}: {}", c, r.stderr);
+        assert!(!r.stderr.contains("output"), "{:?}: {}", c, r.stderr);
+    }
+}
+
+// ---- 9.11: runtime strings with control characters are escaped in text output ----
+
+#[test]
+fn env_info_and_ps_escape_control_characters() {
+    // A directory whose name holds an escape sequence too.
+    let base = TempDir::new("dsipc-h11").unwrap();
+    let dir = base.path().join("d\x1b[31m");
+    fs::create_dir(&dir).unwrap();
+    let _rt = Config::new()
+        .command_line("dotnet \x1b]0;pwned\x07app\r\nFAKE LINE\0end")
+        .environment(&["EVIL=a\nFAKE=1", "ESC=\x1b[2J\rX", "NUL=a\0b", "OK=plain"])
+        .listen_in(&dir)
+        .start()
+        .unwrap();
+    let d = dir.to_str().unwrap();
+    for args in [
+        vec!["env", &me(), "--tmpdir", d],
+        vec!["info", &me(), "--tmpdir", d],
+        vec!["ps", "--tmpdir", d],
+    ] {
+        let r = dsipc(&args);
+        assert_eq!(r.code, Some(0), "{:?}: {}", args, r.stderr);
+        let bad: Vec<u8> = r
+            .stdout
+            .iter()
+            .copied()
+            .filter(|&b| (b < 0x20 && b != b'\n') || b == 0x7f)
+            .collect();
+        assert!(bad.is_empty(), "{:?}: raw control bytes {:?}", args, bad);
+        let out = r.out();
+        assert!(!out.lines().any(|l| l.starts_with("FAKE")), "{}", out);
+    }
+    let r = dsipc(&["env", &me(), "--tmpdir", d]);
+    let out = r.out();
+    assert!(out.lines().any(|l| l == "EVIL=a\\nFAKE=1"), "{}", out);
+    assert!(out.lines().any(|l| l == "ESC=\\x1b[2J\\rX"), "{}", out);
+    assert!(out.lines().any(|l| l == "OK=plain"), "{}", out);
+    assert_eq!(out.lines().count(), 4, "{}", out);
+    // JSON escapes them its own way.
+    let r = dsipc(&["info", &me(), "--json", "--tmpdir", d]);
+    assert!(
+        r.out().contains("\\u001b]0;pwned\\u0007app\\r\\n"),
+        "{}",
+        r.out()
+    );
+}
+
+// ---- 9.12: empty paths are refused ----
+
+#[test]
+fn empty_paths_are_usage_errors_and_nothing_is_sent() {
+    let dir = TempDir::new("dsipc-h12").unwrap();
+    let rt = fake(&dir, Config::new());
+    let t = s(dir.path());
+    let pid = me();
+    for args in [
+        vec!["dump", &pid, "-o", "", "--tmpdir", t],
+        vec!["startup-hook", &pid, "", "--tmpdir", t],
+        vec![
+            "attach-profiler",
+            &pid,
+            "--clsid",
+            "12345678-1234-5678-9abc-def012345678",
+            "--path",
+            "",
+            "--tmpdir",
+            t,
+        ],
+        vec!["trace", &pid, "-o", "", "--tmpdir", t],
+        vec!["info", &pid, "--tmpdir", ""],
+        vec!["ps", "--tmpdir", ""],
+    ] {
+        let r = dsipc(&args);
+        assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
+        assert!(
+            r.stderr.contains("must not be empty"),
+            "{:?}: {}",
+            args,
+            r.stderr
+        );
+    }
+    assert!(rt.received().is_empty(), "{:?}", rt.received());
+}
+
+// ---- 9.13: an unreadable or missing --tmpdir is named with the OS error ----
+
+#[test]
+fn missing_or_unreadable_tmpdir_is_named_with_the_os_error() {
+    for args in [
+        vec![
+            "ps".to_string(),
+            "--tmpdir".into(),
+            "/nonexistent-dsipc-dir".into(),
+        ],
+        vec![
+            "info".to_string(),
+            me(),
+            "--tmpdir".into(),
+            "/nonexistent-dsipc-dir".into(),
+        ],
+    ] {
+        let args: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
+        let r = dsipc(&args);
+        assert_eq!(r.code, Some(1), "{:?}: {}", args, r.stderr);
+        assert!(r.stderr.contains("/nonexistent-dsipc-dir"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("No such file or directory"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.out().is_empty(), "{}", r.out());
+    }
+    // Not a directory.
+    let files = TempDir::new("dsipc-h13").unwrap();
+    let f = files.path().join("file");
+    fs::write(&f, b"").unwrap();
+    let r = dsipc(&["ps", "--tmpdir", s(&f)]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("Not a directory"), "{}", r.stderr);
+}
+
+// ---- 9.14: clear usage errors ----
+
+#[test]
+fn unbalanced_quote_and_missing_values_are_clear_usage_errors() {
+    let r = dsipc(&["trace", "1", "--providers", "A:::x=\"1,B", "-o", "/tmp/x"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("unbalanced double quote"), "{}", r.stderr);
+    for args in [
+        vec!["--timeout"],
+        vec!["--tmpdir"],
+        vec!["info", "1", "--timeout"],
+    ] {
+        let r = dsipc(&args);
+        assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
+        assert!(
+            r.stderr.contains("needs a value"),
+            "{:?}: {}",
+            args,
+            r.stderr
+        );
+    }
+    // A flag before the command does not eat the command.
+    let r = dsipc(&["--json", "info", "1", "--tmpdir", "/nonexistent-dsipc-dir"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("cannot read directory"), "{}", r.stderr);
+}
