@@ -129,7 +129,7 @@ fn options(p: &Parsed, many: bool) -> Result<Options> {
         pids.push(parse_pid(v)?);
     }
     for v in &p.positionals {
-        pids.push(parse_pid(v)?);
+        pids.push(parse_pid(crate::args::text("PID", v)?)?);
     }
     if pids.is_empty() {
         return Err(CountersError::Usage("missing PID".into()));
