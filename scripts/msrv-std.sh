@@ -34,7 +34,7 @@ python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
 for section in (r"\[dev-dependencies\]", r"\[\[bench\]\]", r"\[profile\.bench\]"):
-    s = re.sub(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
+    s = re.sub(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n)*", "\n", s)
 s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "adapters/testkit", "cli"]', s)
 open(sys.argv[2], "w").write(s)
 EOF
