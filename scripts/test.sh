@@ -22,6 +22,12 @@ step "tools the nettrace tests run (go tool pprof, unzip)"
 if ! command -v go >/dev/null || ! command -v unzip >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go unzip
 fi
+step "Prometheus (Debian package; the counters export tests start a real server and promtool)"
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends prometheus
+fi
 
 step "lints (fmt, clippy, doc)"
 if [ -x scripts/lint.sh ]; then

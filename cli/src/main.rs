@@ -2,6 +2,7 @@
 
 mod args;
 mod convert;
+mod counters;
 mod json;
 mod monitor;
 mod providers;
@@ -55,6 +56,7 @@ commands:
                                    top N (default 10) methods by exclusive and inclusive
                                    CPU samples
   monitor --listen PATH [--resume] [--json] [--max-connections N]
+          [--metrics ADDR [--counters LIST] [--refresh-interval SECS]]
                                    reverse diagnostic port: runtimes started with
                                    DOTNET_DiagnosticPorts=PATH,connect[,suspend] connect
                                    here; one line per Advertise (pid, cookie); --resume
@@ -62,7 +64,11 @@ commands:
                                    (on Windows PATH is a pipe name). Connections are
                                    served at once, each with --timeout to advertise and
                                    to answer the resume; past N held connections
-                                   (default 1000) the oldest idle one is closed
+                                   (default 1000) the oldest idle one is closed;
+                                   --metrics serves the counters of every runtime seen
+                                   at http://ADDR/metrics
+  counters monitor|collect|export PID... [--counters LIST] [--refresh-interval SECS]
+                                   live counters (dotnet-counters); see dsipc counters --help
 
 options for every command:
   --tmpdir DIR     look for diagnostic sockets only in DIR (default: the target's TMPDIR,
@@ -268,7 +274,11 @@ fn run(argv: Vec<OsString>) -> CliResult {
     let mut rest = leading;
     rest.extend(argv[i + 1..].iter().cloned());
     if rest.iter().any(|a| a == "-h" || a == "--help") {
-        return print_out(USAGE);
+        return print_out(if command == "counters" {
+            counters::USAGE
+        } else {
+            USAGE
+        });
     }
     match command.as_str() {
         "ps" => cmd_ps(&rest),
@@ -288,6 +298,12 @@ fn run(argv: Vec<OsString>) -> CliResult {
         }
         "report" => {
             convert::cmd_report(&texts("every report argument", &rest)?).map_err(CliError::from)
+        }
+        "counters" => {
+            counters::cmd_counters(&texts("every counters argument", &rest)?).map_err(|e| match e {
+                counters::CountersError::Usage(m) => CliError::Usage(m),
+                counters::CountersError::Failed(m) => CliError::Other(m),
+            })
         }
         // Subcommands to come go here, each as a `cmd_*` function taking the arguments
         // after the command name.

@@ -173,8 +173,27 @@ impl Book {
     }
 }
 
+/// `--metrics`: the exporter that runtimes are added to. A static because [`emit`] is the one
+/// place both engines report an Advertise's outcome.
+static METRICS: std::sync::Mutex<Option<crate::counters::MonitorMetrics>> =
+    std::sync::Mutex::new(None);
+/// `--resume` was given (then a runtime is exported once resumed, else when first seen).
+static RESUMING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Exports the counters of a runtime that now runs (resumed, or never suspended).
+fn export_metrics(line: &Seen) {
+    let metrics = METRICS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(m) = metrics.as_ref() {
+        let resuming = RESUMING.load(std::sync::atomic::Ordering::SeqCst);
+        if line.resumed || (!resuming && !line.reconnect) {
+            m.add_later(line.pid);
+        }
+    }
+}
+
 /// Prints one line on stdout; false when nobody reads it any more.
 fn emit(line: &Seen, as_json: bool) -> bool {
+    export_metrics(line);
     let text = if as_json { line.json() } else { line.text() };
     let out = io::stdout();
     let mut o = out.lock();
@@ -193,7 +212,13 @@ fn announce(address: &Path, shown: &Path, resume: bool) {
 pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
     let p = parse(
         rest,
-        &["--listen", "--max-connections"],
+        &[
+            "--listen",
+            "--max-connections",
+            "--metrics",
+            "--counters",
+            "--refresh-interval",
+        ],
         &["--resume", "--json"],
     )?;
     p.expect_positionals(&[])?;
@@ -221,7 +246,19 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
         timeout: common.timeout_or(dsipc_std::DEFAULT_TIMEOUT),
         max_connections,
     };
-    engine::run(&options)
+    let metrics = crate::counters::monitor_metrics(&p, common.tmpdir.clone(), options.timeout)
+        .map_err(|e| match e {
+            crate::counters::CountersError::Usage(m) => CliError::Usage(m),
+            crate::counters::CountersError::Failed(m) => CliError::Other(m),
+        })?;
+    RESUMING.store(options.resume, std::sync::atomic::Ordering::SeqCst);
+    *METRICS.lock().unwrap_or_else(|p| p.into_inner()) = metrics;
+    let result = engine::run(&options);
+    let metrics = METRICS.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(m) = metrics {
+        m.finish();
+    }
+    result
 }
 
 #[cfg(test)]

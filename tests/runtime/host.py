@@ -5,7 +5,7 @@ The hosted runtime starts its real, native Diagnostics Server, exactly as `dotne
 would, so tests can talk the Diagnostic IPC protocol to it.
 
     $DSIPC_PYTHON tests/runtime/host.py --runtime net8 [--busy] [--regex] [--counters]
-                  [--max-seconds N] [--ready-file PATH] [--dotnet-root DIR]
+                  [--meter-rate N] [--max-seconds N] [--ready-file PATH] [--dotnet-root DIR]
 
 Run it with the venv interpreter made by scripts/setup-runtimes.sh.
 
@@ -108,6 +108,54 @@ def watch_stdin():
     finish(0)
 
 
+def start_meter(rate):
+    """Meter 'MyMeter', Counter<long> 'requests' (unit 'requests'), incremented from a thread so
+    that after t seconds its total is floor(rate * t): every interval's delta is rate x interval."""
+    import clr
+    clr.AddReference("System.Diagnostics.DiagnosticSource")
+    from System import Int64
+    from System.Diagnostics.Metrics import Meter
+    meter = Meter("MyMeter", "1.0")
+    counter = meter.CreateCounter[Int64]("requests", "requests", "requests handled")
+    # Also a Histogram<double> 'latency' (ms) fed 10.0 at every tick (every percentile is 10)
+    # and an UpDownCounter<long> 'queue': 7 before any listener, then +1 and -1 at every tick
+    # (a session only aggregates what it sees, so it reports 0).
+    from System import Double
+    latency = meter.CreateHistogram[Double]("latency", "ms", "request latency")
+    queue = meter.CreateUpDownCounter[Int64]("queue", "items", "queued items")
+    queue.Add(Int64(7))
+    start = time.monotonic()
+
+    def tick():
+        done = 0
+        while True:
+            target = int((time.monotonic() - start) * rate)
+            if target > done:
+                counter.Add(Int64(target - done))
+                latency.Record(Double(10.0))
+                # Measurements every interval (8.0.4 publishes an UpDownCounter only then).
+                queue.Add(Int64(1))
+                queue.Add(Int64(-1))
+                done = target
+            time.sleep(0.01)
+    t = threading.Thread(target=tick, daemon=True)
+    t.start()
+    # Keep the meter alive (a collected Meter stops publishing).
+    start_meter.keep = (meter, counter, latency, queue, t)
+    log("Meter MyMeter: Counter<long> requests at %g/s, Histogram latency, UpDownCounter queue" % rate)
+
+
+def start_clock_gauge():
+    import clr
+    clr.AddReference("System.Diagnostics.DiagnosticSource")
+    from System import Double, Func
+    from System.Diagnostics.Metrics import Meter
+    meter = Meter("Clock", "1.0")
+    gauge = meter.CreateObservableGauge[Double]("unix-ms", Func[Double](lambda: time.time() * 1000.0), "ms")
+    start_clock_gauge.keep = (meter, gauge)
+    log("Meter Clock: ObservableGauge<double> unix-ms")
+
+
 def main():
     global _tmpdir, _ready_file
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,6 +167,15 @@ def main():
                          "'^(a+)+$', seconds per call in RegexInterpreter) until exit")
     ap.add_argument("--counters", action="store_true",
                     help="initialize RuntimeEventSource (via reflection) so System.Runtime counters flow")
+    ap.add_argument("--meter-rate", type=float, default=0.0,
+                    help="(.NET 6+) create Meter 'MyMeter' with Counter<long> 'requests' and add to "
+                         "it at N per second (by elapsed time, so the rate holds despite sleep jitter), "
+                         "Histogram<double> 'latency' recording 10.0 at each addition, and "
+                         "UpDownCounter<long> 'queue' (+1, -1 at each addition)")
+    ap.add_argument("--clock-gauge", action="store_true",
+                    help="(.NET 6+) create Meter 'Clock' with ObservableGauge<double> 'unix-ms' whose "
+                         "value is the wall clock (ms since 1970) when the runtime observes it: "
+                         "a reader's delay from publication is its own clock minus the value")
     ap.add_argument("--max-seconds", type=float, default=600.0)
     ap.add_argument("--ready-file", help="also write the READY line to this file (atomically)")
     ap.add_argument("--dotnet-root", help="override the dotnet root of the chosen runtime")
@@ -184,6 +241,11 @@ def main():
             finish(4)
         m.Invoke(None, None)
         log("RuntimeEventSource initialized")
+
+    if args.meter_rate > 0:
+        start_meter(args.meter_rate)
+    if args.clock_gauge:
+        start_clock_gauge()
 
     line = "READY pid=%d runtime=%s\n" % (os.getpid(), Environment.Version)
     if args.ready_file:

@@ -1,0 +1,356 @@
+//! The nettrace stream of a counters session, decoded with [`dsipc::nettrace`] into
+//! counter events.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dsipc::nettrace::{
+    Format, Item, MetadataRecord, NettraceParser, PayloadFields, Status, TraceHeader, Value as V,
+};
+
+use super::events::{Fields, Interpreter, Outcome, Value};
+use super::{CounterEvent, CountersConfig};
+
+/// Largest stream block accepted (the runtime writes blocks of about 100 KB).
+pub(crate) const MAX_BLOCK: usize = 16 * 1024 * 1024;
+/// Most distinct metadata records kept (a counters session needs a few dozen).
+pub(crate) const MAX_METADATA: usize = 4096;
+/// Deepest nesting of objects flattened.
+const MAX_DEPTH: u32 = 8;
+
+/// What the decoder saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Stream bytes fed.
+    pub bytes: u64,
+    /// Events decoded (any provider).
+    pub events: u64,
+    /// Samples handed out.
+    pub samples: u64,
+    /// Notices handed out.
+    pub notices: u64,
+    /// Counter events skipped because their payload lacked what it must carry.
+    pub malformed: u64,
+    /// Events of other sessions, other events, counters not asked for.
+    pub ignored: u64,
+    /// Metadata records dropped over the table limit (4096 distinct records).
+    pub metadata_dropped: u64,
+    /// The stream could not be parsed past this error (later bytes are discarded).
+    pub stream_error: Option<String>,
+    /// The stream ended without its end-of-stream marker (the runtime exited or was
+    /// killed); what came before was decoded.
+    pub truncated: bool,
+}
+
+#[derive(Debug)]
+struct Meta {
+    provider: String,
+    name: String,
+    raw: Vec<u8>,
+    format: Format,
+    interesting: bool,
+}
+
+/// Decodes a counters session's stream, fed in chunks of any size.
+#[derive(Debug)]
+pub struct Decoder {
+    interp: Interpreter,
+    stats: DecodeStats,
+    metadata: HashMap<u32, Meta>,
+    clock: Option<Clock>,
+    latest: Option<SystemTime>,
+    parser: NettraceParser,
+    buf: Vec<u8>,
+    failed: bool,
+}
+
+/// The trace's clock: UTC at the sync point, and QPC ticks.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    sync_utc: SystemTime,
+    sync_qpc: i64,
+    freq: i64,
+}
+
+impl Clock {
+    fn time(&self, ts: i64) -> SystemTime {
+        if self.freq <= 0 {
+            return self.sync_utc;
+        }
+        let delta = i128::from(ts) - i128::from(self.sync_qpc);
+        let nanos = delta * 1_000_000_000 / i128::from(self.freq);
+        let abs = Duration::from_nanos(nanos.unsigned_abs().min(u128::from(u64::MAX)) as u64);
+        if nanos >= 0 {
+            self.sync_utc.checked_add(abs).unwrap_or(self.sync_utc)
+        } else {
+            self.sync_utc.checked_sub(abs).unwrap_or(self.sync_utc)
+        }
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's days_from_civil).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A SYSTEMTIME (UTC) as a `SystemTime`; nonsense fields give the epoch.
+fn system_time(
+    year: u16,
+    month: u16,
+    day: u16,
+    hour: u16,
+    minute: u16,
+    second: u16,
+    millis: u16,
+) -> SystemTime {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return UNIX_EPOCH;
+    }
+    let days = days_from_civil(i64::from(year), u32::from(month), u32::from(day));
+    let secs = days * 86_400 + i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second);
+    let d = Duration::from_secs(secs.unsigned_abs())
+        + Duration::from_millis(u64::from(millis.min(999)));
+    if secs >= 0 {
+        UNIX_EPOCH + d
+    } else {
+        UNIX_EPOCH.checked_sub(d).unwrap_or(UNIX_EPOCH)
+    }
+}
+
+fn clock(h: &TraceHeader<'_>) -> Clock {
+    let t = h.sync_time_utc;
+    Clock {
+        sync_utc: system_time(
+            t.year,
+            t.month,
+            t.day,
+            t.hour,
+            t.minute,
+            t.second,
+            t.millisecond,
+        ),
+        sync_qpc: h.sync_time_qpc,
+        freq: h.qpc_frequency,
+    }
+}
+
+/// The fields of a payload by name, nested objects flattened into the list (EventCounters
+/// carry one Object field `Payload`); `None` if the payload does not match its description.
+fn flatten(walk: PayloadFields<'_>, depth: u32) -> Option<Fields> {
+    let mut out = Vec::new();
+    flatten_into(walk, depth, &mut out)?;
+    Some(out)
+}
+
+fn flatten_into(walk: PayloadFields<'_>, depth: u32, out: &mut Fields) -> Option<()> {
+    for f in walk {
+        let f = f.ok()?;
+        let name: String = f.name.chars_lossy().collect();
+        let value = match f.value {
+            V::Object(o) => {
+                if depth >= MAX_DEPTH {
+                    return None;
+                }
+                flatten_into(o.fields(), depth + 1, out)?;
+                continue;
+            }
+            V::String(s) => Value::Str(s.chars_lossy().collect()),
+            v => match v.as_f64() {
+                Some(n) => Value::Num(n),
+                None => Value::Other,
+            },
+        };
+        out.push((name, value));
+    }
+    Some(())
+}
+
+impl Decoder {
+    /// A decoder for the session `config` describes (its counters and Metrics session).
+    pub fn new(config: &CountersConfig) -> Decoder {
+        let (session_id, client_id) = match &config.metrics {
+            Some(super::MetricsSession::Shared { client_id }) => (
+                Some(super::SHARED_SESSION_ID.to_string()),
+                Some(client_id.clone()),
+            ),
+            Some(super::MetricsSession::Private { session_id }) => (Some(session_id.clone()), None),
+            None => (None, None),
+        };
+        Decoder {
+            interp: Interpreter::new(
+                config.counters.clone(),
+                session_id,
+                client_id,
+                f64::from(config.interval_secs),
+            ),
+            stats: DecodeStats::default(),
+            metadata: HashMap::new(),
+            clock: None,
+            latest: None,
+            parser: NettraceParser::with_max_block_size(MAX_BLOCK),
+            buf: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// What was seen so far.
+    pub fn stats(&self) -> &DecodeStats {
+        &self.stats
+    }
+
+    /// Feeds the next stream bytes; events go to `out` as soon as their block is whole.
+    /// A stream that cannot be parsed is reported in [`DecodeStats::stream_error`] and the
+    /// rest of it discarded; a payload that cannot be decoded is counted and skipped.
+    pub fn feed(&mut self, data: &[u8], out: &mut dyn FnMut(CounterEvent)) {
+        self.stats.bytes += data.len() as u64;
+        if self.failed {
+            return;
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.extend_from_slice(data);
+        let mut at = 0;
+        loop {
+            let handled = match self.parser.handle_input(&buf[at..]) {
+                Ok(h) => h,
+                Err(e) => {
+                    self.stats.stream_error = Some(e.to_string());
+                    self.failed = true;
+                    buf = Vec::new();
+                    at = 0;
+                    break;
+                }
+            };
+            at += handled.consumed;
+            match handled.status {
+                Status::Item(item) => self.item(item, out),
+                Status::Partial { .. } | Status::Done => break,
+            }
+        }
+        buf.drain(..at);
+        self.buf = buf;
+        self.release(out);
+    }
+
+    fn item(&mut self, item: Item<'_>, out: &mut dyn FnMut(CounterEvent)) {
+        match item {
+            Item::Trace(h) => self.clock = Some(clock(&h)),
+            Item::Metadata(m) => self.on_metadata(&m),
+            Item::Event(e) => {
+                self.stats.events += 1;
+                let meta = match self.metadata.get(&e.metadata_id) {
+                    Some(m) if m.interesting => m,
+                    _ => {
+                        self.stats.ignored += 1;
+                        return;
+                    }
+                };
+                let fields = match MetadataRecord::parse(&meta.raw, meta.format, 0) {
+                    Ok(rec) if !rec.fields_malformed => flatten(rec.fields.walk(e.payload), 0),
+                    _ => None,
+                };
+                let provider = meta.provider.clone();
+                let name = meta.name.clone();
+                self.on_fields(&provider, &name, fields, e.timestamp, out);
+            }
+            _ => {}
+        }
+    }
+
+    /// End of stream: hands out what is still held back, and notes a stream that ended
+    /// without its end marker.
+    pub fn finish(&mut self, out: &mut dyn FnMut(CounterEvent)) {
+        if !self.failed && !self.parser.is_done() && self.parser.handle_eof().is_err() {
+            self.stats.truncated = true;
+        }
+        for ev in self.interp.release(None) {
+            self.emit(ev, out);
+        }
+    }
+
+    fn emit(&mut self, ev: CounterEvent, out: &mut dyn FnMut(CounterEvent)) {
+        match &ev {
+            CounterEvent::Sample(_) => self.stats.samples += 1,
+            CounterEvent::Notice(_) => self.stats.notices += 1,
+        }
+        out(ev);
+    }
+
+    fn on_metadata(&mut self, m: &MetadataRecord<'_>) {
+        let id = m.metadata_id;
+        if !self.metadata.contains_key(&id) && self.metadata.len() >= MAX_METADATA {
+            self.stats.metadata_dropped += 1;
+            return;
+        }
+        let provider: String = m.provider_name.chars_lossy().collect();
+        let name: String = m.event_name.chars_lossy().collect();
+        let interesting = name == "EventCounters" || provider == super::METRICS_PROVIDER;
+        self.metadata.insert(
+            id,
+            Meta {
+                provider,
+                name,
+                // Only counter events need their field descriptions kept.
+                raw: if interesting {
+                    m.raw.to_vec()
+                } else {
+                    Vec::new()
+                },
+                format: m.format,
+                interesting,
+            },
+        );
+    }
+
+    fn on_fields(
+        &mut self,
+        provider: &str,
+        name: &str,
+        fields: Option<Fields>,
+        timestamp: i64,
+        out: &mut dyn FnMut(CounterEvent),
+    ) {
+        let time = match &self.clock {
+            Some(c) => c.time(timestamp),
+            None => UNIX_EPOCH,
+        };
+        if self.latest.map_or(true, |l| time > l) {
+            self.latest = Some(time);
+        }
+        // Held-back samples that are due go first, so samples come out in time order.
+        self.release(out);
+        let fields = match fields {
+            Some(f) => f,
+            None => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        match self.interp.event(provider, name, &fields, time) {
+            Outcome::Events(evs) => {
+                for ev in evs {
+                    self.emit(ev, out);
+                }
+            }
+            Outcome::Ignored => self.stats.ignored += 1,
+            Outcome::Malformed => self.stats.malformed += 1,
+        }
+    }
+
+    fn release(&mut self, out: &mut dyn FnMut(CounterEvent)) {
+        let latest = self.latest;
+        for ev in self.interp.release(latest) {
+            self.emit(ev, out);
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! A running counters session: the EventPipe session, drained and decoded on a thread.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use dsipc::payload::Provider;
+
+use super::decode::{DecodeStats, Decoder};
+use super::{CounterEvent, CountersConfig};
+use crate::{DiagnosticsClient, Error, StopHandle, Transport};
+
+/// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).
+const BUFFER_MB: u32 = 10;
+/// Events queued between the decoding thread and the consumer; a slower consumer makes
+/// the decoder wait (and, eventually, the runtime drop events in its own buffer).
+const QUEUE: usize = 1024;
+
+/// How a session ended.
+#[derive(Debug)]
+pub struct SessionEnd {
+    /// True if we stopped it; false if the runtime ended the stream (it exited).
+    pub stopped: bool,
+    /// What the decoder saw.
+    pub stats: DecodeStats,
+    /// Stream bytes received.
+    pub bytes: u64,
+    /// A failure of the connection (a runtime killed mid-stream, a silence after the stop).
+    pub error: Option<Error>,
+}
+
+struct Shared {
+    stats: DecodeStats,
+}
+
+/// A live counters session.
+///
+/// Events arrive on [`recv_timeout`](Self::recv_timeout) / [`try_recv`](Self::try_recv);
+/// `Disconnected` there means the stream ended. [`stop`](Self::stop) ends the session
+/// cleanly (StopTracing, drain to the end); dropping the session does the same.
+pub struct CounterSession<T: Transport + Send + Sync + 'static> {
+    stop: StopHandle<T>,
+    events: Option<Receiver<CounterEvent>>,
+    thread: Option<JoinHandle<(bool, u64, Option<Error>)>>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl<T: Transport + Send + Sync + 'static> std::fmt::Debug for CounterSession<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CounterSession")
+            .field("session_id", &self.stop.session_id())
+            .finish()
+    }
+}
+
+fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<T: Transport + Send + Sync + 'static> CounterSession<T> {
+    /// Starts the EventPipe session `config` describes (CollectTracing2, no rundown) and a
+    /// thread that drains and decodes it.
+    pub fn start(client: &DiagnosticsClient<T>, config: &CountersConfig) -> Result<Self, Error>
+    where
+        T::Conn: Send + 'static,
+    {
+        let owned = config.providers();
+        let providers: Vec<Provider<'_>> = owned.iter().map(|p| p.as_provider()).collect();
+        let mut session = client.collect_tracing(&providers, BUFFER_MB, false)?;
+        let stop = session.stop_handle();
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let shared = Arc::new(Mutex::new(Shared {
+            stats: DecodeStats::default(),
+        }));
+        let shared2 = Arc::clone(&shared);
+        let mut decoder = Decoder::new(config);
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("dsipc-counters".into())
+            .spawn(move || {
+                let mut send = |ev: CounterEvent| {
+                    // A consumer that went away: keep draining, drop the events.
+                    let _ = tx.send(ev);
+                };
+                let result = session.drain(
+                    |data| {
+                        decoder.feed(data, &mut send);
+                        lock(&shared2).stats = decoder.stats().clone();
+                        Ok(())
+                    },
+                    |_| false,
+                );
+                decoder.finish(&mut send);
+                lock(&shared2).stats = decoder.stats().clone();
+                let bytes = session.bytes_received();
+                (stop2.is_requested(), bytes, result.err())
+            })?;
+        Ok(CounterSession {
+            stop,
+            events: Some(rx),
+            thread: Some(thread),
+            shared,
+        })
+    }
+
+    /// The runtime's id for this session.
+    pub fn session_id(&self) -> u64 {
+        self.stop.session_id()
+    }
+
+    /// The next event, waiting up to `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<CounterEvent, RecvTimeoutError> {
+        match &self.events {
+            Some(rx) => rx.recv_timeout(timeout),
+            None => Err(RecvTimeoutError::Disconnected),
+        }
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&self) -> Result<CounterEvent, TryRecvError> {
+        match &self.events {
+            Some(rx) => rx.try_recv(),
+            None => Err(TryRecvError::Disconnected),
+        }
+    }
+
+    /// What the decoder has seen so far.
+    pub fn stats(&self) -> DecodeStats {
+        lock(&self.shared).stats.clone()
+    }
+
+    /// A handle that stops the session from another thread.
+    pub fn stop_handle(&self) -> StopHandle<T> {
+        self.stop.clone()
+    }
+
+    /// Stops the session (unless the stream already ended), drains it to its end, and
+    /// says how it ended. Events still queued are dropped; read them first if they matter.
+    pub fn stop(mut self) -> SessionEnd {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> SessionEnd {
+        // Drop the queue first so a full queue cannot block the draining thread.
+        self.events = None;
+        let thread = match self.thread.take() {
+            Some(t) => t,
+            None => {
+                return SessionEnd {
+                    stopped: true,
+                    stats: self.stats(),
+                    bytes: 0,
+                    error: None,
+                }
+            }
+        };
+        let mut stop_error = None;
+        if !thread.is_finished() {
+            // The runtime may have exited meanwhile: then StopTracing cannot connect, and
+            // the stream has ended (or ends) on its own.
+            if let Err(e) = self.stop.stop() {
+                stop_error = Some(e);
+            }
+        }
+        let (stopped, bytes, error) = thread.join().unwrap_or((false, 0, None));
+        SessionEnd {
+            stopped: stopped && stop_error.is_none(),
+            stats: self.stats(),
+            bytes,
+            error: error.or(if stopped { None } else { stop_error }),
+        }
+    }
+}
+
+impl<T: Transport + Send + Sync + 'static> Drop for CounterSession<T> {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.finish();
+        }
+    }
+}

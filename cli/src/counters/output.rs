@@ -1,0 +1,344 @@
+//! dotnet-counters' file formats (csv, json) and its console table.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use dsipc_std::counters::{CounterKind, Sample};
+
+/// UTC calendar time: (year, month, day, hour, minute, second).
+pub fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
+    let secs = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64),
+    };
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        (rem % 3600 / 60) as u32,
+        (rem % 60) as u32,
+    )
+}
+
+/// .NET's invariant `DateTime.ToString()`: `MM/dd/yyyy HH:mm:ss` (UTC here).
+pub fn invariant_time(t: SystemTime) -> String {
+    let (y, mo, d, h, mi, s) = civil(t);
+    format!("{:02}/{:02}/{:04} {:02}:{:02}:{:02}", mo, d, y, h, mi, s)
+}
+
+/// .NET's `DateTime.ToString("u")`: `yyyy-MM-dd HH:mm:ssZ`.
+pub fn universal_time(t: SystemTime) -> String {
+    let (y, mo, d, h, mi, s) = civil(t);
+    format!("{:04}-{:02}-{:02} {:02}:{:02}:{:02}Z", y, mo, d, h, mi, s)
+}
+
+/// .NET's invariant `double.ToString()` for the values counters carry.
+pub fn number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
+    } else {
+        format!("{}", v)
+    }
+}
+
+/// dotnet-counters' display name: `CPU Usage (%)`, `Gen 0 GC Count (Count / 1 sec)`.
+pub fn display(s: &Sample) -> String {
+    let base = if s.display_name.is_empty() {
+        &s.name
+    } else {
+        &s.display_name
+    };
+    if s.kind.is_increment() {
+        let unit = if s.unit.is_empty() { "Count" } else { &s.unit };
+        format!("{} ({} / {} sec)", base, unit, number(s.interval_secs))
+    } else if s.unit.is_empty() {
+        base.to_string()
+    } else {
+        format!("{} ({})", base, s.unit)
+    }
+}
+
+/// Tags as dotnet-counters prints them (`k=v,k2=v2`, `Percentile=95` for histograms).
+pub fn tags(s: &Sample) -> String {
+    let mut out: Vec<String> = s.tags.iter().map(|(k, v)| format!("{}={}", k, v)).collect();
+    if let CounterKind::Percentile(q) = s.kind {
+        out.push(format!("Percentile={}", number(q * 100.0)));
+    }
+    out.join(",")
+}
+
+/// The csv header, byte for byte dotnet-counters'.
+pub const CSV_HEADER: &str = "Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n";
+
+/// One csv row.
+pub fn csv_row(s: &Sample) -> String {
+    let mut name = display(s);
+    let t = tags(s);
+    if !t.is_empty() {
+        name.push('[');
+        name.push_str(&t.replace(',', ";"));
+        name.push(']');
+    }
+    format!(
+        "{},{},{},{},{}\n",
+        invariant_time(s.timestamp),
+        s.provider,
+        name,
+        s.kind.dotnet_counters_type(),
+        number(s.value)
+    )
+}
+
+fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The json file's opening, byte for byte dotnet-counters' layout.
+pub fn json_header(process: &str, start: SystemTime) -> String {
+    format!(
+        "{{ \"TargetProcess\": \"{}\", \"StartTime\": \"{}\", \"Events\": [",
+        json_escape(process),
+        invariant_time(start)
+    )
+}
+
+/// One json event (without the separating comma).
+pub fn json_event(s: &Sample) -> String {
+    format!(
+        "{{ \"timestamp\": \"{}\",  \"provider\": \"{}\",  \"name\": \"{}\",  \"tags\": \"{}\",  \"counterType\": \"{}\",  \"value\": {} }}",
+        universal_time(s.timestamp),
+        json_escape(&s.provider),
+        json_escape(&display(s)),
+        json_escape(&tags(s)),
+        s.kind.dotnet_counters_type(),
+        number(s.value)
+    )
+}
+
+/// The json file's closing.
+pub const JSON_FOOTER: &str = "]}";
+
+/// A counters file being written: csv or json.
+pub struct FileWriter<W: Write> {
+    out: W,
+    json: bool,
+    events: u64,
+}
+
+impl<W: Write> FileWriter<W> {
+    /// Writes the header.
+    pub fn new(mut out: W, json: bool, process: &str, start: SystemTime) -> io::Result<Self> {
+        if json {
+            out.write_all(json_header(process, start).as_bytes())?;
+        } else {
+            out.write_all(CSV_HEADER.as_bytes())?;
+        }
+        out.flush()?;
+        Ok(FileWriter {
+            out,
+            json,
+            events: 0,
+        })
+    }
+
+    /// Writes one sample.
+    pub fn sample(&mut self, s: &Sample) -> io::Result<()> {
+        if self.json {
+            if self.events > 0 {
+                self.out.write_all(b",")?;
+            }
+            self.out.write_all(json_event(s).as_bytes())?;
+        } else {
+            self.out.write_all(csv_row(s).as_bytes())?;
+        }
+        self.events += 1;
+        Ok(())
+    }
+
+    /// Flushes what was written (after each batch, so a crash loses little).
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// Samples written.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Writes the closing and flushes.
+    pub fn finish(mut self) -> io::Result<W> {
+        if self.json {
+            self.out.write_all(JSON_FOOTER.as_bytes())?;
+        }
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// The monitor's table: the latest value of every counter, by provider.
+#[derive(Default)]
+pub struct Table {
+    rows: BTreeMap<String, BTreeMap<String, String>>,
+    notices: Vec<String>,
+}
+
+impl Table {
+    /// Updates a row.
+    pub fn sample(&mut self, s: &Sample) {
+        let mut name = display(s);
+        let t = tags(s);
+        if !t.is_empty() {
+            name = format!("{} [{}]", name, t);
+        }
+        self.rows
+            .entry(s.provider.clone())
+            .or_default()
+            .insert(name, number_grouped(s.value));
+    }
+
+    /// Adds a notice shown under the table (the last few).
+    pub fn notice(&mut self, n: String) {
+        if !self.notices.contains(&n) {
+            self.notices.push(n);
+        }
+        if self.notices.len() > 5 {
+            self.notices.remove(0);
+        }
+    }
+
+    /// The table as text, dotnet-counters' layout.
+    pub fn render(&self, status: &str) -> String {
+        let mut out = String::new();
+        out.push_str("Press Ctrl-C to quit.\n");
+        out.push_str(&format!("    Status: {}\n\n", status));
+        for (provider, rows) in &self.rows {
+            out.push_str(&format!("[{}]\n", provider));
+            for (name, value) in rows {
+                out.push_str(&format!("    {:<60} {:>16}\n", name, value));
+            }
+        }
+        for n in &self.notices {
+            out.push('\n');
+            out.push_str(n);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A value with thousands separators and at most three decimals, as the console shows it.
+pub fn number_grouped(v: f64) -> String {
+    if !v.is_finite() {
+        return number(v);
+    }
+    let s = format!("{:.3}", v.abs());
+    let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
+    let frac = frac.trim_end_matches('0');
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let mut out = String::new();
+    if v < 0.0 && (grouped != "0" || !frac.is_empty()) {
+        out.push('-');
+    }
+    out.push_str(&grouped);
+    if !frac.is_empty() {
+        out.push('.');
+        out.push_str(frac);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsipc_std::counters::Source;
+    use std::time::Duration;
+
+    fn sample(kind: CounterKind) -> Sample {
+        Sample {
+            // 2021-10-26 10:48:03 UTC
+            timestamp: UNIX_EPOCH + Duration::from_secs(1_635_245_283),
+            provider: "System.Runtime".into(),
+            name: "gen-0-gc-count".into(),
+            display_name: "Gen 0 GC Count".into(),
+            unit: String::new(),
+            kind,
+            value: 2.0,
+            tags: Vec::new(),
+            interval_secs: 1.0,
+            source: Source::EventCounter,
+        }
+    }
+
+    #[test]
+    fn dotnet_counters_layouts() {
+        assert_eq!(
+            csv_row(&sample(CounterKind::Sum)),
+            "10/26/2021 10:48:03,System.Runtime,Gen 0 GC Count (Count / 1 sec),Rate,2\n"
+        );
+        let mut s = sample(CounterKind::Percentile(0.95));
+        s.tags = vec![("a".into(), "1".into()), ("b".into(), "2".into())];
+        s.unit = "ms".into();
+        assert_eq!(
+            csv_row(&s),
+            "10/26/2021 10:48:03,System.Runtime,Gen 0 GC Count (ms)[a=1;b=2;Percentile=95],Metric,2\n"
+        );
+        let mut w = FileWriter::new(Vec::new(), true, "py\"thon", s.timestamp).unwrap();
+        w.sample(&sample(CounterKind::Mean)).unwrap();
+        w.sample(&sample(CounterKind::Mean)).unwrap();
+        let text = String::from_utf8(w.finish().unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "{ \"TargetProcess\": \"py\\\"thon\", \"StartTime\": \"10/26/2021 10:48:03\", \"Events\": [\
+             { \"timestamp\": \"2021-10-26 10:48:03Z\",  \"provider\": \"System.Runtime\",  \"name\": \"Gen 0 GC Count\",  \"tags\": \"\",  \"counterType\": \"Metric\",  \"value\": 2 },\
+             { \"timestamp\": \"2021-10-26 10:48:03Z\",  \"provider\": \"System.Runtime\",  \"name\": \"Gen 0 GC Count\",  \"tags\": \"\",  \"counterType\": \"Metric\",  \"value\": 2 }]}"
+        );
+        assert_eq!(civil(UNIX_EPOCH), (1970, 1, 1, 0, 0, 0));
+        assert_eq!(
+            civil(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            (2000, 2, 29, 0, 0, 0)
+        );
+        assert_eq!(number_grouped(1234567.5), "1,234,567.5");
+        assert_eq!(number_grouped(0.0), "0");
+        assert_eq!(number_grouped(-12.25), "-12.25");
+    }
+}

@@ -1,0 +1,940 @@
+//! `dsipc counters` end to end against real .NET 8.0.4 and Core 3.1.23 runtimes, and a real
+//! Prometheus server scraping `dsipc counters export` (Debian package `prometheus`, which
+//! scripts/test.sh installs). Every wait is bounded; tests synchronise on lines printed,
+//! bytes written and scrape results, never on sleeps.
+#![cfg(target_os = "linux")]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use dsipc_testkit::{HostOptions, HostedRuntime};
+
+const READY: Duration = Duration::from_secs(90);
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn host(runtime: &str, args: &[&str]) -> HostedRuntime {
+    let mut o = HostOptions::net8(300);
+    o.runtime = runtime.to_string();
+    o.args = args.iter().map(|s| s.to_string()).collect();
+    let mut h = HostedRuntime::spawn(&o).expect("spawn host");
+    h.wait_ready(READY).expect("host ready");
+    h
+}
+
+fn temp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dsipc-counters-{}-{}", tag, std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn dsipc(args: &[&str], limit: Duration) -> Run {
+    let t = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dsipc");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("dsipc {:?} ran longer than {:?}", args, limit);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let run = Run {
+        code: status.code(),
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+    };
+    eprintln!(
+        "$ dsipc {} -> {:?} in {:.1} s\n{}\n{}",
+        args.join(" "),
+        run.code,
+        t.elapsed().as_secs_f64(),
+        &run.stdout[..run.stdout.len().min(4000)],
+        run.stderr
+    );
+    run
+}
+
+/// A long-running dsipc whose stdout arrives as chunks on a channel.
+struct Live {
+    child: Child,
+    chunks: Receiver<String>,
+    seen: String,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Live {
+    fn spawn(args: &[&str]) -> Live {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsipc"));
+        cmd.args(args);
+        Live::spawn_command(cmd)
+    }
+
+    fn spawn_command(mut cmd: Command) -> Live {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn dsipc");
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let (tx, chunks) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match out.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if tx
+                            .send(String::from_utf8_lossy(&buf[..n]).into_owned())
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        Live {
+            child,
+            chunks,
+            seen: String::new(),
+            stderr: Some(stderr),
+        }
+    }
+
+    /// Waits (bounded) until stdout so far contains `needle`.
+    fn wait_for(&mut self, needle: &str, limit: Duration) -> &str {
+        let deadline = Instant::now() + limit;
+        while !self.seen.contains(needle) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.chunks.recv_timeout(left) {
+                Ok(c) => self.seen.push_str(&c),
+                Err(_) => panic!(
+                    "no {:?} within {:?}; stdout so far:\n{}",
+                    needle, limit, self.seen
+                ),
+            }
+        }
+        &self.seen
+    }
+
+    fn interrupt(&self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGINT);
+        }
+    }
+
+    /// Waits (bounded) for the exit; returns the status code, all stdout and stderr.
+    fn wait(mut self, limit: Duration) -> (Option<i32>, String, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("dsipc did not exit within {:?}", limit);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(c) = self.chunks.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push_str(&c);
+        }
+        let err = self
+            .stderr
+            .take()
+            .map(|t| t.join().unwrap())
+            .unwrap_or_default();
+        eprintln!(
+            "dsipc exited {:?}\n{}\n{}",
+            status.code(),
+            &self.seen[..self.seen.len().min(4000)],
+            err
+        );
+        (status.code(), std::mem::take(&mut self.seen), err)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        path, addr
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = match text.find("\r\n\r\n") {
+        Some(i) => text[i + 4..].to_string(),
+        None => String::new(),
+    };
+    (status, body)
+}
+
+/// Values of the rows of `csv` whose counter name starts with `name`.
+fn csv_values(csv: &str, provider: &str, name: &str) -> Vec<f64> {
+    csv.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split(',').collect();
+            if cols.len() == 5 && cols[1] == provider && cols[2].starts_with(name) {
+                cols[4].parse().ok()
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn collect_csv_net8_system_runtime_and_meter_rate() {
+    let h = host("net8", &["--counters", "--meter-rate", "50"]);
+    let dir = temp("csv");
+    let out = dir.join("c.csv");
+    let pid = h.pid().to_string();
+    let r = dsipc(
+        &[
+            "counters",
+            "collect",
+            &pid,
+            "--counters",
+            "System.Runtime,MyMeter",
+            "--refresh-interval",
+            "1",
+            "--duration",
+            "5",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let csv = std::fs::read_to_string(&out).unwrap();
+    assert!(csv.starts_with("Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n"));
+    let cpu = csv_values(&csv, "System.Runtime", "CPU Usage (%)");
+    assert!(cpu.len() >= 2, "{}", csv);
+    assert!(
+        csv.contains(",System.Runtime,Working Set (MB),Metric,"),
+        "{}",
+        csv
+    );
+    assert!(
+        csv.contains(",System.Runtime,Allocation Rate (B / 1 sec),Rate,"),
+        "{}",
+        csv
+    );
+    let rates = csv_values(&csv, "MyMeter", "requests (requests / 1 sec)");
+    assert!(rates.len() >= 3, "{}", csv);
+    // Every full 1 s interval holds ~50 increments (the first may be partial).
+    let full: Vec<f64> = rates[1..].to_vec();
+    let mean = full.iter().sum::<f64>() / full.len() as f64;
+    assert!((45.0..=55.0).contains(&mean), "rates {:?}", rates);
+    // Never overwrites what it did not create.
+    let again = dsipc(
+        &[
+            "counters",
+            "collect",
+            &pid,
+            "--duration",
+            "1",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(again.code, Some(1));
+    assert!(again.stderr.contains("exists"), "{}", again.stderr);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), csv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn collect_json_netcore31() {
+    let h = host("netcore31", &["--counters"]);
+    let dir = temp("json");
+    let out = dir.join("c");
+    let pid = h.pid().to_string();
+    let r = dsipc(
+        &[
+            "counters",
+            "collect",
+            &pid,
+            "--format",
+            "json",
+            "--refresh-interval",
+            "1",
+            "--duration",
+            "3",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let json = std::fs::read_to_string(dir.join("c.json")).unwrap();
+    assert!(json.starts_with("{ \"TargetProcess\": \""), "{}", json);
+    assert!(json.contains("\", \"StartTime\": \""));
+    assert!(json.contains("\"Events\": [{ \"timestamp\": \""));
+    assert!(
+        json.contains("\"provider\": \"System.Runtime\",  \"name\": \"CPU Usage (%)\""),
+        "{}",
+        json
+    );
+    assert!(json.contains("\"counterType\": \"Rate\""));
+    assert!(json.ends_with(" }]}"), "{}", json);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn collect_from_a_runtime_that_never_publishes_fails() {
+    // Without RuntimeEventSource.Initialize() the hosted runtime publishes no counters.
+    let h = host("netcore31", &[]);
+    let pid = h.pid().to_string();
+    let r = dsipc(
+        &[
+            "counters",
+            "collect",
+            &pid,
+            "--refresh-interval",
+            "1",
+            "-o",
+            "-",
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no counters received in 10 s"),
+        "{}",
+        r.stderr
+    );
+    // The file (stdout here) is still complete: the header, no rows.
+    assert_eq!(
+        r.stdout,
+        "Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n"
+    );
+}
+
+#[test]
+fn collect_ends_with_a_complete_file_when_the_runtime_exits() {
+    let mut h = host("net8", &["--counters"]);
+    let pid = h.pid().to_string();
+    let mut live = Live::spawn(&[
+        "counters",
+        "collect",
+        &pid,
+        "--format",
+        "json",
+        "--refresh-interval",
+        "1",
+        "-o",
+        "-",
+    ]);
+    live.wait_for("\"timestamp\"", LIMIT);
+    h.kill();
+    let (code, out, err) = live.wait(LIMIT);
+    assert_eq!(code, Some(0), "{}", err);
+    assert!(out.ends_with(" }]}"), "{}", out);
+    assert!(err.contains("the runtime ended the session"), "{}", err);
+}
+
+#[test]
+fn monitor_prints_lines_when_not_a_terminal_and_stops_on_sigint() {
+    let h = host("net8", &["--counters"]);
+    let pid = h.pid().to_string();
+    let mut live = Live::spawn(&[
+        "counters",
+        "monitor",
+        &pid,
+        "--counters",
+        "System.Runtime[cpu-usage,working-set]",
+        "--refresh-interval",
+        "1",
+    ]);
+    live.wait_for("Working Set (MB)", LIMIT);
+    live.interrupt();
+    let (code, out, _) = live.wait(LIMIT);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("\tSystem.Runtime\tCPU Usage (%)\t"), "{}", out);
+    assert!(
+        !out.contains("gc-heap-size") && !out.contains("GC Heap Size"),
+        "{}",
+        out
+    );
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real Prometheus server scraping `target` every second.
+struct Prometheus {
+    child: Child,
+    addr: String,
+    dir: PathBuf,
+}
+
+impl Prometheus {
+    fn start(target: &str) -> Prometheus {
+        let dir = temp("prometheus");
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+                 scrape_configs:\n  - job_name: dsipc\n    static_configs:\n      - targets: ['{}']\n",
+                target
+            ),
+        )
+        .unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let log = std::fs::File::create(dir.join("log")).unwrap();
+        let child = Command::new(prometheus_bin())
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={}", addr))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus (apt-get install prometheus; scripts/test.sh does)");
+        let p = Prometheus { child, addr, dir };
+        // Ready when its HTTP API answers (bounded poll).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(&p.addr) {
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = write!(s, "GET /-/ready HTTP/1.0\r\n\r\n");
+                let mut r = String::new();
+                let _ = s.read_to_string(&mut r);
+                if r.starts_with("HTTP/1.0 200") || r.starts_with("HTTP/1.1 200") {
+                    return p;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus not ready: {}",
+                p.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    /// An instant query; returns the raw JSON answer.
+    fn query(&self, q: &str) -> String {
+        let mut enc = String::new();
+        for b in q.bytes() {
+            if b.is_ascii_alphanumeric() || b"_-.".contains(&b) {
+                enc.push(b as char);
+            } else {
+                enc.push_str(&format!("%{:02X}", b));
+            }
+        }
+        let (status, body) = http_get(&self.addr, &format!("/api/v1/query?query={}", enc));
+        assert_eq!(status, 200, "{}", body);
+        body
+    }
+
+    /// Polls `q` (bounded) until `ok` accepts the answer; returns it.
+    fn poll(&self, q: &str, limit: Duration, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let r = self.query(q);
+            if ok(&r) {
+                return r;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "query {} never satisfied: {}\n{}",
+                q,
+                r,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn prometheus_bin() -> PathBuf {
+    std::env::var_os("PROMETHEUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("prometheus"))
+}
+
+/// The values of a Prometheus vector answer, by their `pid` label.
+fn values_by_pid(answer: &str) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for part in answer.split("{\"metric\":").skip(1) {
+        let pid = part
+            .split("\"pid\":\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or("")
+            .to_string();
+        let value = part
+            .split("\"value\":[")
+            .nth(1)
+            .and_then(|s| s.split(",\"").nth(1))
+            .and_then(|s| s.split('"').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(f64::NAN);
+        out.push((pid, value));
+    }
+    out
+}
+
+fn promtool_check(exposition: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (apt-get install prometheus)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.trim().is_empty(),
+        "promtool: {}\n{}",
+        text,
+        exposition
+    );
+}
+
+#[test]
+fn export_is_scraped_by_prometheus_and_drops_exited_runtimes() {
+    let mut h8 = host("net8", &["--counters", "--meter-rate", "50"]);
+    let h31 = host("netcore31", &["--counters"]);
+    let p8: String = h8.pid().to_string();
+    let p31: String = h31.pid().to_string();
+    let mut live = Live::spawn(&[
+        "counters",
+        "export",
+        &p8,
+        &p31,
+        "--listen",
+        "127.0.0.1:0",
+        "--counters",
+        "System.Runtime,MyMeter",
+        "--refresh-interval",
+        "1",
+    ]);
+    let line = live.wait_for("/metrics\n", LIMIT).to_string();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split("/metrics").next())
+        .unwrap()
+        .to_string();
+
+    // An idle client (connects, sends nothing) does not stall the endpoint.
+    let _idle = TcpStream::connect(&addr).unwrap();
+    let t = Instant::now();
+    let (status, _) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+    let prom = Prometheus::start(&addr);
+    // Both runtimes' System.Runtime counters arrive in Prometheus.
+    prom.poll("system_runtime_cpu_usage", LIMIT, |r| {
+        let v = values_by_pid(r);
+        v.iter().any(|(p, _)| p == &p8) && v.iter().any(|(p, _)| p == &p31)
+    });
+    // The Meter counter's rate comes out at ~50/s.
+    let q = format!("rate(my_meter_requests_total{{pid=\"{}\"}}[6s])", p8);
+    let r = prom.poll(&q, LIMIT, |r| {
+        values_by_pid(r)
+            .iter()
+            .any(|(_, v)| (40.0..=60.0).contains(v))
+    });
+    eprintln!("{}", r);
+
+    let (_, body) = http_get(&addr, "/metrics");
+    assert!(
+        body.contains(&format!("my_meter_requests_total{{pid=\"{}\"}}", p8)),
+        "{}",
+        body
+    );
+    assert!(body.contains("# TYPE my_meter_requests_total counter"));
+    assert!(body.contains("# TYPE system_runtime_cpu_usage gauge"));
+    assert!(body.contains("# TYPE my_meter_latency summary"), "{}", body);
+    assert!(
+        body.contains(&format!(
+            "my_meter_latency{{pid=\"{}\",quantile=\"0.95\"}} 10\n",
+            p8
+        )),
+        "{}",
+        body
+    );
+    promtool_check(&body);
+
+    // The .NET 8 runtime exits: its series go, the endpoint keeps serving the other one.
+    h8.kill();
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let (status, body) = http_get(&addr, "/metrics");
+        assert_eq!(status, 200);
+        if !body.contains(&format!("pid=\"{}\"", p8)) {
+            assert!(body.contains(&format!("pid=\"{}\"", p31)), "{}", body);
+            break;
+        }
+        assert!(Instant::now() < deadline, "series of {} still there", p8);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    prom.poll("count(system_runtime_cpu_usage)", LIMIT, |r| {
+        values_by_pid(r).first().map_or(false, |(_, v)| *v == 1.0)
+    });
+    live.interrupt();
+    let (code, _, err) = live.wait(LIMIT);
+    assert_eq!(code, Some(0), "{}", err);
+    assert!(
+        err.contains("runtime exited; its series are dropped"),
+        "{}",
+        err
+    );
+}
+
+// The library (dsipc_std::counters) against a real .NET 8 runtime: notices and a clean stop.
+
+use dsipc_std::counters::{
+    CounterEvent, CounterKind, CounterSession, CounterSet, CountersConfig, MetricsSession, Notice,
+};
+
+fn lib_session(
+    pid: u32,
+    list: &str,
+    edit: impl FnOnce(&mut CountersConfig),
+) -> CounterSession<dsipc_std::Endpoint> {
+    let client = dsipc_std::DiagnosticsClient::for_pid(pid)
+        .unwrap()
+        .with_timeout(Duration::from_secs(10));
+    let mut config = CountersConfig::new(CounterSet::parse(list).unwrap(), 1, Some(8));
+    edit(&mut config);
+    CounterSession::start(&client, &config).expect("start the counters session")
+}
+
+/// Waits (bounded) for an event `pick` accepts.
+fn wait_event<T>(
+    s: &CounterSession<dsipc_std::Endpoint>,
+    limit: Duration,
+    mut pick: impl FnMut(&CounterEvent) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match s.recv_timeout(left) {
+            Ok(ev) => {
+                if let Some(t) = pick(&ev) {
+                    return t;
+                }
+            }
+            Err(e) => panic!("no matching event within {:?}: {:?}", limit, e),
+        }
+    }
+}
+
+#[test]
+fn library_session_rate_and_clean_stop() {
+    let h = host("net8", &["--counters", "--meter-rate", "50"]);
+    let s = lib_session(h.pid(), "MyMeter", |_| {});
+    let mut rates = Vec::new();
+    while rates.len() < 3 {
+        let r = wait_event(&s, LIMIT, |ev| match ev {
+            CounterEvent::Sample(x) if x.name == "requests" => Some(x.value),
+            _ => None,
+        });
+        rates.push(r);
+    }
+    assert!(
+        rates[1..].iter().all(|r| (40.0..=60.0).contains(r)),
+        "{:?}",
+        rates
+    );
+    // The histogram's percentiles (every recorded value is 10) and the up-down counter (it
+    // was at 7 before the session; the session sees +1 and -1 per tick: 0).
+    let mut quantiles = std::collections::BTreeSet::new();
+    let mut queue = None;
+    let deadline = Instant::now() + LIMIT;
+    while quantiles.len() < 3 || queue.is_none() {
+        assert!(Instant::now() < deadline, "{:?} {:?}", quantiles, queue);
+        wait_event(&s, LIMIT, |ev| {
+            if let CounterEvent::Sample(x) = ev {
+                match (x.name.as_str(), x.kind) {
+                    ("latency", CounterKind::Percentile(q)) => {
+                        assert_eq!(x.value, 10.0, "{:?}", x);
+                        quantiles.insert((q * 100.0).round() as u32);
+                    }
+                    ("queue", kind) => {
+                        assert_eq!(kind, CounterKind::UpDown);
+                        queue = Some(x.value);
+                    }
+                    _ => {}
+                }
+            }
+            Some(())
+        });
+    }
+    assert_eq!(quantiles.into_iter().collect::<Vec<_>>(), vec![50, 95, 99]);
+    assert_eq!(queue, Some(0.0));
+    let end = s.stop();
+    assert!(end.stopped, "{:?}", end);
+    assert!(end.error.is_none(), "{:?}", end);
+    assert!(!end.stats.truncated, "{:?}", end.stats);
+    assert_eq!(end.stats.malformed, 0);
+    assert_eq!(end.stats.stream_error, None);
+}
+
+#[test]
+fn library_session_surfaces_limit_and_multiple_session_errors() {
+    let h = host("net8", &["--counters", "--meter-rate", "50"]);
+    // MaxTimeSeries=0: the runtime reports TimeSeriesLimitReached for our one series.
+    let s = lib_session(h.pid(), "MyMeter", |c| c.max_time_series = 0);
+    wait_event(&s, LIMIT, |ev| match ev {
+        CounterEvent::Notice(Notice::TimeSeriesLimitReached) => Some(()),
+        _ => None,
+    });
+    drop(s); // stops the session
+             // A private (pre-.NET 8 style) session while another private one runs: the runtime
+             // tells the second one that concurrent sessions are not supported.
+    let private = || {
+        Some(MetricsSession::Private {
+            session_id: dsipc_std::counters::new_guid(),
+        })
+    };
+    let first = lib_session(h.pid(), "MyMeter", |c| c.metrics = private());
+    wait_event(&first, LIMIT, |ev| match ev {
+        CounterEvent::Sample(_) => Some(()),
+        _ => None,
+    });
+    let second = lib_session(h.pid(), "MyMeter", |c| c.metrics = private());
+    wait_event(&second, LIMIT, |ev| match ev {
+        CounterEvent::Notice(Notice::MultipleSessionsNotSupported) => Some(()),
+        _ => None,
+    });
+    drop(second);
+    drop(first);
+    // Shared sessions (.NET 8): a second client asking for another interval is told.
+    let a = lib_session(h.pid(), "MyMeter", |_| {});
+    wait_event(&a, LIMIT, |ev| match ev {
+        CounterEvent::Sample(_) => Some(()),
+        _ => None,
+    });
+    let b = lib_session(h.pid(), "MyMeter", |c| c.interval_secs = 2);
+    let msg = wait_event(&b, LIMIT, |ev| match ev {
+        CounterEvent::Notice(Notice::MultipleSessionsConfiguredIncorrectly { message }) => {
+            Some(message.clone())
+        }
+        _ => None,
+    });
+    assert!(msg.contains("RefreshInterval"), "{}", msg);
+}
+
+#[test]
+fn monitor_metrics_exports_reverse_port_runtimes_and_drops_exited_ones() {
+    let dir = temp("monitor");
+    let port_path = dir.join("port.sock");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut live = Live::spawn(&[
+        "monitor",
+        "--listen",
+        port_path.to_str().unwrap(),
+        "--resume",
+        "--metrics",
+        &metrics,
+        "--counters",
+        "System.Runtime[cpu-usage],MyMeter",
+        "--refresh-interval",
+        "1",
+    ]);
+    // The runtime starts suspended on the reverse port; the monitor resumes it.
+    let mut o = HostOptions::net8(300).reverse_port(&port_path, true);
+    o.args = vec!["--counters".into(), "--meter-rate".into(), "50".into()];
+    let mut h = HostedRuntime::spawn(&o).expect("spawn host");
+    let pid = h.pid().to_string();
+    live.wait_for(&format!("pid={} ", pid), LIMIT);
+    h.wait_ready(READY).expect("host ready after the resume");
+    let series = format!("my_meter_requests_total{{pid=\"{}\"}}", pid);
+    let deadline = Instant::now() + LIMIT;
+    let body = loop {
+        let (status, body) = http_get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        if body.contains(&series) && body.contains("system_runtime_cpu_usage{") {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "no {} in:\n{}", series, body);
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    promtool_check(&body);
+    let prom = Prometheus::start(&metrics);
+    let q = format!("rate(my_meter_requests_total{{pid=\"{}\"}}[6s])", pid);
+    prom.poll(&q, LIMIT, |r| {
+        values_by_pid(r)
+            .iter()
+            .any(|(_, v)| (40.0..=60.0).contains(v))
+    });
+    h.kill();
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let (status, body) = http_get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        if !body.contains(&format!("pid=\"{}\"", pid)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "series of {} still there", pid);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    live.interrupt();
+    let (code, _, err) = live.wait(LIMIT);
+    assert_eq!(code, Some(0), "{}", err);
+    assert!(
+        err.contains("runtime exited; its series are dropped"),
+        "{}",
+        err
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn counters_usage_errors() {
+    for (args, needle) in [
+        (
+            &["counters"][..],
+            "counters needs monitor, collect or export",
+        ),
+        (&["counters", "collect"][..], "missing PID"),
+        (
+            &["counters", "collect", "1", "--counters", "A[x"][..],
+            "'[' without closing ']'",
+        ),
+        (
+            &["counters", "collect", "1", "--format", "xml"][..],
+            "--format is csv or json",
+        ),
+        (
+            &["counters", "monitor", "1", "--refresh-interval", "0.5"][..],
+            "whole seconds",
+        ),
+        (
+            &["counters", "export", "1"][..],
+            "export needs --listen ADDR",
+        ),
+        (&["counters", "frobnicate"][..], "unknown counters command"),
+        (
+            &["monitor", "--listen", "/nonexistent/x", "--counters", "A"][..],
+            "need --metrics ADDR",
+        ),
+    ] {
+        let r = dsipc(args, LIMIT);
+        assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
+        assert!(r.stderr.contains(needle), "{:?}: {}", args, r.stderr);
+    }
+    // A process that is not there: one line, exit 1.
+    let r = dsipc(&["counters", "collect", "999999999", "-o", "-"], LIMIT);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}
+
+#[test]
+fn monitor_redraws_a_table_in_place_on_a_terminal() {
+    // util-linux `script` gives dsipc a pseudo-terminal as stdout.
+    let h = host("net8", &["--counters"]);
+    let command = format!(
+        "exec {} counters monitor {} --counters 'System.Runtime[cpu-usage,working-set]'",
+        env!("CARGO_BIN_EXE_dsipc"),
+        h.pid()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-q", "-e", "-c", &command, "/dev/null"]);
+    let mut live = Live::spawn_command(cmd);
+    let seen = live.wait_for("Working Set (MB)", LIMIT).to_string();
+    assert!(seen.starts_with("\x1b[2J\x1b[H"), "{:?}", seen);
+    assert!(seen.contains("\x1b[H\x1b[J"), "{:?}", seen);
+    assert!(seen.contains("[System.Runtime]"), "{:?}", seen);
+    assert!(seen.contains("    Status: Running"), "{:?}", seen);
+    // Values are in the table, not one line per value.
+    assert!(!seen.contains("\tSystem.Runtime\t"), "{:?}", seen);
+}
