@@ -41,7 +41,7 @@ pub fn samples() -> Vec<(String, Vec<u8>)> {
     let mut zips: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().map_or(false, |e| e == "zip"))
+        .filter(|p| p.extension() == Some(std::ffi::OsStr::new("zip")))
         .collect();
     zips.sort();
     assert_eq!(
@@ -402,7 +402,7 @@ impl V4Writer {
         self.object_header(name, 2, 2);
         self.buf
             .extend_from_slice(&(content.len() as i32).to_le_bytes());
-        while self.buf.len() % 4 != 0 {
+        while self.buf.len() & 3 != 0 {
             self.buf.push(0);
         }
         self.buf.extend_from_slice(content);
