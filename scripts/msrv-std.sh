@@ -49,7 +49,7 @@ cp "$ROOT/Cargo.lock" "$W/Cargo.lock"
 cd "$W"
 # Versions known to build with 1.63 (the same as windows/Cargo.lock).
 # Each entry: package spec (name@major when several majors are locked), version.
-for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177"; do
+for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177" "anyhow 1.0.99"; do
     set -- $pin
     cargo update -q -p "$1" --precise "$2"
 done

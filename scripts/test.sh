@@ -18,6 +18,11 @@ scripts/setup-runtimes.sh
 # shellcheck disable=SC1091
 set -a; . target/dotnet-venv/dsipc-runtimes.env; set +a
 
+step "tools the nettrace tests run (go tool pprof, unzip)"
+if ! command -v go >/dev/null || ! command -v unzip >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go unzip
+fi
+
 step "lints (fmt, clippy, doc)"
 if [ -x scripts/lint.sh ]; then
     scripts/lint.sh

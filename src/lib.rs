@@ -135,6 +135,7 @@ pub(crate) mod fmt;
 
 pub mod conn;
 pub mod error;
+pub mod nettrace;
 pub mod payload;
 pub mod transport;
 pub mod wire;
@@ -148,5 +149,6 @@ pub use conn::{
     ClientConnection, ClientEvent, Handled, ServerConnection, ServerEvent, ServerStatus, Status,
 };
 pub use error::{ClientError, DecodeError, EncodeError, HeaderError};
+pub use nettrace::{NettraceError, NettraceParser};
 pub use payload::{AnyRequest, ErrorReply, Reply, Request, Response};
 pub use wire::{Command, Guid, Hresult, Text};

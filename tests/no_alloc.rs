@@ -218,3 +218,97 @@ impl std::fmt::Write for Sink {
         Ok(())
     }
 }
+
+/// The nettrace parser, the field walker and the CLR decoders never allocate: a whole real
+/// trace and one with V5 V2Params arrays are parsed, every self-described
+/// payload is walked and every CLR event decoded, with the allocator counting. The metadata
+/// table is a fixed array of borrowed records, filled without allocating.
+#[test]
+fn nettrace_parsing_does_not_allocate() {
+    use dsipc::nettrace::clr::{self, ClrEvent, ClrProvider};
+    use dsipc::nettrace::{Item, MetadataRecord, NettraceParser, Status, Value};
+
+    let traces: Vec<Vec<u8>> = [
+        "mixed_managed_external_samples.nettrace",
+        "eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace",
+    ]
+    .iter()
+    .map(|n| common::nettrace::sample(n))
+    .collect();
+    let mut all_fields = 0u64;
+    for data in &traces {
+        let mut metas: [Option<MetadataRecord<'_>>; 512] = [None; 512];
+        let (mut events, mut fields, mut decoded, mut ips) = (0u64, 0u64, 0u64, 0u64);
+        let mut sink = Sink(0);
+        let n = allocations(|| {
+            let mut p = NettraceParser::new();
+            let mut at = 0;
+            let mut ptr = 8;
+            // Feed in 4 KiB steps, as a live reader would: the parser sees growing prefixes.
+            let mut end = 0;
+            loop {
+                let h = p.handle_input(&data[at..end]).unwrap();
+                at += h.consumed;
+                match h.status {
+                    Status::Item(Item::Trace(t)) => ptr = t.pointer_size,
+                    Status::Item(Item::Metadata(m)) => {
+                        metas[m.metadata_id as usize] = Some(m);
+                    }
+                    Status::Item(Item::Event(e)) => {
+                        events += 1;
+                        let m = metas[e.metadata_id as usize].as_ref().unwrap();
+                        for f in m.fields.walk(e.payload) {
+                            let f = f.unwrap();
+                            fields += 1;
+                            std::fmt::Write::write_fmt(&mut sink, format_args!("{}", f.name))
+                                .unwrap();
+                            if let Value::Array(a) = f.value {
+                                for v in a.iter() {
+                                    v.unwrap();
+                                }
+                            }
+                        }
+                        if let Some(prov) = ClrProvider::from_name(&m.provider_name) {
+                            let ev =
+                                clr::decode(prov, m.event_id, m.version, ptr, e.payload).unwrap();
+                            if !matches!(ev, ClrEvent::Unknown(_)) {
+                                decoded += 1;
+                            }
+                            if let Some(mv) = ev.as_method() {
+                                std::fmt::Write::write_fmt(
+                                    &mut sink,
+                                    format_args!("{}", mv.method_name),
+                                )
+                                .unwrap();
+                            }
+                        }
+                    }
+                    Status::Item(Item::Stacks(s)) => {
+                        for st in s.iter() {
+                            ips += st.ips().count() as u64;
+                        }
+                    }
+                    Status::Item(Item::SequencePoint(sp)) => {
+                        for t in sp.threads() {
+                            std::hint::black_box(t);
+                        }
+                    }
+                    Status::Item(_) => {}
+                    Status::Partial { .. } => {
+                        assert!(end < data.len());
+                        end = (end + 4096).min(data.len());
+                    }
+                    Status::Done => break,
+                }
+            }
+            p.handle_eof().unwrap();
+            // Errors are values too.
+            let e = NettraceParser::new().handle_input(b"nope").unwrap_err();
+            std::fmt::Write::write_fmt(&mut sink, format_args!("{}", e)).unwrap();
+        });
+        assert!(events > 1000 && decoded > 0 && ips > 0 && sink.0 > 0);
+        all_fields += fields;
+        assert_eq!(n, 0, "nettrace parsing allocated {} times", n);
+    }
+    assert!(all_fields > 0);
+}

@@ -1,6 +1,7 @@
 //! `dsipc`: a command-line client for the .NET Diagnostic IPC protocol.
 
 mod args;
+mod convert;
 mod json;
 mod monitor;
 mod providers;
@@ -45,6 +46,13 @@ commands:
   perfmap PID enable|disable [--type all|jitdump|perfmap]
   startup-hook PID PATH            load a startup hook assembly
   attach-profiler PID --clsid GUID --path PATH [--data HEX]
+  convert FILE [--format jsonl|folded|speedscope|pprof] [-o OUT|-] [--managed-only]
+                                   convert a .nettrace file: events as JSON lines, or its
+                                   CPU samples as folded stacks, speedscope or gzipped
+                                   pprof (default speedscope; default OUT beside FILE)
+  report FILE [--top N] [--managed-only]
+                                   top N (default 10) methods by exclusive and inclusive
+                                   CPU samples
   monitor --listen PATH [--resume] [--json] [--max-connections N]
                                    reverse diagnostic port: runtimes started with
                                    DOTNET_DiagnosticPorts=PATH,connect[,suspend] connect
@@ -76,6 +84,22 @@ the bytes received stay in FILE); 2 on a usage error; 130 when a trace was inter
 by a second Ctrl-C (what was received is kept); 141 when standard output was closed
 (broken pipe), silently.
 ";
+
+impl From<convert::Failure> for CliError {
+    fn from(f: convert::Failure) -> Self {
+        match f {
+            convert::Failure::Usage(m) => CliError::Usage(m),
+            convert::Failure::Failed(m) => CliError::Other(m),
+        }
+    }
+}
+
+/// Every argument as text, or a usage error naming `what`.
+fn texts(what: &str, args: &[OsString]) -> Result<Vec<String>, UsageError> {
+    args.iter()
+        .map(|a| args::text(what, a).map(str::to_string))
+        .collect()
+}
 
 /// Why a command failed.
 enum CliError {
@@ -256,13 +280,13 @@ fn run(argv: Vec<OsString>) -> CliResult {
         "perfmap" => cmd_perfmap(&rest),
         "startup-hook" => cmd_startup_hook(&rest),
         "attach-profiler" => cmd_attach_profiler(&rest),
-        "monitor" => {
-            // The monitor parses text arguments.
-            let mut text = Vec::with_capacity(rest.len());
-            for a in &rest {
-                text.push(args::text("every monitor argument", a)?.to_string());
-            }
-            monitor::cmd_monitor(&text)
+        // These parse text arguments.
+        "monitor" => monitor::cmd_monitor(&texts("every monitor argument", &rest)?),
+        "convert" => {
+            convert::cmd_convert(&texts("every convert argument", &rest)?).map_err(CliError::from)
+        }
+        "report" => {
+            convert::cmd_report(&texts("every report argument", &rest)?).map_err(CliError::from)
         }
         // Subcommands to come go here, each as a `cmd_*` function taking the arguments
         // after the command name.

@@ -44,6 +44,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("roundtrip_response", roundtrip_response),
     ("utf16", utf16),
     ("server", server),
+    ("nettrace", nettrace),
+    ("nettrace_fields", nettrace_fields),
 ];
 
 /// Largest `needed` a `Status::Partial` may report for a message (documented on
@@ -1432,5 +1434,381 @@ pub fn server_input(
     v.push(chunks.len() as u8);
     v.extend_from_slice(chunks);
     v.extend_from_slice(client);
+    v
+}
+
+// ---------------------------------------------------------------------------------------
+// nettrace: the trace stream parser and the payload field walker.
+
+use dsipc::nettrace::clr::{self, ClrProvider};
+use dsipc::nettrace::{
+    FieldDescriptions, Format, Item, MetadataRecord, NettraceError, NettraceParser,
+    Status as NtStatus, Value,
+};
+
+/// Framing bytes a `Partial` may ask for beyond one block (object header with the longest
+/// accepted name, size, padding, end tag; or the stream header and Trace object).
+pub const NETTRACE_FRAMING: usize = 512;
+
+/// What a nettrace parse reported, owned and independent of how the input was chunked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NtLog {
+    /// Every item's Debug text, in order.
+    pub items: Vec<String>,
+    /// The error that ended the parse, normalized (see [`NtLog::normalize`]).
+    pub error: Option<NettraceError>,
+    /// The end-of-stream marker was seen.
+    pub done: bool,
+}
+
+impl NtLog {
+    /// Two error fields describe how much input the failing call was given, which depends on
+    /// the chunking: `BadMagic::found` (the first bytes available) and `TrailingData::len`.
+    fn normalize(e: NettraceError) -> NettraceError {
+        match e {
+            NettraceError::BadMagic { offset, .. } => NettraceError::BadMagic {
+                offset,
+                found: [0; 8],
+            },
+            NettraceError::TrailingData { offset, .. } => {
+                NettraceError::TrailingData { offset, len: 0 }
+            }
+            e => e,
+        }
+    }
+}
+
+/// Visits a value and everything nested in it, at most `budget` values in all.
+fn visit_value(v: &Value<'_>, budget: &mut u32) {
+    if *budget == 0 {
+        return;
+    }
+    *budget -= 1;
+    debug(v);
+    let _ = (v.as_u64(), v.as_i64(), v.as_f64());
+    match v {
+        Value::String(t) => {
+            write!(Sink, "{}", t).unwrap();
+            let n: usize = t.chars_lossy().map(char::len_utf8).sum();
+            assert_eq!(n, t.utf8_len_lossy());
+        }
+        Value::Object(o) => visit_fields(o.fields(), budget),
+        Value::Array(a) => {
+            let mut n = 0;
+            for e in a.iter() {
+                if *budget == 0 {
+                    return;
+                }
+                match e {
+                    Ok(e) => visit_value(&e, budget),
+                    Err(err) => {
+                        show(&err);
+                        return;
+                    }
+                }
+                n += 1;
+            }
+            assert_eq!(n, a.count, "array yielded a different count");
+        }
+        _ => {}
+    }
+}
+
+fn visit_fields(fields: dsipc::nettrace::PayloadFields<'_>, budget: &mut u32) {
+    let mut last = 0;
+    let mut fields = fields;
+    for f in &mut fields {
+        match f {
+            Ok(f) => {
+                assert!(f.offset >= last, "field offsets go backwards");
+                last = f.offset;
+                write!(Sink, "{}", f.name).unwrap();
+                let _ = f.ty.fixed_size();
+                visit_value(&f.value, budget);
+            }
+            Err(e) => {
+                show(&e);
+                return;
+            }
+        }
+        if *budget == 0 {
+            return;
+        }
+    }
+    assert!(fields.position() >= last);
+}
+
+/// Walks a payload with field descriptions, checking the walker's invariants.
+pub fn walk_payload(fields: &FieldDescriptions<'_>, payload: &[u8]) {
+    for d in fields.iter() {
+        write!(Sink, "{}", d.name).unwrap();
+        let _ = (d.ty.element(), d.ty.fixed_size());
+    }
+    let mut budget = 100_000;
+    let walk = fields.walk(payload);
+    let all = walk.clone();
+    visit_fields(walk, &mut budget);
+    let mut all = all;
+    for f in &mut all {
+        if f.is_err() {
+            break;
+        }
+    }
+    assert!(all.position() <= payload.len());
+    assert!(all.rest().len() <= payload.len());
+}
+
+/// Feeds `input` to a parser in chunks of `chunk(remaining)` bytes (clamped), as a live
+/// reader would, exercising every view of every item. Checks the `Partial` contract.
+pub fn nettrace_drive(
+    input: &[u8],
+    max_block: usize,
+    chunk: &mut dyn FnMut(usize) -> usize,
+) -> NtLog {
+    let mut log = NtLog::default();
+    let mut p = NettraceParser::with_max_block_size(max_block);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut start = 0;
+    let mut fed = 0;
+    let mut metas: std::collections::HashMap<u32, (Vec<u8>, Format)> = Default::default();
+    let mut ptr = 8;
+    loop {
+        loop {
+            let h = match p.handle_input(&buf[start..]) {
+                Ok(h) => h,
+                Err(e) => {
+                    show(&e);
+                    assert!(
+                        e.offset() <= input.len() as u64,
+                        "error offset past the input"
+                    );
+                    assert_eq!(
+                        p.handle_input(&buf[start..]),
+                        Err(e),
+                        "a failed parser must repeat its error"
+                    );
+                    log.error = Some(NtLog::normalize(e));
+                    return log;
+                }
+            };
+            assert!(h.consumed <= buf.len() - start);
+            start += h.consumed;
+            assert_eq!(
+                p.offset(),
+                (fed - (buf.len() - start)) as u64,
+                "offset() is not the bytes consumed"
+            );
+            let item = match h.status {
+                NtStatus::Item(i) => i,
+                NtStatus::Partial { needed } => {
+                    assert_eq!(h.consumed, 0);
+                    assert!(needed > buf.len() - start, "Partial with enough bytes");
+                    assert!(
+                        needed <= max_block + NETTRACE_FRAMING,
+                        "needed {} past one block",
+                        needed
+                    );
+                    break;
+                }
+                NtStatus::Done => {
+                    log.done = true;
+                    break;
+                }
+            };
+            log.items.push(format!("{:?}", item));
+            match item {
+                Item::Trace(t) => {
+                    ptr = t.pointer_size;
+                    for (k, v) in t.key_values.iter() {
+                        write!(Sink, "{}{}", k, v).unwrap();
+                    }
+                    let _ = t.nanos_since_start(i64::MAX);
+                }
+                Item::Metadata(m) => {
+                    write!(Sink, "{}{}", m.provider_name, m.event_name).unwrap();
+                    let again = MetadataRecord::parse(m.raw, m.format, 0)
+                        .expect("a reported record re-parses");
+                    assert_eq!(again.fields.len(), m.fields.len());
+                    metas.insert(m.metadata_id, (m.raw.to_vec(), m.format));
+                }
+                Item::Event(e) => {
+                    if let Some((raw, format)) = metas.get(&e.metadata_id) {
+                        let m = MetadataRecord::parse(raw, *format, 0).unwrap();
+                        walk_payload(&m.fields, e.payload);
+                        if let Ok(ev) = clr::decode_with(&m, ptr, e.payload) {
+                            debug(&ev);
+                            let _ = (ev.name(), ev.as_method(), ev.as_module());
+                        }
+                    }
+                }
+                Item::Stacks(s) => {
+                    let mut n = 0;
+                    for st in s.iter() {
+                        assert!(s.contains(st.id));
+                        assert_eq!(st.ips().count(), st.len());
+                        n += 1;
+                    }
+                    assert_eq!(n, s.count);
+                }
+                Item::SequencePoint(sp) => {
+                    assert_eq!(sp.threads().count(), sp.thread_count as usize)
+                }
+                Item::Threads(t) => {
+                    for r in t.iter() {
+                        debug(&r);
+                        let _ = r.key_values().count();
+                    }
+                }
+                Item::RemoveThreads(r) => assert_eq!(r.iter().count(), r.count as usize),
+                Item::LabelLists(l) => {
+                    let mut n = 0;
+                    for list in l.iter() {
+                        let _ = list.labels().count();
+                        n += 1;
+                    }
+                    assert_eq!(n, l.count);
+                }
+                _ => {}
+            }
+        }
+        if fed == input.len() {
+            match p.handle_eof() {
+                Ok(()) => assert!(log.done),
+                Err(e) => {
+                    assert!(!log.done);
+                    show(&e);
+                    log.error = Some(NtLog::normalize(e));
+                }
+            }
+            return log;
+        }
+        buf.drain(..start);
+        start = 0;
+        let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
+        buf.extend_from_slice(&input[fed..fed + n]);
+        fed += n;
+    }
+}
+
+/// Target `nettrace`: `[flags, n, n chunk sizes, stream...]`. Flags bits 0-1 pick the maximum
+/// block size. The stream is parsed whole and in chunks of the given sizes (cycled; 1 byte
+/// if none); both must report the same items and error.
+pub fn nettrace(data: &[u8]) {
+    if data.len() < 2 {
+        return;
+    }
+    let max_block = match data[0] & 3 {
+        0 => 1 << 20,
+        1 => 4096,
+        2 => 64,
+        _ => 100_000,
+    };
+    let n = (data[1] & 0x0F) as usize;
+    let chunks = match data.get(2..2 + n) {
+        Some(c) => c,
+        None => return,
+    };
+    let input = &data[2 + n..];
+    let whole = nettrace_drive(input, max_block, &mut |rest| rest);
+    let mut i = 0;
+    let mut next = |_rest: usize| {
+        let c = if chunks.is_empty() {
+            1
+        } else {
+            chunks[i % chunks.len()] as usize + 1
+        };
+        i += 1;
+        c
+    };
+    let split = nettrace_drive(input, max_block, &mut next);
+    assert_eq!(whole, split, "chunked delivery differs from whole delivery");
+}
+
+/// Builds a `nettrace` input (for seeds and tests).
+pub fn nettrace_input(max_block_sel: u8, chunks: &[u8], stream: &[u8]) -> Vec<u8> {
+    assert!(chunks.len() < 16);
+    let mut v = vec![max_block_sel & 3, chunks.len() as u8];
+    v.extend_from_slice(chunks);
+    v.extend_from_slice(stream);
+    v
+}
+
+/// Target `nettrace_fields`: `[selector, u16 len, descriptions (len bytes), payload...]`.
+/// Selector bits 0-1: 0 = V4 fields (the bytes start with `u32 FieldCount`), 1 = a V5
+/// V2Params tag (same), 2 = V6 (they start with `u16 count`). The descriptions become a
+/// metadata record; if it parses, the payload is walked with it, every nested value visited.
+/// The payload also goes through every built-in CLR layout (bits 2-3: version, bit 4:
+/// 4-byte pointers).
+pub fn nettrace_fields(data: &[u8]) {
+    if data.len() < 3 {
+        return;
+    }
+    let sel = data[0];
+    let len = u16::from_le_bytes([data[1], data[2]]) as usize;
+    let desc = match data.get(3..3 + len) {
+        Some(d) => d,
+        None => return,
+    };
+    let payload = &data[3 + len..];
+    let mut raw = Vec::new();
+    let format = if sel & 3 == 2 {
+        Format::V6 { minor: 0 }
+    } else {
+        Format::V4
+    };
+    if format.is_v6() {
+        raw.extend_from_slice(&[1, 1, b'P', 5, 1, b'E']);
+        raw.extend_from_slice(desc);
+    } else {
+        raw.extend_from_slice(&1u32.to_le_bytes());
+        raw.extend_from_slice(&[b'P', 0, 0, 0]);
+        raw.extend_from_slice(&5u32.to_le_bytes());
+        raw.extend_from_slice(&[b'E', 0, 0, 0]);
+        raw.extend_from_slice(&[0; 16]);
+        if sel & 3 == 1 {
+            raw.extend_from_slice(&0u32.to_le_bytes());
+            raw.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+            raw.push(2);
+        }
+        raw.extend_from_slice(desc);
+    }
+    if let Ok(m) = MetadataRecord::parse(&raw, format, 0) {
+        debug(&m);
+        walk_payload(&m.fields, payload);
+    }
+    let version = u32::from((sel >> 2) & 3);
+    let ptr = if sel & 0x10 != 0 { 4 } else { 8 };
+    for provider in [
+        ClrProvider::Runtime,
+        ClrProvider::Rundown,
+        ClrProvider::SampleProfiler,
+    ] {
+        for id in [
+            0u32, 1, 2, 3, 4, 7, 8, 9, 10, 54, 55, 56, 80, 81, 91, 143, 144, 151, 152, 153, 154,
+        ] {
+            match clr::decode(provider, id, version, ptr, payload) {
+                Ok(ev) => {
+                    debug(&ev);
+                    assert_eq!(
+                        ev.name(),
+                        if matches!(ev, clr::ClrEvent::Unknown(_)) {
+                            None
+                        } else {
+                            clr::event_name(provider, id)
+                        }
+                    );
+                }
+                Err(e) => show(&e),
+            }
+        }
+    }
+}
+
+/// Builds a `nettrace_fields` input.
+pub fn nettrace_fields_input(sel: u8, desc: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut v = vec![sel];
+    v.extend_from_slice(&(desc.len() as u16).to_le_bytes());
+    v.extend_from_slice(desc);
+    v.extend_from_slice(payload);
     v
 }

@@ -329,7 +329,175 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
     put("roundtrip_response", "zeros", vec![0; 64]);
     put("roundtrip_request", "ramp", (0..=255).collect());
     put("roundtrip_response", "ramp", (0..=255).collect());
+    nettrace_seeds(&mut put);
     s
+}
+
+/// `nettrace` seeds: slices of the golden real-runtime traces in `../tests/data/nettrace`,
+/// cut at a block boundary and closed with the end marker (complete small streams), their
+/// heads (truncated streams), and hand-made broken headers. `nettrace_fields` seeds:
+/// hand-made descriptions of every type code with matching payloads.
+fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
+    use dsipc::nettrace::{Item, NettraceParser, Status};
+    use dsipc_fuzz::{nettrace_fields_input, nettrace_input};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nettrace");
+    for rt in ["net8.0.4", "netcore3.1.23"] {
+        let data = std::fs::read(dir.join(format!("{}-busy.nettrace", rt))).unwrap();
+        // The end of the last block that ends within the first 12 KiB.
+        let mut p = NettraceParser::new();
+        let (mut at, mut cut) = (0, 0);
+        loop {
+            let h = p.handle_input(&data[at..]).unwrap();
+            at += h.consumed;
+            match h.status {
+                Status::Item(Item::Block(b)) => {
+                    let end = (b.content_offset + u64::from(b.size)) as usize + 1;
+                    if end <= 12 * 1024 {
+                        cut = end;
+                    }
+                }
+                Status::Item(_) => {}
+                _ => break,
+            }
+        }
+        let mut small = data[..cut].to_vec();
+        small.push(0x01);
+        put(
+            "nettrace",
+            &format!("{}-first-blocks", rt),
+            nettrace_input(0, &[], &small),
+        );
+        put(
+            "nettrace",
+            &format!("{}-first-blocks-chunked", rt),
+            nettrace_input(1, &[0, 6, 200, 31, 2], &small),
+        );
+        put(
+            "nettrace",
+            &format!("{}-head-4k", rt),
+            nettrace_input(3, &[63], &data[..4096]),
+        );
+        put(
+            "nettrace",
+            &format!("{}-tail-512", rt),
+            nettrace_input(0, &[], &data[data.len() - 512..]),
+        );
+    }
+    let mut netperf = b"\x14\0\0\0!FastSerialization.1".to_vec();
+    netperf.extend_from_slice(&[5, 5, 1, 3, 0, 0, 0]);
+    put("nettrace", "netperf", nettrace_input(0, &[], &netperf));
+    let mut v6 = b"Nettrace\0\0\0\0\x06\0\0\0\0\0\0\0".to_vec();
+    let mut trace = vec![0u8; 16 + 16];
+    trace.extend_from_slice(&8u32.to_le_bytes());
+    trace.extend_from_slice(&1u32.to_le_bytes());
+    trace.extend_from_slice(&[9]);
+    trace.extend_from_slice(b"ProcessId");
+    trace.extend_from_slice(&[2]);
+    trace.extend_from_slice(b"42");
+    v6.extend_from_slice(&(trace.len() as u32 | 1 << 24).to_le_bytes());
+    v6.extend_from_slice(&trace);
+    for (kind, content) in [
+        (6u8, vec![4, 0, 1, 3, 100, 0]),
+        (
+            8,
+            vec![1, 0, 0, 0, 1, 0, 0, 0, 0x84, 7, 0, 0, 0, 0, 0, 0, 0],
+        ),
+        (7, vec![1, 5]),
+        (
+            4,
+            vec![0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 1, 9],
+        ),
+        (0, vec![]),
+    ] {
+        v6.extend_from_slice(&(content.len() as u32 | u32::from(kind) << 24).to_le_bytes());
+        v6.extend_from_slice(&content);
+    }
+    put("nettrace", "v6-blocks", nettrace_input(0, &[3], &v6));
+
+    // nettrace_fields: V4 fields Int32 "a", String "s", Object "o" { Double "d", Guid "g" }.
+    let mut v1 = 3u32.to_le_bytes().to_vec();
+    for (code, name) in [(9u32, "a"), (18, "s")] {
+        v1.extend_from_slice(&code.to_le_bytes());
+        v1.extend_from_slice(&utf16(name));
+        v1.extend_from_slice(&[0, 0]);
+    }
+    v1.extend_from_slice(&1u32.to_le_bytes());
+    v1.extend_from_slice(&2u32.to_le_bytes());
+    for (code, name) in [(14u32, "d"), (17, "g")] {
+        v1.extend_from_slice(&code.to_le_bytes());
+        v1.extend_from_slice(&utf16(name));
+        v1.extend_from_slice(&[0, 0]);
+    }
+    v1.extend_from_slice(&utf16("o"));
+    v1.extend_from_slice(&[0, 0]);
+    let mut payload = 7i32.to_le_bytes().to_vec();
+    payload.extend_from_slice(&utf16("hi\0"));
+    payload.extend_from_slice(&2.5f64.to_le_bytes());
+    payload.extend_from_slice(&[0xAB; 16]);
+    put(
+        "nettrace_fields",
+        "v4-object",
+        nettrace_fields_input(0, &v1, &payload),
+    );
+    // V2Params: Array "names" of String.
+    let mut v2 = 1u32.to_le_bytes().to_vec();
+    let mut f = utf16("names\0");
+    f.extend_from_slice(&19u32.to_le_bytes());
+    f.extend_from_slice(&18u32.to_le_bytes());
+    v2.extend_from_slice(&(f.len() as u32 + 4).to_le_bytes());
+    v2.extend_from_slice(&f);
+    let mut payload = 2u16.to_le_bytes().to_vec();
+    payload.extend_from_slice(&utf16("x\0yz\0"));
+    put(
+        "nettrace_fields",
+        "v2params-array",
+        nettrace_fields_input(1, &v2, &payload),
+    );
+    // V6: VarInt, VarUInt, FixedLengthArray of 2 UInt16, Utf8CodeUnit, RelLoc of Byte,
+    // DataLoc of Byte, DateTime, Boolean.
+    let mut v6f = 8u16.to_le_bytes().to_vec();
+    for (name, ty) in [
+        ("v", vec![20u8]),
+        ("u", vec![21]),
+        ("fa", vec![22, 8, 2, 0]),
+        ("c", vec![23]),
+        ("rl", vec![24, 6]),
+        ("dl", vec![25, 6]),
+        ("t", vec![16]),
+        ("b", vec![3]),
+    ] {
+        let mut body = vec![name.len() as u8];
+        body.extend_from_slice(name.as_bytes());
+        body.extend_from_slice(&ty);
+        v6f.extend_from_slice(&(body.len() as u16).to_le_bytes());
+        v6f.extend_from_slice(&body);
+    }
+    let mut payload = vec![0x03, 0xAC, 0x02, 1, 0, 2, 0, b'x'];
+    payload.extend_from_slice(&(16u32 | 2 << 16).to_le_bytes());
+    payload.extend_from_slice(&(30u32 | 1 << 16).to_le_bytes());
+    payload.extend_from_slice(&[1; 8]);
+    payload.extend_from_slice(&1u32.to_le_bytes());
+    payload.extend_from_slice(&[0xEE; 12]);
+    put(
+        "nettrace_fields",
+        "v6-types",
+        nettrace_fields_input(2, &v6f, &payload),
+    );
+    // A MethodLoadVerbose v2 payload (for the CLR layouts), no descriptions.
+    let mut m = Vec::new();
+    for v in [0x7f00_1000u64, 0x7f00_2000, 0x7f00_3000] {
+        m.extend_from_slice(&v.to_le_bytes());
+    }
+    m.extend_from_slice(&[0x40, 0, 0, 0, 1, 0, 0, 6, 8, 0, 0, 0]);
+    for t in ["Ns.Type\0", "Run\0", "void  ()\0"] {
+        m.extend_from_slice(&utf16(t));
+    }
+    m.extend_from_slice(&[0; 10]);
+    put(
+        "nettrace_fields",
+        "method-load-verbose-v2",
+        nettrace_fields_input(8, &[0, 0, 0, 0], &m),
+    );
 }
 
 #[test]

@@ -406,3 +406,4 @@ pub fn capture(runtime: &str, name: &str) -> Vec<u8> {
 
 /// Both captured runtimes.
 pub const RUNTIMES: [&str; 2] = ["net8.0.4", "netcore3.1.23"];
+pub mod nettrace;

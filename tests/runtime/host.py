@@ -4,7 +4,7 @@
 The hosted runtime starts its real, native Diagnostics Server, exactly as `dotnet app.dll`
 would, so tests can talk the Diagnostic IPC protocol to it.
 
-    $DSIPC_PYTHON tests/runtime/host.py --runtime net8 [--busy] [--counters]
+    $DSIPC_PYTHON tests/runtime/host.py --runtime net8 [--busy] [--regex] [--counters]
                   [--max-seconds N] [--ready-file PATH] [--dotnet-root DIR]
 
 Run it with the venv interpreter made by scripts/setup-runtimes.sh.
@@ -114,6 +114,9 @@ def main():
     ap.add_argument("--runtime", choices=sorted(RUNTIMES), required=True)
     ap.add_argument("--busy", action="store_true",
                     help="every ~50 ms: allocate, GC.Collect(), throw and catch a .NET exception")
+    ap.add_argument("--regex", action="store_true",
+                    help="spin in Regex backtracking (Regex.IsMatch of 'a'*22+'!' against "
+                         "'^(a+)+$', seconds per call in RegexInterpreter) until exit")
     ap.add_argument("--counters", action="store_true",
                     help="initialize RuntimeEventSource (via reflection) so System.Runtime counters flow")
     ap.add_argument("--max-seconds", type=float, default=600.0)
@@ -191,6 +194,14 @@ def main():
         _ready_file = args.ready_file
     os.write(ready_fd, line.encode())
     os.close(ready_fd)
+
+    if args.regex:
+        clr.AddReference("System.Text.RegularExpressions")
+        from System.Text.RegularExpressions import Regex
+        # Catastrophic backtracking: the CPU stays in RegexInterpreter (a known managed hot
+        # method for profiler tests). Each call takes seconds; loop until the host exits.
+        while time.monotonic() < deadline:
+            Regex.IsMatch("aaaaaaaaaaaaaaaaaaaaaa!", "^(a+)+$")
 
     keep = []
     while time.monotonic() < deadline:

@@ -38,6 +38,7 @@ mod error;
 mod session;
 mod transport;
 
+pub mod nettrace;
 pub mod reverse;
 
 #[cfg(unix)]

@@ -1,0 +1,306 @@
+//! One pass over a trace's items: metadata, symbols, samples and lost events together.
+
+use dsipc::nettrace::clr::{self, ClrProvider};
+use dsipc::nettrace::{Event, Format, Item, SystemTime, TraceHeader};
+
+use super::hash::FxHashMap;
+use super::lost::LostEvents;
+use super::metadata::EventMetadata;
+use super::profile::{Profile, ProfileBuilder, SampleKind};
+use super::symbols::MethodRecord;
+
+/// What the trace header said (the owned part of [`TraceHeader`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceInfo {
+    /// The stream's framing.
+    pub format: Format,
+    /// Wall-clock (UTC) time of the trace's start.
+    pub sync_time_utc: SystemTime,
+    /// QPC timestamp at `sync_time_utc`.
+    pub sync_time_qpc: i64,
+    /// QPC ticks per second.
+    pub qpc_frequency: i64,
+    /// Pointer size of the traced process.
+    pub pointer_size: u8,
+    /// Traced process id.
+    pub process_id: u32,
+    /// Processors.
+    pub number_of_processors: u32,
+    /// Expected sampling interval (ns; 0 when the trace does not say).
+    pub sampling_interval_ns: u32,
+}
+
+impl TraceInfo {
+    /// Nanoseconds from the trace's start to `timestamp`.
+    pub fn nanos_since_start(&self, timestamp: i64) -> i64 {
+        if self.qpc_frequency <= 0 {
+            return 0;
+        }
+        let d = i128::from(timestamp) - i128::from(self.sync_time_qpc);
+        let ns = d * 1_000_000_000 / i128::from(self.qpc_frequency);
+        ns.max(i128::from(i64::MIN)).min(i128::from(i64::MAX)) as i64
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Sample,
+    /// A runtime or rundown event that may carry a method or a module record.
+    Symbols(ClrProvider),
+    Other,
+}
+
+struct Entry {
+    meta: EventMetadata,
+    role: Role,
+    events: u64,
+}
+
+/// Per-provider event counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderCount {
+    /// Provider name.
+    pub provider: String,
+    /// Events seen.
+    pub events: u64,
+}
+
+/// Consumes the items of [`dsipc::nettrace::NettraceParser`] in stream order and keeps what a
+/// profile or a summary needs: the [metadata](EventMetadata) by id, method and module
+/// symbols, SampleProfiler samples ([`ProfileBuilder`]) and lost events ([`LostEvents`]).
+/// Works the same on a live session's stream and on a file. Memory: distinct metadata,
+/// methods, modules, stacks and threads; no event is kept.
+#[derive(Default)]
+pub struct TraceAnalyzer {
+    info: Option<TraceInfo>,
+    metadata: FxHashMap<u32, Entry>,
+    profile: ProfileBuilder,
+    lost: LostEvents,
+    events: u64,
+    unknown_metadata: u64,
+    bad_payloads: u64,
+    rundown_skipped: u64,
+}
+
+impl TraceAnalyzer {
+    /// A fresh analyzer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one item. For an event, returns its metadata (None if its metadata id was never
+    /// defined).
+    pub fn on_item(&mut self, item: &Item<'_>) -> Option<&EventMetadata> {
+        match item {
+            Item::Trace(h) => self.on_header(h),
+            Item::Metadata(m) => {
+                let meta = EventMetadata::from_record(m);
+                let role = match ClrProvider::from_name(&m.provider_name) {
+                    Some(ClrProvider::SampleProfiler) if m.event_id == clr::THREAD_SAMPLE => {
+                        Role::Sample
+                    }
+                    Some(p @ (ClrProvider::Runtime | ClrProvider::Rundown))
+                        if (143..=154).contains(&m.event_id) =>
+                    {
+                        Role::Symbols(p)
+                    }
+                    _ => Role::Other,
+                };
+                self.metadata.insert(
+                    m.metadata_id,
+                    Entry {
+                        meta,
+                        role,
+                        events: 0,
+                    },
+                );
+            }
+            Item::Event(e) => return self.on_event(e),
+            Item::Stacks(b) => {
+                for s in b.iter() {
+                    self.profile.on_stack(s.id, s.ips());
+                }
+            }
+            Item::SequencePoint(sp) => {
+                self.profile.on_sequence_point();
+                for t in sp.threads() {
+                    self.lost.on_sequence_point(t.thread_id, t.sequence_number);
+                }
+                if sp.flushes_metadata() {
+                    self.metadata.clear();
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn on_header(&mut self, h: &TraceHeader<'_>) {
+        self.info = Some(TraceInfo {
+            format: h.format,
+            sync_time_utc: h.sync_time_utc,
+            sync_time_qpc: h.sync_time_qpc,
+            qpc_frequency: h.qpc_frequency,
+            pointer_size: h.pointer_size,
+            process_id: h.process_id,
+            number_of_processors: h.number_of_processors,
+            sampling_interval_ns: h.sampling_interval_ns,
+        });
+    }
+
+    fn on_event(&mut self, e: &Event<'_>) -> Option<&EventMetadata> {
+        self.events += 1;
+        self.lost.on_event(e.capture_thread_id, e.sequence_number);
+        let pointer_size = self.info.map_or(8, |i| i.pointer_size);
+        let entry = match self.metadata.get_mut(&e.metadata_id) {
+            Some(x) => x,
+            None => {
+                self.unknown_metadata += 1;
+                return None;
+            }
+        };
+        entry.events += 1;
+        match entry.role {
+            Role::Sample => {
+                let kind = if e.payload.len() >= 4 {
+                    SampleKind::from_payload(u32::from_le_bytes([
+                        e.payload[0],
+                        e.payload[1],
+                        e.payload[2],
+                        e.payload[3],
+                    ]))
+                } else {
+                    SampleKind::Error
+                };
+                self.profile
+                    .on_sample(e.thread_id, e.stack_id, kind, e.timestamp);
+            }
+            Role::Symbols(p) => {
+                let m = &entry.meta;
+                // Most rundown records name methods no sample hit. Their fixed head
+                // (MethodID u64, ModuleID u64, MethodStartAddress u64, MethodSize u32) tells
+                // the range: skip those before the full decode (which scans three strings).
+                if p == ClrProvider::Rundown
+                    && (m.event_id == clr::METHOD_LOAD_VERBOSE
+                        || m.event_id == clr::METHOD_UNLOAD_VERBOSE)
+                    && e.payload.len() >= 28
+                {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(&e.payload[16..24]);
+                    let start = u64::from_le_bytes(a);
+                    let size = u32::from_le_bytes([
+                        e.payload[24],
+                        e.payload[25],
+                        e.payload[26],
+                        e.payload[27],
+                    ]);
+                    if !self
+                        .profile
+                        .is_sampled(start, start.saturating_add(u64::from(size)))
+                    {
+                        self.rundown_skipped += 1;
+                        return self.metadata.get(&e.metadata_id).map(|x| &x.meta);
+                    }
+                }
+                let m = &self.metadata[&e.metadata_id].meta;
+                match clr::decode(p, m.event_id, m.version, pointer_size, e.payload) {
+                    Ok(ev) => {
+                        // Load, unload and rundown records all name a code range. The
+                        // rundown comes after the samples: keep only methods they hit.
+                        if let Some(mv) = ev.as_method() {
+                            let end = mv
+                                .method_start_address
+                                .saturating_add(u64::from(mv.method_size));
+                            if p == ClrProvider::Rundown
+                                && !self.profile.is_sampled(mv.method_start_address, end)
+                            {
+                                self.rundown_skipped += 1;
+                                return self.metadata.get(&e.metadata_id).map(|x| &x.meta);
+                            }
+                            self.profile.symbols_mut().add_method(&MethodRecord {
+                                method_id: mv.method_id,
+                                module_id: mv.module_id,
+                                start: mv.method_start_address,
+                                size: mv.method_size,
+                                namespace: mv.method_namespace.as_bytes(),
+                                name: mv.method_name.as_bytes(),
+                                signature: mv.method_signature.as_bytes(),
+                            });
+                        } else if let Some((id, path)) = ev.as_module() {
+                            if !self.profile.symbols().has_module(id) {
+                                self.profile.symbols_mut().add_module(id, &path.to_string());
+                            }
+                        }
+                    }
+                    Err(_) => self.bad_payloads += 1,
+                }
+            }
+            Role::Other => {}
+        }
+        self.metadata.get(&e.metadata_id).map(|x| &x.meta)
+    }
+
+    /// The trace header, once seen.
+    pub fn info(&self) -> Option<&TraceInfo> {
+        self.info.as_ref()
+    }
+
+    /// Events seen (metadata records excluded).
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Events whose metadata id was never defined.
+    pub fn unknown_metadata_events(&self) -> u64 {
+        self.unknown_metadata
+    }
+
+    /// Runtime events whose built-in layout did not fit their payload.
+    pub fn bad_payloads(&self) -> u64 {
+        self.bad_payloads
+    }
+
+    /// Rundown method records dropped because no sampled address lies in them.
+    pub fn rundown_methods_skipped(&self) -> u64 {
+        self.rundown_skipped
+    }
+
+    /// Events lost (sequence-number gaps).
+    pub fn lost_events(&self) -> u64 {
+        self.lost.lost()
+    }
+
+    /// SampleProfiler samples seen.
+    pub fn samples(&self) -> u64 {
+        self.profile.samples()
+    }
+
+    /// Methods in the symbol table.
+    pub fn methods(&self) -> usize {
+        self.profile.symbols().methods()
+    }
+
+    /// Metadata records held.
+    pub fn metadata_records(&self) -> usize {
+        self.metadata.len()
+    }
+
+    /// Events per provider, sorted by provider name.
+    pub fn provider_counts(&self) -> Vec<ProviderCount> {
+        let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+        for e in self.metadata.values() {
+            *by.entry(e.meta.provider.as_str()).or_insert(0) += e.events;
+        }
+        by.into_iter()
+            .map(|(p, n)| ProviderCount {
+                provider: p.to_string(),
+                events: n,
+            })
+            .collect()
+    }
+
+    /// Resolves the samples' frames and returns the profile (see [`ProfileBuilder::finish`]).
+    pub fn finish_profile(self, managed_only: bool) -> Profile {
+        self.profile.finish(managed_only)
+    }
+}

@@ -1,0 +1,180 @@
+//! One streaming pass over a nettrace file: the std layer's [`TraceAnalyzer`] fed by the
+//! core parser, with an optional JSON-lines sink for every event.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use dsipc::nettrace::{Item, NettraceError, NettraceParser, Status};
+use dsipc_std::nettrace::{Profile, TraceAnalyzer, TraceInfo};
+
+use super::jsonl;
+
+/// Largest block accepted (runtime blocks are far smaller; a hostile size is an error).
+const MAX_BLOCK: usize = 64 << 20;
+/// Read size.
+const CHUNK: usize = 1 << 20;
+
+/// Figures of one pass.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Events.
+    pub events: u64,
+    /// Events lost (sequence gaps).
+    pub lost: u64,
+    /// Methods known.
+    pub methods: usize,
+    /// The trace header.
+    pub info: Option<TraceInfo>,
+    /// Wall-clock start of the trace, ns since the Unix epoch (0 if unknown).
+    pub start_unix_nanos: i64,
+}
+
+impl Summary {
+    /// Sampling interval in ns (1 ms when the trace does not say).
+    pub fn interval_ns(&self) -> u64 {
+        match self.info {
+            Some(i) if i.sampling_interval_ns > 0 => u64::from(i.sampling_interval_ns),
+            _ => 1_000_000,
+        }
+    }
+
+    /// Sampling interval in ms.
+    pub fn interval_ms(&self) -> f64 {
+        self.interval_ns() as f64 / 1e6
+    }
+}
+
+/// The result of a pass.
+pub struct Analysis {
+    /// The CPU profile.
+    pub profile: Profile,
+    /// Counts.
+    pub summary: Summary,
+    /// Why the pass stopped before the end of the stream (truncated or bad bytes), naming
+    /// the offset; what precedes it was used.
+    pub problem: Option<String>,
+}
+
+/// Days from 1970-01-01 to the civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn unix_nanos(i: &TraceInfo) -> i64 {
+    let t = i.sync_time_utc;
+    if t.year < 1970 || t.month == 0 || t.month > 12 || t.day == 0 {
+        return 0;
+    }
+    let days = days_from_civil(i64::from(t.year), i64::from(t.month), i64::from(t.day));
+    let secs =
+        days * 86_400 + i64::from(t.hour) * 3600 + i64::from(t.minute) * 60 + i64::from(t.second);
+    secs.saturating_mul(1_000_000_000)
+        .saturating_add(i64::from(t.millisecond) * 1_000_000)
+}
+
+fn describe(e: &NettraceError) -> String {
+    match e {
+        NettraceError::Truncated { .. } => format!("{} (the file is truncated)", e),
+        _ => e.to_string(),
+    }
+}
+
+/// Reads `file` to its end through the parser. `Err` only when nothing usable was read (not
+/// a nettrace file, or an I/O error); a stream that breaks off later is `Ok` with `problem`.
+pub fn analyze(
+    mut file: File,
+    input: &Path,
+    mut jsonl_out: Option<&mut dyn Write>,
+) -> Result<Analysis, String> {
+    let mut parser = NettraceParser::with_max_block_size(MAX_BLOCK);
+    let mut analyzer = TraceAnalyzer::new();
+    let mut buf: Vec<u8> = vec![0; CHUNK];
+    let (mut start, mut end) = (0usize, 0usize);
+    let mut eof = false;
+    let mut problem: Option<String> = None;
+    let mut line = String::new();
+    let mut write_error: Option<std::io::Error> = None;
+    loop {
+        let handled = match parser.handle_input(&buf[start..end]) {
+            Ok(h) => h,
+            Err(e) => {
+                problem = Some(describe(&e));
+                break;
+            }
+        };
+        match handled.status {
+            Status::Item(item) => {
+                // The header precedes every event: a copy taken before the item is current.
+                let info = analyzer.info().copied();
+                let meta = analyzer.on_item(&item);
+                if let (Some(out), Item::Event(e)) = (jsonl_out.as_mut(), &item) {
+                    line.clear();
+                    jsonl::event_line(&mut line, e, meta, info.as_ref());
+                    if let Err(err) = out.write_all(line.as_bytes()) {
+                        write_error = Some(err);
+                        break;
+                    }
+                }
+                start += handled.consumed;
+            }
+            Status::Partial { needed } => {
+                if eof {
+                    if let Err(e) = parser.handle_eof() {
+                        problem = Some(describe(&e));
+                    }
+                    break;
+                }
+                // Compact, grow only to what the parser needs (at most one block plus its
+                // framing, bounded by MAX_BLOCK), read more.
+                buf.copy_within(start..end, 0);
+                end -= start;
+                start = 0;
+                if buf.len() < needed {
+                    buf.resize(needed, 0);
+                }
+                while end < buf.len() {
+                    let n = file
+                        .read(&mut buf[end..])
+                        .map_err(|e| format!("{}: {}", input.display(), e))?;
+                    if n == 0 {
+                        eof = true;
+                        break;
+                    }
+                    end += n;
+                }
+            }
+            Status::Done => break,
+        }
+    }
+    if let Some(e) = write_error {
+        return Err(format!("writing: {}", e));
+    }
+    let info = analyzer.info().copied();
+    if info.is_none() {
+        return Err(format!(
+            "{}: not a nettrace file: {}",
+            input.display(),
+            problem.unwrap_or_else(|| "no trace header".into())
+        ));
+    }
+    let summary = Summary {
+        events: analyzer.events(),
+        lost: analyzer.lost_events(),
+        methods: analyzer.methods(),
+        info,
+        start_unix_nanos: info.as_ref().map_or(0, unix_nanos),
+    };
+    let profile = analyzer.finish_profile(false);
+    Ok(Analysis {
+        profile,
+        summary,
+        problem,
+    })
+}

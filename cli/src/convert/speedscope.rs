@@ -1,0 +1,75 @@
+//! speedscope's JSON file format (https://www.speedscope.app/file-format-schema.json): one
+//! sampled profile per thread, stacks root first, weights in milliseconds.
+
+use std::io::{self, Write};
+
+use dsipc_std::nettrace::Profile;
+
+use super::{json_string, Selection};
+
+/// Writes `profile` as a speedscope file named `name`; each sample weighs `interval_ms`.
+pub fn write(
+    profile: &Profile,
+    sel: Selection,
+    name: &str,
+    interval_ms: f64,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    write!(
+        out,
+        "{{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{{\"frames\":["
+    )?;
+    for (i, f) in profile.frames.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write!(out, "{{\"name\":{}}}", json_string(f))?;
+    }
+    out.write_all(b"]},\"profiles\":[")?;
+    let mut first_profile = true;
+    for t in &profile.threads {
+        let samples: Vec<_> = t.samples.iter().filter(|s| sel.keeps(s.kind)).collect();
+        if samples.is_empty() {
+            continue;
+        }
+        if !first_profile {
+            out.write_all(b",")?;
+        }
+        first_profile = false;
+        let total: u64 = samples.iter().map(|s| s.count).sum();
+        write!(
+            out,
+            "{{\"type\":\"sampled\",\"name\":{},\"unit\":\"milliseconds\",\"startValue\":0,\"endValue\":{},\"samples\":[",
+            json_string(&format!("Thread ({})", t.thread_id)),
+            total as f64 * interval_ms
+        )?;
+        for (i, s) in samples.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            out.write_all(b"[")?;
+            for (j, f) in profile.stacks[s.stack as usize].iter().rev().enumerate() {
+                if j > 0 {
+                    out.write_all(b",")?;
+                }
+                write!(out, "{}", f)?;
+            }
+            out.write_all(b"]")?;
+        }
+        out.write_all(b"],\"weights\":[")?;
+        for (i, s) in samples.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            write!(out, "{}", s.count as f64 * interval_ms)?;
+        }
+        out.write_all(b"]}")?;
+    }
+    write!(
+        out,
+        "],\"name\":{},\"activeProfileIndex\":0,\"exporter\":\"dsipc {}\"}}",
+        json_string(name),
+        env!("CARGO_PKG_VERSION")
+    )?;
+    out.write_all(b"\n")
+}

@@ -1,0 +1,572 @@
+//! `dsipc convert` and `dsipc report` end to end: the public sample traces (from
+//! `../shared/data/nettrace`, unzipped into target/ at test time), captures from the real
+//! runtimes busy in Regex backtracking, the committed golden captures, and bad files.
+//! Outputs are checked by the real consumers: `go tool pprof` (golang-go) for pprof,
+//! speedscope's published schema for speedscope.
+#![cfg(target_os = "linux")]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use dsipc_testkit::{HostOptions, HostedRuntime};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `$DSIPC_SHARED`, `<repo>/../shared` or `<repo>/../../shared` (worktrees): fails, never
+/// skips, when none has the sample traces.
+fn shared() -> PathBuf {
+    let root = repo_root();
+    let mut candidates = Vec::new();
+    if let Some(d) = std::env::var_os("DSIPC_SHARED") {
+        candidates.push(PathBuf::from(d));
+    }
+    candidates.push(root.join("../shared"));
+    candidates.push(root.join("../../shared"));
+    for c in &candidates {
+        if c.join("data/nettrace").is_dir() {
+            return c.clone();
+        }
+    }
+    panic!(
+        "no shared/data/nettrace in {:?}: set DSIPC_SHARED",
+        candidates
+    )
+}
+
+/// The sample `name` unzipped into target/nettrace-samples.
+fn sample(name: &str) -> PathBuf {
+    let dir = repo_root().join("target/nettrace-samples");
+    let path = dir.join(name);
+    if !path.is_file() {
+        fs::create_dir_all(&dir).unwrap();
+        let zip = shared().join("data/nettrace").join(format!("{}.zip", name));
+        // Unzip to a private directory, then rename: parallel tests may race.
+        let tmp = dir.join(format!(".unzip-{}-{}", std::process::id(), next()));
+        let st = Command::new("unzip")
+            .arg("-q")
+            .arg("-o")
+            .arg(&zip)
+            .arg("-d")
+            .arg(&tmp)
+            .status()
+            .expect("unzip (apt-get install unzip)");
+        assert!(st.success(), "unzip {}", zip.display());
+        fs::rename(tmp.join(name), &path).unwrap();
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    path
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+fn next() -> usize {
+    SEQ.fetch_add(1, Ordering::SeqCst)
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "dsipc-nettrace-{}-{}-{}",
+        std::process::id(),
+        next(),
+        tag
+    ));
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(program: &str, args: &[&str], limit: Duration) -> Run {
+    let t = Instant::now();
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {}", program, e));
+    // Bounded: a watchdog kills a run over its limit.
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if rx.recv_timeout(limit).is_err() {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = tx.send(());
+    let _ = watchdog.join();
+    let r = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    eprintln!(
+        "$ {} {} -> {:?} in {:.2} s\n{}{}",
+        program,
+        args.join(" "),
+        r.code,
+        t.elapsed().as_secs_f64(),
+        if r.stdout.len() > 4000 {
+            &r.stdout[..4000]
+        } else {
+            &r.stdout
+        },
+        r.stderr
+    );
+    r
+}
+
+fn dsipc(args: &[&str]) -> Run {
+    run(env!("CARGO_BIN_EXE_dsipc"), args, Duration::from_secs(120))
+}
+
+/// Every format from `trace` into `dir`; returns (jsonl, folded, speedscope, pprof) paths.
+fn convert_all(trace: &Path, dir: &Path) -> [PathBuf; 4] {
+    let formats = ["jsonl", "folded", "speedscope", "pprof"];
+    let mut outs = Vec::new();
+    for f in formats {
+        let out = dir.join(format!("out.{}", f));
+        let r = dsipc(&[
+            "convert",
+            trace.to_str().unwrap(),
+            "--format",
+            f,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, Some(0), "convert --format {}: {}", f, r.stderr);
+        assert!(out.is_file(), "{} not written", out.display());
+        outs.push(out);
+    }
+    [
+        outs[0].clone(),
+        outs[1].clone(),
+        outs[2].clone(),
+        outs[3].clone(),
+    ]
+}
+
+/// Folded lines are `frame;frame;... COUNT`; returns the total count.
+fn check_folded(path: &Path) -> u64 {
+    let text = fs::read_to_string(path).unwrap();
+    let mut total = 0;
+    for line in text.lines() {
+        let (stack, count) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("folded line without a count: {:?}", line));
+        let n: u64 = count
+            .parse()
+            .unwrap_or_else(|_| panic!("bad count in {:?}", line));
+        assert!(n > 0, "{:?}", line);
+        assert!(
+            !stack.is_empty() && stack.split(';').all(|f| !f.is_empty()),
+            "{:?}",
+            line
+        );
+        total += n;
+    }
+    total
+}
+
+fn check_speedscope(path: &Path) {
+    let schema = repo_root().join("tests/data/speedscope/file-format-schema.json");
+    let script = repo_root().join("tests/tools/check_speedscope.py");
+    let r = run(
+        "python3",
+        &[
+            script.to_str().unwrap(),
+            schema.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.starts_with("ok "), "{}", r.stdout);
+}
+
+/// `go tool pprof -top` output (fails if go is missing: scripts/test.sh installs golang-go).
+fn pprof_top(path: &Path) -> String {
+    let r = run(
+        "go",
+        &[
+            "tool",
+            "pprof",
+            "-top",
+            "-nodecount=40",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.code, Some(0), "go tool pprof: {}", r.stderr);
+    r.stdout
+}
+
+/// The first row of the exclusive table of `dsipc report`.
+fn report_top(trace: &Path, extra: &[&str]) -> (String, String) {
+    let mut args = vec!["report", trace.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let r = dsipc(&args);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let mut lines = r.stdout.lines().skip_while(|l| !l.contains("by exclusive"));
+    lines.next();
+    lines.next(); // column titles
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("no rows:\n{}", r.stdout));
+    (first.to_string(), r.stdout)
+}
+
+const SAMPLES_WITH_CPU: &[&str] = &[
+    "eventpipe-dotnetcore3.0-win-x64-objver4.nettrace",
+    "mixed_managed_external_samples.nettrace",
+    "only_managed_samples.nettrace",
+    "HeartRateMonitor.10068.nettrace",
+];
+
+#[test]
+fn sample_traces_convert_to_every_format_with_resolved_frames() {
+    for name in SAMPLES_WITH_CPU {
+        let trace = sample(name);
+        let dir = temp_dir("samples");
+        let [jsonl, folded, speedscope, pprof] = convert_all(&trace, &dir);
+        // jsonl: one object per event with the documented fields.
+        let text = fs::read_to_string(&jsonl).unwrap();
+        let mut events = 0;
+        for line in text.lines() {
+            for key in [
+                "\"provider\":",
+                "\"id\":",
+                "\"version\":",
+                "\"name\":",
+                "\"timestamp\":",
+                "\"thread\":",
+                "\"stack_id\":",
+                "\"payload\":",
+            ] {
+                assert!(line.contains(key), "{}: {} lacks {}", name, line, key);
+            }
+            assert!(line.starts_with('{') && line.ends_with('}'), "{}", line);
+            events += 1;
+        }
+        assert!(events > 0, "{}", name);
+        // folded: resolved frames, and as many samples as the report counts.
+        let folded_total = check_folded(&folded);
+        let ftext = fs::read_to_string(&folded).unwrap();
+        let resolved = ftext
+            .lines()
+            .filter(|l| {
+                l.split(';')
+                    .any(|f| f.contains('!') && !f.starts_with("?!"))
+            })
+            .count();
+        assert!(resolved > 0, "{}: no resolved frame in folded output", name);
+        let (_, report) = report_top(&trace, &[]);
+        let report_total: u64 = report
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        assert!(folded_total > 0 && folded_total <= report_total, "{}", name);
+        check_speedscope(&speedscope);
+        let top = pprof_top(&pprof);
+        assert!(
+            top.contains('!'),
+            "{}: pprof -top shows no method:\n{}",
+            name,
+            top
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn sample_traces_without_samples_convert_to_jsonl() {
+    for name in [
+        "eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace",
+        "eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace",
+    ] {
+        let trace = sample(name);
+        let dir = temp_dir("nosamples");
+        let out = dir.join("out.jsonl");
+        let r = dsipc(&[
+            "convert",
+            trace.to_str().unwrap(),
+            "--format",
+            "jsonl",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let text = fs::read_to_string(&out).unwrap();
+        assert!(text.lines().count() > 0, "{}", name);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn mixed_samples_managed_only_drops_external_samples() {
+    let trace = sample("mixed_managed_external_samples.nettrace");
+    let (_, all) = report_top(&trace, &[]);
+    let (_, managed) = report_top(&trace, &["--managed-only"]);
+    let total = |s: &str| -> u64 { s.split_whitespace().next().unwrap().parse().unwrap() };
+    assert!(
+        total(&managed) < total(&all) && total(&managed) > 0,
+        "{}\n{}",
+        all,
+        managed
+    );
+    let dir = temp_dir("managed");
+    let a = dir.join("all.folded");
+    let m = dir.join("managed.folded");
+    let t = trace.to_str().unwrap();
+    assert_eq!(
+        dsipc(&[
+            "convert",
+            t,
+            "--format",
+            "folded",
+            "-o",
+            a.to_str().unwrap()
+        ])
+        .code,
+        Some(0)
+    );
+    assert_eq!(
+        dsipc(&[
+            "convert",
+            t,
+            "--format",
+            "folded",
+            "--managed-only",
+            "-o",
+            m.to_str().unwrap()
+        ])
+        .code,
+        Some(0)
+    );
+    assert!(check_folded(&m) < check_folded(&a));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn truncated_file_converts_what_it_holds_and_fails() {
+    let trace = sample("only_managed_samples.nettrace");
+    let bytes = fs::read(&trace).unwrap();
+    let dir = temp_dir("truncated");
+    let cut = dir.join("cut.nettrace");
+    fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let out = dir.join("cut.folded");
+    let r = dsipc(&[
+        "convert",
+        cut.to_str().unwrap(),
+        "--format",
+        "jsonl",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let err_lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("offset")).collect();
+    assert_eq!(err_lines.len(), 1, "{}", r.stderr);
+    assert!(err_lines[0].contains("truncated"), "{}", r.stderr);
+    let text = fs::read_to_string(&out).unwrap();
+    assert!(
+        text.lines().count() > 100,
+        "kept {} lines",
+        text.lines().count()
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_file_fails_naming_the_offset_and_leaves_an_existing_output_alone() {
+    let dir = temp_dir("bad");
+    let bad = dir.join("bad.nettrace");
+    let mut bytes = b"Nettrace".to_vec();
+    bytes.extend_from_slice(&[0xff; 64]);
+    fs::write(&bad, &bytes).unwrap();
+    let out = dir.join("precious.txt");
+    fs::write(&out, b"keep me").unwrap();
+    let r = dsipc(&[
+        "convert",
+        bad.to_str().unwrap(),
+        "--format",
+        "folded",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("offset"), "{}", r.stderr);
+    assert_eq!(fs::read(&out).unwrap(), b"keep me");
+    // No temporary file left beside it.
+    let left: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "{:?}", left);
+    // The input is never the output.
+    let r = dsipc(&[
+        "convert",
+        bad.to_str().unwrap(),
+        "-o",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(2));
+    assert_eq!(fs::read(&bad).unwrap(), bytes);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The committed captures of the Regex-busy hosts (tests/data/nettrace), with the report
+/// they gave when committed: (file, samples, top method by exclusive samples).
+const GOLDEN: &[(&str, u64, &str)] = &[
+    (
+        "regex-net8.0.4.nettrace.gz",
+        476,
+        "System.Text.RegularExpressions!System.Text.RegularExpressions.RegexInterpreter.TryMatchAtCurrentPosition(value class System.ReadOnlySpan`1<wchar>)",
+    ),
+    (
+        "regex-netcore3.1.23.nettrace.gz",
+        350,
+        "System.Text.RegularExpressions!System.Text.RegularExpressions.RegexInterpreter.Go()",
+    ),
+];
+
+#[test]
+fn golden_captures_report_regex_on_top() {
+    let data = repo_root().join("tests/data/nettrace");
+    let dir = temp_dir("golden");
+    for (name, samples, top_method) in GOLDEN {
+        let gz = data.join(name);
+        assert!(fs::metadata(&gz).unwrap().len() < 200 * 1024, "{}", name);
+        let path = dir.join(name.trim_end_matches(".gz"));
+        let out = Command::new("gzip")
+            .arg("-dc")
+            .arg(&gz)
+            .output()
+            .expect("gzip");
+        assert!(out.status.success());
+        fs::write(&path, &out.stdout).unwrap();
+        let (top, report) = report_top(&path, &[]);
+        assert!(
+            report.starts_with(&format!("{} samples", samples)),
+            "{}: {}",
+            name,
+            report
+        );
+        assert!(
+            top.ends_with(top_method),
+            "{}: top row {:?}\n{}",
+            name,
+            top,
+            report
+        );
+        let [jsonl, folded, speedscope, pprof] = convert_all(&path, &dir);
+        assert!(fs::read_to_string(&jsonl)
+            .unwrap()
+            .contains("\"provider\":\"Microsoft-DotNETCore-SampleProfiler\""));
+        assert_eq!(check_folded(&folded), *samples);
+        assert!(fs::read_to_string(&folded).unwrap().contains(top_method));
+        check_speedscope(&speedscope);
+        assert!(fs::read_to_string(&speedscope)
+            .unwrap()
+            .contains("RegexInterpreter"));
+        assert!(pprof_top(&pprof).contains("RegexInterpreter"));
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `DSIPC_PYTHON` for the testkit's host launcher: from the environment, else from
+/// `target/dotnet-venv/dsipc-runtimes.env` (written by scripts/setup-runtimes.sh).
+fn configure_python() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("DSIPC_PYTHON").map_or(false, |p| !p.is_empty()) {
+            return;
+        }
+        let env_file = repo_root().join("target/dotnet-venv/dsipc-runtimes.env");
+        let text = fs::read_to_string(&env_file).unwrap_or_else(|e| {
+            panic!(
+                "no DSIPC_PYTHON and {} unreadable ({}): run scripts/setup-runtimes.sh",
+                env_file.display(),
+                e
+            )
+        });
+        for line in text.lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                if k.starts_with("DSIPC_") && std::env::var_os(k).is_none() {
+                    std::env::set_var(k, v.trim().trim_matches('"'));
+                }
+            }
+        }
+    });
+}
+
+fn trace_regex_host(runtime: &str) {
+    configure_python();
+    let mut opts = HostOptions::net8(120);
+    opts.runtime = runtime.to_string();
+    opts.args.push("--regex".into());
+    let mut host = HostedRuntime::spawn(&opts).expect("spawn host");
+    let ready = host
+        .wait_ready(Duration::from_secs(90))
+        .expect("host READY");
+    let dir = temp_dir(runtime);
+    let trace = dir.join("regex.nettrace");
+    let r = dsipc(&[
+        "trace",
+        &ready.pid.to_string(),
+        "--duration",
+        "3",
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    host.kill();
+    let (top, report) = report_top(&trace, &[]);
+    assert!(
+        top.contains("Regex"),
+        "{}: top row {:?}\n{}",
+        runtime,
+        top,
+        report
+    );
+    let [jsonl, folded, speedscope, pprof] = convert_all(&trace, &dir);
+    assert!(fs::read_to_string(&jsonl)
+        .unwrap()
+        .contains("SampleProfiler"));
+    check_folded(&folded);
+    assert!(fs::read_to_string(&folded)
+        .unwrap()
+        .contains("RegexInterpreter"));
+    check_speedscope(&speedscope);
+    assert!(fs::read_to_string(&speedscope)
+        .unwrap()
+        .contains("RegexInterpreter"));
+    let top = pprof_top(&pprof);
+    assert!(top.contains("RegexInterpreter"), "{}", top);
+    if let Some(keep) = std::env::var_os("DSIPC_KEEP_CAPTURE") {
+        let dest = PathBuf::from(keep).join(format!("regex-{}.nettrace", ready.runtime));
+        fs::copy(&trace, &dest).unwrap();
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn net8_regex_host_report_and_every_format() {
+    trace_regex_host("net8");
+}
+
+#[test]
+fn netcore31_regex_host_report_and_every_format() {
+    trace_regex_host("netcore31");
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Figures for `dsipc convert --format folded`, whole process, release build: wall time
+# (median and best of N runs) and peak RSS (/usr/bin/time -v) on the public sample traces
+# (../shared/data/nettrace, unzipped into target/nettrace-samples). A benchmark: it prints
+# figures and fails only when a run fails, never on a missed target.
+#
+#   scripts/bench-convert.sh [RUNS]     (default 20 runs per file)
+#
+# Targets (issue 10): HeartRateMonitor (30 MB, 32-bit) <= 50 ms and <= 64 MiB peak RSS;
+# the .NET Core 3.0 sample (4.8 MB) <= 12 ms.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUNS="${1:-20}"
+cd "$ROOT"
+
+shared=""
+for d in "${DSIPC_SHARED:-}" "$ROOT/../shared" "$ROOT/../../shared"; do
+    if [ -n "$d" ] && [ -d "$d/data/nettrace" ]; then shared="$d"; break; fi
+done
+[ -n "$shared" ] || { echo "bench-convert: no shared/data/nettrace (set DSIPC_SHARED)" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "bench-convert: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
+
+cargo build --release -q -p dsipc-cli
+BIN="$ROOT/target/release/dsipc"
+SAMPLES="$ROOT/target/nettrace-samples"
+mkdir -p "$SAMPLES"
+
+for name in HeartRateMonitor.10068.nettrace eventpipe-dotnetcore3.0-win-x64-objver4.nettrace; do
+    f="$SAMPLES/$name"
+    [ -f "$f" ] || unzip -q -o "$shared/data/nettrace/$name.zip" -d "$SAMPLES"
+    # Warm the page cache, check the run succeeds.
+    "$BIN" convert "$f" --format folded -o /dev/null 2>/dev/null
+    times=()
+    for _ in $(seq "$RUNS"); do
+        t0=$(date +%s%N)
+        "$BIN" convert "$f" --format folded -o /dev/null 2>/dev/null
+        t1=$(date +%s%N)
+        times+=($(( (t1 - t0) / 1000 )))
+    done
+    sorted=$(printf '%s\n' "${times[@]}" | sort -n)
+    best=$(echo "$sorted" | head -n1)
+    median=$(echo "$sorted" | sed -n "$(( (RUNS + 1) / 2 ))p")
+    rss=$(/usr/bin/time -v "$BIN" convert "$f" --format folded -o /dev/null 2>&1 >/dev/null \
+        | awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}')
+    awk -v n="$name" -v size="$(stat -c %s "$f")" -v med="$median" -v best="$best" -v rss="$rss" -v runs="$RUNS" \
+        'BEGIN { printf "%-55s %10d bytes  median %7.1f ms  best %7.1f ms  peak RSS %6.1f MiB  (%d runs)\n", n, size, med / 1000, best / 1000, rss / 1024, runs }'
+done

@@ -1,0 +1,490 @@
+//! Nettrace test support: the shared sample traces, a chunked driver that records every item
+//! in an owned, chunking-independent form, and writers that build V4/V5 and V6 streams to the
+//! spec (perfview's NetTraceFormat.md / NetTraceFormat_v5.md).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use dsipc::nettrace::{Item, NettraceError, NettraceParser, Status};
+
+/// The repository root (this crate's manifest directory).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The shared folder's nettrace samples: `$DSIPC_SHARED/data/nettrace`, then
+/// `<repo>/../shared/...`, then `<repo>/../../shared/...` (worktrees).
+pub fn samples_dir() -> PathBuf {
+    let mut candidates = Vec::new();
+    if let Some(s) = std::env::var_os("DSIPC_SHARED") {
+        candidates.push(PathBuf::from(s));
+    }
+    candidates.push(repo().join("../shared"));
+    candidates.push(repo().join("../../shared"));
+    for c in &candidates {
+        let d = c.join("data/nettrace");
+        if d.is_dir() {
+            return d;
+        }
+    }
+    panic!(
+        "the shared nettrace samples were not found (tried {:?}); set DSIPC_SHARED to the shared folder",
+        candidates
+    );
+}
+
+/// The six sample traces, unzipped into `target/nettrace-samples/` (once), as (name, bytes).
+pub fn samples() -> Vec<(String, Vec<u8>)> {
+    let dir = samples_dir();
+    let out = repo().join("target/nettrace-samples");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut zips: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().map_or(false, |e| e == "zip"))
+        .collect();
+    zips.sort();
+    assert_eq!(
+        zips.len(),
+        6,
+        "expected six sample zips in {}",
+        dir.display()
+    );
+    zips.iter()
+        .map(|z| {
+            let name = z.file_stem().unwrap().to_string_lossy().into_owned(); // x.nettrace
+            let file = out.join(&name);
+            if !file.is_file() {
+                unzip(z, &out);
+            }
+            let bytes = std::fs::read(&file)
+                .unwrap_or_else(|e| panic!("{} not in {}: {}", name, z.display(), e));
+            (name, bytes)
+        })
+        .collect()
+}
+
+/// One sample by file name (e.g. `only_managed_samples.nettrace`).
+pub fn sample(name: &str) -> Vec<u8> {
+    samples()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no sample {}", name))
+        .1
+}
+
+fn unzip(zip: &Path, out: &Path) {
+    // Python's zipfile (every CI image has python3), else unzip(1).
+    let py = Command::new("python3")
+        .args(["-m", "zipfile", "-e"])
+        .arg(zip)
+        .arg(out)
+        .status();
+    if matches!(py, Ok(s) if s.success()) {
+        return;
+    }
+    let st = Command::new("unzip")
+        .arg("-o")
+        .arg("-q")
+        .arg(zip)
+        .arg("-d")
+        .arg(out)
+        .status()
+        .expect("neither python3 nor unzip could run");
+    assert!(st.success(), "unzip {} failed", zip.display());
+}
+
+/// How a driver cuts the input.
+#[derive(Clone, Copy, Debug)]
+pub enum Chunking {
+    /// Everything at once.
+    Whole,
+    /// Fixed-size chunks.
+    Fixed(usize),
+    /// Pseudo-random chunk sizes in 1..=max from a seed.
+    Random(u64, usize),
+}
+
+/// Small deterministic PRNG (xorshift64*).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0 | 1;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// What a whole drive produced.
+pub struct Drive {
+    /// Every item, Debug-formatted (owned, so it can be compared across chunkings).
+    pub items: Vec<String>,
+    /// The first error, if any (from handle_input or handle_eof).
+    pub error: Option<NettraceError>,
+    /// True if the stream ended with the end-of-stream marker.
+    pub done: bool,
+    /// Largest `needed` reported.
+    pub max_needed: usize,
+}
+
+/// Feeds `data` to a fresh parser in chunks, keeping a receive buffer as a live reader would
+/// (compacting consumed bytes), and records every item. At the end, calls `handle_eof`.
+pub fn drive(data: &[u8], chunking: Chunking, max_block: usize) -> Drive {
+    drive_with(data, chunking, max_block, |_, _| {})
+}
+
+/// [`drive`], calling `on_item` with each item and the stream offset after it.
+pub fn drive_with(
+    data: &[u8],
+    chunking: Chunking,
+    max_block: usize,
+    mut on_item: impl FnMut(&Item<'_>, u64),
+) -> Drive {
+    let mut p = NettraceParser::with_max_block_size(max_block);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut start = 0usize;
+    let mut fed = 0usize;
+    let mut rng = match chunking {
+        Chunking::Random(seed, _) => Rng(seed),
+        _ => Rng(1),
+    };
+    let mut out = Drive {
+        items: Vec::new(),
+        error: None,
+        done: false,
+        max_needed: 0,
+    };
+    loop {
+        // Drain.
+        loop {
+            match p.handle_input(&buf[start..]) {
+                Ok(h) => {
+                    start += h.consumed;
+                    match h.status {
+                        Status::Item(item) => {
+                            on_item(&item, p.offset());
+                            out.items.push(format!("{:?}", item));
+                        }
+                        Status::Partial { needed } => {
+                            assert_eq!(h.consumed, 0, "Partial consumed bytes");
+                            assert!(
+                                needed > buf.len() - start,
+                                "Partial asks for {} bytes but {} are there",
+                                needed,
+                                buf.len() - start
+                            );
+                            out.max_needed = out.max_needed.max(needed);
+                            break;
+                        }
+                        Status::Done => {
+                            out.done = true;
+                            break;
+                        }
+                    }
+                }
+                Err(e) => {
+                    // The error repeats.
+                    assert_eq!(p.handle_input(&buf[start..]).unwrap_err(), e);
+                    out.error = Some(e);
+                    return out;
+                }
+            }
+        }
+        if out.done && fed == data.len() {
+            assert!(p.handle_eof().is_ok());
+            return out;
+        }
+        if fed == data.len() {
+            match p.handle_eof() {
+                Ok(()) => unreachable!("handle_eof ok without the end marker"),
+                Err(e) => out.error = Some(e),
+            }
+            return out;
+        }
+        // Compact and read more.
+        buf.drain(..start);
+        start = 0;
+        let n = match chunking {
+            Chunking::Whole => data.len(),
+            Chunking::Fixed(n) => n,
+            Chunking::Random(_, max) => 1 + rng.below(max),
+        };
+        let n = n.min(data.len() - fed);
+        buf.extend_from_slice(&data[fed..fed + n]);
+        fed += n;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Encoders.
+
+/// Appends an unsigned LEB128 integer.
+pub fn varuint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7F) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// Appends a zigzag varint.
+pub fn varint(out: &mut Vec<u8>, v: i64) {
+    varuint(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// Appends a V6 string (varuint length + UTF-8).
+pub fn str8(out: &mut Vec<u8>, s: &str) {
+    varuint(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Appends a NUL-terminated UTF-16LE string.
+pub fn utf16z(out: &mut Vec<u8>, s: &str) {
+    for u in s.encode_utf16() {
+        out.extend_from_slice(&u.to_le_bytes());
+    }
+    out.extend_from_slice(&[0, 0]);
+}
+
+/// An event header to encode (all fields explicit; compression is the encoder's job).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    pub metadata_id: u32,
+    pub sequence_number: u32,
+    pub capture_thread: u64,
+    pub thread: u64,
+    pub processor: u32,
+    pub stack_id: u32,
+    pub timestamp: i64,
+    pub activity_id: [u8; 16],
+    pub related_activity_id: [u8; 16],
+    pub label_list_id: u32,
+    pub is_sorted: bool,
+}
+
+/// Header compression state of one block (zeroed at each block start).
+#[derive(Default)]
+pub struct Compressor {
+    prev: Header,
+    prev_payload_len: u32,
+}
+
+impl Compressor {
+    /// Appends a compressed event blob (header + payload), like the runtime's writer.
+    pub fn blob(&mut self, out: &mut Vec<u8>, h: &Header, payload: &[u8], v6: bool) {
+        let p = self.prev;
+        let mut flags = 0u8;
+        let mut body = Vec::new();
+        if h.metadata_id != p.metadata_id {
+            flags |= 0x01;
+            varuint(&mut body, u64::from(h.metadata_id));
+        }
+        let implied_seq = if h.metadata_id != 0 {
+            p.sequence_number.wrapping_add(1)
+        } else {
+            p.sequence_number
+        };
+        if h.sequence_number != implied_seq
+            || h.capture_thread != p.capture_thread
+            || h.processor != p.processor
+        {
+            flags |= 0x02;
+            varuint(
+                &mut body,
+                u64::from(
+                    h.sequence_number
+                        .wrapping_sub(p.sequence_number)
+                        .wrapping_sub(1),
+                ),
+            );
+            varuint(&mut body, h.capture_thread);
+            varuint(&mut body, u64::from(h.processor));
+        }
+        if h.thread != p.thread {
+            flags |= 0x04;
+            varuint(&mut body, h.thread);
+        }
+        if h.stack_id != p.stack_id {
+            flags |= 0x08;
+            varuint(&mut body, u64::from(h.stack_id));
+        }
+        varuint(&mut body, h.timestamp.wrapping_sub(p.timestamp) as u64);
+        if v6 {
+            if h.label_list_id != p.label_list_id {
+                flags |= 0x10;
+                varuint(&mut body, u64::from(h.label_list_id));
+            }
+        } else {
+            if h.activity_id != p.activity_id {
+                flags |= 0x10;
+                body.extend_from_slice(&h.activity_id);
+            }
+            if h.related_activity_id != p.related_activity_id {
+                flags |= 0x20;
+                body.extend_from_slice(&h.related_activity_id);
+            }
+        }
+        if h.is_sorted {
+            flags |= 0x40;
+        }
+        if payload.len() as u32 != self.prev_payload_len {
+            flags |= 0x80;
+            varuint(&mut body, payload.len() as u64);
+        }
+        out.push(flags);
+        out.extend_from_slice(&body);
+        out.extend_from_slice(payload);
+        self.prev = *h;
+        self.prev_payload_len = payload.len() as u32;
+    }
+}
+
+/// Event/metadata block content: the 20-byte header then `blobs`.
+pub fn event_block_content(flags: u16, min_ts: i64, max_ts: i64, blobs: &[u8]) -> Vec<u8> {
+    let mut c = Vec::new();
+    c.extend_from_slice(&20u16.to_le_bytes());
+    c.extend_from_slice(&flags.to_le_bytes());
+    c.extend_from_slice(&min_ts.to_le_bytes());
+    c.extend_from_slice(&max_ts.to_le_bytes());
+    c.extend_from_slice(blobs);
+    c
+}
+
+/// Builds a V4/V5 stream (FastSerialization framing).
+pub struct V4Writer {
+    pub buf: Vec<u8>,
+}
+
+impl V4Writer {
+    /// Stream header + Trace object.
+    pub fn new(pointer_size: u32, pid: u32) -> V4Writer {
+        let mut w = V4Writer { buf: Vec::new() };
+        w.buf.extend_from_slice(b"Nettrace");
+        w.buf.extend_from_slice(&20u32.to_le_bytes());
+        w.buf.extend_from_slice(b"!FastSerialization.1");
+        w.object_header("Trace", 4, 4);
+        for v in [2024u16, 5, 3, 22, 10, 11, 12, 500] {
+            w.buf.extend_from_slice(&v.to_le_bytes());
+        }
+        w.buf.extend_from_slice(&1_000_000i64.to_le_bytes()); // sync QPC
+        w.buf.extend_from_slice(&10_000_000i64.to_le_bytes()); // frequency
+        w.buf.extend_from_slice(&pointer_size.to_le_bytes());
+        w.buf.extend_from_slice(&pid.to_le_bytes());
+        w.buf.extend_from_slice(&4u32.to_le_bytes());
+        w.buf.extend_from_slice(&1_000_000u32.to_le_bytes());
+        w.buf.push(0x06);
+        w
+    }
+
+    fn object_header(&mut self, name: &str, version: i32, min_version: i32) {
+        self.buf.extend_from_slice(&[0x05, 0x05, 0x01]);
+        self.buf.extend_from_slice(&version.to_le_bytes());
+        self.buf.extend_from_slice(&min_version.to_le_bytes());
+        self.buf
+            .extend_from_slice(&(name.len() as i32).to_le_bytes());
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.push(0x06);
+    }
+
+    /// A block object: header, size, padding to 4 (from stream offset 0), content, end tag.
+    pub fn block(&mut self, name: &str, content: &[u8]) {
+        self.object_header(name, 2, 2);
+        self.buf
+            .extend_from_slice(&(content.len() as i32).to_le_bytes());
+        while self.buf.len() % 4 != 0 {
+            self.buf.push(0);
+        }
+        self.buf.extend_from_slice(content);
+        self.buf.push(0x06);
+    }
+
+    /// The end-of-stream marker.
+    pub fn end(mut self) -> Vec<u8> {
+        self.buf.push(0x01);
+        self.buf
+    }
+}
+
+/// A V4/V5 metadata payload (the blob payload of a metadata record).
+pub fn v4_metadata(
+    id: u32,
+    provider: &str,
+    event_id: u32,
+    name: &str,
+    version: u32,
+    v1_fields: Option<&[u8]>,
+    tags: &[(u8, Vec<u8>)],
+) -> Vec<u8> {
+    let mut m = Vec::new();
+    m.extend_from_slice(&id.to_le_bytes());
+    utf16z(&mut m, provider);
+    m.extend_from_slice(&event_id.to_le_bytes());
+    utf16z(&mut m, name);
+    m.extend_from_slice(&0x8000u64.to_le_bytes());
+    m.extend_from_slice(&version.to_le_bytes());
+    m.extend_from_slice(&4u32.to_le_bytes());
+    if let Some(f) = v1_fields {
+        m.extend_from_slice(f);
+    }
+    for (kind, body) in tags {
+        m.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        m.push(*kind);
+        m.extend_from_slice(body);
+    }
+    m
+}
+
+/// Builds a V6 stream.
+pub struct V6Writer {
+    pub buf: Vec<u8>,
+}
+
+impl V6Writer {
+    /// Stream header (major 6) + Trace block with `kv` pairs.
+    pub fn new(minor: u32, pointer_size: u32, kv: &[(&str, &str)]) -> V6Writer {
+        let mut w = V6Writer { buf: Vec::new() };
+        w.buf.extend_from_slice(b"Nettrace");
+        w.buf.extend_from_slice(&0u32.to_le_bytes());
+        w.buf.extend_from_slice(&6u32.to_le_bytes());
+        w.buf.extend_from_slice(&minor.to_le_bytes());
+        let mut t = Vec::new();
+        for v in [2025u16, 1, 3, 15, 8, 30, 0, 250] {
+            t.extend_from_slice(&v.to_le_bytes());
+        }
+        t.extend_from_slice(&5_000i64.to_le_bytes());
+        t.extend_from_slice(&1_000_000_000i64.to_le_bytes());
+        t.extend_from_slice(&pointer_size.to_le_bytes());
+        t.extend_from_slice(&(kv.len() as u32).to_le_bytes());
+        for (k, v) in kv {
+            str8(&mut t, k);
+            str8(&mut t, v);
+        }
+        w.block(1, &t);
+        w
+    }
+
+    /// A block: `u32` header (size | kind << 24), then the content.
+    pub fn block(&mut self, kind: u8, content: &[u8]) {
+        assert!(content.len() < 1 << 24);
+        let x = content.len() as u32 | u32::from(kind) << 24;
+        self.buf.extend_from_slice(&x.to_le_bytes());
+        self.buf.extend_from_slice(content);
+    }
+
+    /// The EndOfStream block.
+    pub fn end(mut self) -> Vec<u8> {
+        self.block(0, &[]);
+        self.buf
+    }
+}

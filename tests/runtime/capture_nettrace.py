@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Record small golden .nettrace files from the real .NET 8.0.4 and Core 3.1.23 hosts.
+
+    cargo build --release -p dsipc-cli
+    python3 tests/runtime/capture_nettrace.py   # rewrites tests/data/nettrace/*.nettrace
+
+For each runtime: start tests/runtime/host.py --busy (every ~50 ms it allocates, calls
+GC.Collect() and throws/catches a FormatException), wait for its READY line, then run
+`dsipc trace PID -o FILE --duration 0.5` with SampleProfiler and the runtime provider at level
+5 with the GC, loader, JIT, contention and exception keywords (0xC019). Rundown is off to
+keep the files small (the runtime's rundown adds ~2,700 method records, ~1 MB): symbols come
+from live Method/LoadVerbose events. The session ends with StopTracing, so the stream ends
+with its end-of-stream marker. Stdlib only.
+"""
+
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HOST_PY = os.path.join(REPO, "tests", "runtime", "host.py")
+OUT = os.path.join(REPO, "tests", "data", "nettrace")
+DSIPC = os.path.join(REPO, "target", "release", "dsipc")
+PROVIDERS = "Microsoft-DotNETCore-SampleProfiler:0xF00000000000:5,Microsoft-Windows-DotNETRuntime:0xC019:5"
+RUNTIMES = [("net8", "net8.0.4"), ("netcore31", "netcore3.1.23")]
+
+
+def env_python():
+    py = os.environ.get("DSIPC_PYTHON")
+    if py:
+        return py
+    env = os.path.join(REPO, "target", "dotnet-venv", "dsipc-runtimes.env")
+    with open(env) as f:
+        for line in f:
+            if line.startswith("DSIPC_PYTHON="):
+                return line.split("=", 1)[1].strip()
+    sys.exit("capture_nettrace: no DSIPC_PYTHON (run scripts/setup-runtimes.sh)")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    py = env_python()
+    for rt, name in RUNTIMES:
+        host = subprocess.Popen(
+            [py, HOST_PY, "--runtime", rt, "--busy", "--max-seconds", "60"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            line = host.stdout.readline()
+            if not line.startswith("READY"):
+                sys.exit("capture_nettrace: host did not start: %r" % line)
+            pid = line.split("pid=")[1].split()[0]
+            out = os.path.join(OUT, "%s-busy.nettrace" % name)
+            subprocess.run([DSIPC, "trace", pid, "-o", out, "--providers", PROVIDERS,
+                            "--duration", "0.5", "--no-rundown"], check=True)
+            print("capture_nettrace: %s: %d bytes" % (out, os.path.getsize(out)))
+        finally:
+            host.stdin.close()
+            host.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
