@@ -67,7 +67,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn unix_nanos(i: &TraceInfo) -> i64 {
+pub(super) fn unix_nanos(i: &TraceInfo) -> i64 {
     let t = i.sync_time_utc;
     if t.year < 1970 || t.month == 0 || t.month > 12 || t.day == 0 {
         return 0;
