@@ -454,12 +454,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
 
 /// Writes the profile of what `live` parsed to `dest`; fails if the stream did not parse
 /// (the trace itself is kept either way).
-fn write_profile(
-    live: LiveProfile,
-    format: ProfileFormat,
-    dest: &Path,
-    trace: &Path,
-) -> CliResult {
+fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &Path) -> CliResult {
     let problem = live.problem().map(str::to_string);
     let truncated = live.truncated();
     let peak = live.peak_buffer();
@@ -474,7 +469,14 @@ fn write_profile(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match live.write(format, Selection { managed_only: false }, dest, &name) {
+    match live.write(
+        format,
+        Selection {
+            managed_only: false,
+        },
+        dest,
+        &name,
+    ) {
         Ok(what) => note!(
             "dsipc: wrote {}: {} (receive buffer peak {} KiB)",
             display(dest),

@@ -261,13 +261,9 @@ impl LiveProfile {
             let w = out.writer();
             match format {
                 ProfileFormat::Folded => super::folded::write(&profile, sel, w).map(|_| ()),
-                ProfileFormat::Speedscope => super::speedscope::write(
-                    &profile,
-                    sel,
-                    name,
-                    interval_ns as f64 / 1e6,
-                    w,
-                ),
+                ProfileFormat::Speedscope => {
+                    super::speedscope::write(&profile, sel, name, interval_ns as f64 / 1e6, w)
+                }
                 #[cfg(feature = "pprof")]
                 ProfileFormat::Pprof => {
                     let start = info.as_ref().map_or(0, super::analyze::unix_nanos);
@@ -327,6 +323,10 @@ mod tests {
     fn an_empty_stream_is_truncated() {
         let mut p = LiveProfile::new();
         p.end();
-        assert!(p.problem().unwrap().contains("truncated"), "{:?}", p.problem());
+        assert!(
+            p.problem().unwrap().contains("truncated"),
+            "{:?}",
+            p.problem()
+        );
     }
 }
