@@ -593,6 +593,28 @@ mod tests {
     }
 
     #[test]
+    fn progress_line_counts_and_clears_the_rest_of_the_line() {
+        let c = LiveCounts {
+            events: 1234,
+            samples: 56,
+            lost: 7,
+        };
+        let l = progress_line(2.5, 3 * 1048576, c, true);
+        assert_eq!(
+            l,
+            "      2.5 s       3.00 MiB received  1234 events  56 samples  7 lost\x1b[K"
+        );
+        assert!(!l.contains('\r') && !l.contains('\n'));
+        let l = progress_line(0.0, 0, LiveCounts::default(), false);
+        assert!(
+            l.contains("0.00 MiB received  (parsing stopped)"),
+            "{:?}",
+            l
+        );
+        assert!(!l.contains("events"));
+    }
+
+    #[test]
     fn end_of_stream_marker_across_chunks() {
         assert!(seen(&[b"Nettrace...\x06\x01"]).ended_cleanly());
         assert!(seen(&[b"abc\x06", b"\x01"]).ended_cleanly());
