@@ -319,6 +319,41 @@ mod tests {
         assert!(!p.has_header());
     }
 
+    /// The committed .NET 8 capture fed in slices of every size gives the same counts and
+    /// the same folded profile; the receive buffer holds at most a partial block.
+    #[test]
+    fn slicing_does_not_change_the_profile_and_the_buffer_stays_small() {
+        let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
+        let bytes = std::fs::read(&trace).unwrap();
+        let dir = std::env::temp_dir().join(format!("dsipc-live-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut outputs = Vec::new();
+        for slice in [1usize, 13, 4096, bytes.len()] {
+            let mut p = LiveProfile::new();
+            for chunk in bytes.chunks(slice) {
+                p.feed(chunk);
+            }
+            let counts = p.end();
+            assert_eq!(p.problem(), None, "slice {}", slice);
+            assert!(counts.samples > 0 && counts.events > counts.samples);
+            if slice < 4096 {
+                assert!(p.peak_buffer() <= 256 << 10, "{}", p.peak_buffer());
+            }
+            let dest = dir.join(format!("{}.folded", slice));
+            let sel = Selection {
+                managed_only: false,
+            };
+            p.write(ProfileFormat::Folded, sel, &dest, "t").unwrap();
+            outputs.push((counts, std::fs::read(&dest).unwrap()));
+        }
+        assert!(!outputs[0].1.is_empty());
+        for o in &outputs[1..] {
+            assert_eq!(o, &outputs[0]);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn an_empty_stream_is_truncated() {
         let mut p = LiveProfile::new();
