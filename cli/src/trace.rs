@@ -481,7 +481,7 @@ fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &
             "dsipc: wrote {}: {} (receive buffer peak {} KiB)",
             display(dest),
             what,
-            peak / 1024
+            (peak + 1023) / 1024
         ),
         Err(e) => {
             note!("dsipc: no profile written: {}", clean(&e));
