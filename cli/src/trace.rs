@@ -309,6 +309,12 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
                 display(&output)
             )));
         }
+        if dest.is_dir() {
+            return Err(CliError::Other(format!(
+                "cannot write the profile {}: it is a directory",
+                display(dest)
+            )));
+        }
     }
     let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
 

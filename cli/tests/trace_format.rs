@@ -472,6 +472,22 @@ fn refused_session_leaves_an_existing_profile_alone() {
         "{}",
         r.stderr
     );
+    // A directory where the profile would go: refused before the session starts.
+    let blocked = files.path().join("b.pb.gz");
+    fs::create_dir(&blocked).unwrap();
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "--format",
+        "pprof",
+        "-o",
+        s(&files.path().join("b.nettrace")),
+        "--tmpdir",
+        s(sock.path()),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("it is a directory"), "{}", r.stderr);
+    assert_eq!(names_in(files.path()), ["b.pb.gz", "t.speedscope.json"]);
     let r = dsipc(&["trace", &me(), "--format", "jsonl", "-o", s(&out)]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
 }
