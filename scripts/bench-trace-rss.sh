@@ -5,12 +5,14 @@
 # arrives, so the figure must stay flat as the trace grows. A benchmark: it prints
 # figures and fails only when a run fails, never on a missed target.
 #
-#   scripts/bench-trace-rss.sh [SHORT_S] [LONG_S] [RUNTIME]   (default 10 30 net8)
+#   scripts/bench-trace-rss.sh [SHORT_S] [LONG_S] [RUNTIME] [MODE]
+#   (default 10 30 net8 --regex; MODE --busy gives a busier, larger stream)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SHORT="${1:-10}"
 LONG="${2:-30}"
 RUNTIME="${3:-net8}"
+MODE="${4:---regex}"
 cd "$ROOT"
 [ -x /usr/bin/time ] || { echo "bench-trace-rss: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 if [ -z "${DSIPC_PYTHON:-}" ]; then
@@ -21,7 +23,7 @@ cargo build --release -q -p dsipc-cli
 BIN="$ROOT/target/release/dsipc"
 OUT="$(mktemp -d)"
 # The host exits when its stdin closes: keep it open through a coprocess pipe.
-coproc HOST { exec "$DSIPC_PYTHON" "$ROOT/tests/runtime/host.py" --runtime "$RUNTIME" --regex \
+coproc HOST { exec "$DSIPC_PYTHON" "$ROOT/tests/runtime/host.py" --runtime "$RUNTIME" "$MODE" \
     --max-seconds $(( SHORT + LONG + 120 )) 2>"$OUT/host.log"; }
 trap 'kill "$HOST_PID" 2>/dev/null || true; rm -rf "$OUT"' EXIT
 read -r ready <&"${HOST[0]}"
