@@ -38,11 +38,15 @@ commands:
   setenv PID NAME --unset          remove it
   resume PID                       resume a runtime paused at startup
   trace PID -o FILE [--providers SPEC] [--duration SECS] [--no-rundown] [--buffer-mb N]
-        [--format speedscope|folded|pprof]   (also writes the CPU profile beside FILE)
+        [--format speedscope|folded|pprof]
                                    EventPipe trace to a .nettrace file; stops at the
                                    duration or on Ctrl-C (StopTracing, then drains; a
                                    second Ctrl-C keeps what was received and exits).
-                                   FILE is only written once the session has started
+                                   FILE is only written once the session has started.
+                                   --format also writes the profile, built while the
+                                   stream arrives, beside FILE (same stem, .speedscope.json,
+                                   .folded or .pb.gz). On a terminal a progress line shows
+                                   time, MiB, events, samples and lost events
   dump PID -o PATH [--type normal|heap|triage|full]
                                    write a dump (PATH as the target process sees it)
   perfmap PID enable|disable [--type all|jitdump|perfmap]

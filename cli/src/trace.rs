@@ -5,6 +5,17 @@
 //! FILE is written as a temporary file created beside it, linked into place after the OK
 //! reply (never replacing anything), and removed if the session does not start. Nothing
 //! this command did not create is ever removed.
+//!
+//! The stream is also parsed as it arrives (a [`LiveProfile`]: the receive buffer is bounded
+//! by the parser's maximum block size, memory by the distinct metadata, methods and stacks,
+//! never by trace length), always, because parsing costs little next to the runtime's
+//! rate: it gives the progress line its event, sample and lost-event counts. With
+//! `--format speedscope|folded|pprof` the profile of what was parsed is written beside
+//! the trace at the end (same stem, the format's extension, through a temporary file
+//! renamed into place). A stream that does not parse never costs the trace: the
+//! `.nettrace` keeps every byte received; with `--format` the command then fails (after
+//! writing the profile of what preceded the bad bytes, if anything did), without it a
+//! warning says the counts stopped.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -17,6 +28,8 @@ use dsipc::payload::Provider;
 use dsipc::wire::Text;
 use dsipc_std::{Control, DiagnosticsClient, Endpoint, Error, TraceSession};
 
+use crate::convert::live::{LiveCounts, LiveProfile, ProfileFormat};
+use crate::convert::Selection;
 use crate::term::{self, clean, note, note_inline};
 use crate::{args, parse_seconds, pid_command, print_out, providers, CliError, CliResult};
 
@@ -182,6 +195,25 @@ impl Seen {
     }
 }
 
+/// The progress line, to be written after `\r` (it ends by clearing the rest of the line).
+fn progress_line(secs: f64, bytes: u64, counts: LiveCounts, parsing: bool) -> String {
+    let mut line = format!(
+        "  {:>7.1} s  {:>9.2} MiB received",
+        secs,
+        bytes as f64 / 1048576.0
+    );
+    if parsing {
+        line.push_str(&format!(
+            "  {} events  {} samples  {} lost",
+            counts.events, counts.samples, counts.lost
+        ));
+    } else {
+        line.push_str("  (parsing stopped)");
+    }
+    line.push_str("\x1b[K");
+    line
+}
+
 /// Starts the session on a helper thread, so that a second Ctrl-C while the runtime has
 /// not answered yet ends the command at once ([`Error::Aborted`]); the start itself is
 /// bounded by the client's timeout.
@@ -235,7 +267,14 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(
         rest,
         &["PID"],
-        &["-o", "--output", "--providers", "--duration", "--buffer-mb"],
+        &[
+            "-o",
+            "--output",
+            "--providers",
+            "--duration",
+            "--buffer-mb",
+            "--format",
+        ],
         &["--no-rundown"],
     )?;
     let output = match p.value_os("-o").or_else(|| p.value_os("--output")) {
@@ -258,6 +297,25 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         None => 256,
     };
     let rundown = !p.flag("--no-rundown");
+    let format = match p.value_text("--format")? {
+        Some(f) => Some(ProfileFormat::parse(f).map_err(CliError::Usage)?),
+        None => None,
+    };
+    let profile_dest = format.map(|f| f.destination(&output));
+    if let Some(dest) = &profile_dest {
+        if *dest == output {
+            return Err(CliError::Usage(format!(
+                "the profile would overwrite the trace {}: name the trace .nettrace",
+                display(&output)
+            )));
+        }
+        if dest.is_dir() {
+            return Err(CliError::Other(format!(
+                "cannot write the profile {}: it is a directory",
+                display(dest)
+            )));
+        }
+    }
     let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
 
     term::catch_interrupts();
@@ -313,12 +371,14 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         tail_len: 0,
     };
     let mut write_error: Option<io::Error> = None;
+    let live = std::cell::RefCell::new(LiveProfile::new());
     let result = {
         let seen = &mut seen;
         let stop_asked = std::cell::Cell::new(false);
         let r = session.drain_controlled(
             |data| {
                 seen.push(data);
+                live.borrow_mut().feed(data);
                 out.write_all(data).map_err(|e| {
                     let kept = io::Error::new(e.kind(), e.to_string());
                     write_error = Some(e);
@@ -330,11 +390,10 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
                 if tty && now.duration_since(last_print) >= Duration::from_millis(250) {
                     last_print = now;
                     let secs = now.duration_since(start).as_secs_f64();
+                    let l = live.borrow();
                     note_inline!(
-                        "\r  {:>7.1} s  {:>10.2} MiB  {:>8.2} MiB/s   ",
-                        secs,
-                        bytes as f64 / 1048576.0,
-                        bytes as f64 / 1048576.0 / secs.max(0.001)
+                        "\r{}",
+                        progress_line(secs, bytes, l.counts(), l.problem().is_none())
                     );
                 }
                 if term::interrupts() >= 2 {
@@ -359,10 +418,111 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         seen.stop_asked = stop_asked.get();
         r
     };
-    if tty {
-        note!("");
-    }
+    let elapsed = start.elapsed().as_secs_f64();
     let received = session.bytes_received();
+    let mut live = live.into_inner();
+    let counts = live.end();
+    let parse_problem = live.problem().map(str::to_string);
+    // The final line: in place of the progress line on a terminal, plain otherwise.
+    let last = format!(
+        "dsipc: received {:.2} MiB in {:.1} s: {} events, {} samples, {} lost{}",
+        received as f64 / 1048576.0,
+        elapsed,
+        counts.events,
+        counts.samples,
+        counts.lost,
+        if parse_problem.is_some() {
+            " (counts cover what parsed)"
+        } else {
+            ""
+        }
+    );
+    if tty {
+        note!("\r{}\x1b[K", last);
+    } else {
+        note!("{}", last);
+    }
+    let traced = finish_trace(&output, out, received, elapsed, result, &seen, write_error);
+    let profiled = match (format, profile_dest) {
+        (Some(format), Some(dest)) => write_profile(live, format, &dest, &output),
+        _ => {
+            if let Some(problem) = &parse_problem {
+                note!(
+                    "dsipc: warning: the stream did not parse: {}",
+                    clean(problem)
+                );
+            }
+            Ok(())
+        }
+    };
+    traced.and(profiled)
+}
+
+/// Writes the profile of what `live` parsed to `dest`; fails if the stream did not parse
+/// (the trace itself is kept either way).
+fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &Path) -> CliResult {
+    let problem = live.problem().map(str::to_string);
+    let truncated = live.truncated();
+    let peak = live.peak_buffer();
+    if !live.has_header() {
+        note!(
+            "dsipc: no profile written: the stream did not parse: {}",
+            clean(problem.as_deref().unwrap_or("no trace header"))
+        );
+        return Err(CliError::Exit(1));
+    }
+    let name = trace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match live.write(
+        format,
+        Selection {
+            managed_only: false,
+        },
+        dest,
+        &name,
+    ) {
+        Ok(what) => note!(
+            "dsipc: wrote {}: {} (receive buffer peak {} KiB)",
+            display(dest),
+            what,
+            (peak + 1023) / 1024
+        ),
+        Err(e) => {
+            note!("dsipc: no profile written: {}", clean(&e));
+            return Err(CliError::Exit(1));
+        }
+    }
+    match problem {
+        Some(p) if truncated => {
+            note!(
+                "dsipc: the profile covers what the trace holds: {}",
+                clean(&p)
+            );
+            Ok(())
+        }
+        Some(p) => {
+            note!(
+                "dsipc: the stream did not parse: {}; the profile covers what precedes it",
+                clean(&p)
+            );
+            Err(CliError::Exit(1))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Flushes the trace and reports how the session ended.
+fn finish_trace(
+    output: &Path,
+    mut out: BufWriter<File>,
+    received: u64,
+    elapsed: f64,
+    result: Result<u64, Error>,
+    seen: &Seen,
+    write_error: Option<io::Error>,
+) -> CliResult {
     // Whatever happened, keep what was received.
     let flushed = out.flush();
     drop(out);
@@ -371,20 +531,20 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             "{}; kept the {} bytes received in {}",
             what,
             received,
-            display(&output)
+            display(output)
         )
     };
     if let Err(e) = flushed {
         return Err(CliError::Other(format!(
             "cannot write {}: {}",
-            display(&output),
+            display(output),
             e
         )));
     }
     if let Some(e) = write_error {
         return Err(CliError::Other(format!(
             "cannot write {}: {}; the session was abandoned",
-            display(&output),
+            display(output),
             e
         )));
     }
@@ -404,8 +564,8 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
                 "wrote {} bytes ({:.2} MiB) to {} in {:.1} s\n",
                 bytes,
                 bytes as f64 / 1048576.0,
-                display(&output),
-                start.elapsed().as_secs_f64()
+                display(output),
+                elapsed
             ))
         }
         Err(Error::Aborted) => {
@@ -436,6 +596,28 @@ mod tests {
             s.push(c);
         }
         s
+    }
+
+    #[test]
+    fn progress_line_counts_and_clears_the_rest_of_the_line() {
+        let c = LiveCounts {
+            events: 1234,
+            samples: 56,
+            lost: 7,
+        };
+        let l = progress_line(2.5, 3 * 1048576, c, true);
+        assert_eq!(
+            l,
+            "      2.5 s       3.00 MiB received  1234 events  56 samples  7 lost\x1b[K"
+        );
+        assert!(!l.contains('\r') && !l.contains('\n'));
+        let l = progress_line(0.0, 0, LiveCounts::default(), false);
+        assert!(
+            l.contains("0.00 MiB received  (parsing stopped)"),
+            "{:?}",
+            l
+        );
+        assert!(!l.contains("events"));
     }
 
     #[test]

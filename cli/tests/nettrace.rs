@@ -537,9 +537,9 @@ fn trace_regex_host(runtime: &str) {
     // --format: the profile built while the stream arrived, beside the trace.
     let live = dir.join("regex.speedscope.json");
     assert!(
-        r.stdout.contains("wrote speedscope profile to"),
+        r.stderr.contains(&format!("wrote {}: ", live.display())),
         "{}",
-        r.stdout
+        r.stderr
     );
     check_speedscope(&live);
     assert!(fs::read_to_string(&live)

@@ -26,7 +26,9 @@ pub struct Summary {
     pub methods: usize,
     /// The trace header.
     pub info: Option<TraceInfo>,
-    /// Wall-clock start of the trace, ns since the Unix epoch (0 if unknown).
+    /// Wall-clock start of the trace, ns since the Unix epoch (0 if unknown): pprof's
+    /// `time_nanos`, the only reader.
+    #[cfg_attr(not(feature = "pprof"), allow(dead_code))]
     pub start_unix_nanos: i64,
 }
 

@@ -4,7 +4,7 @@
 mod analyze;
 mod folded;
 mod jsonl;
-
+pub mod live;
 mod output;
 #[cfg(feature = "pprof")]
 mod pprof;

@@ -1,0 +1,367 @@
+//! A profile built while a trace arrives: `dsipc trace --format F` feeds every slice of the
+//! stream it writes to the `.nettrace` file into a [`LiveProfile`], which parses it
+//! incrementally (a receive buffer bounded by the parser's maximum block size, compacted;
+//! memory bounded by distinct metadata, methods and stacks, never by trace length) and, at
+//! the end, writes the profile with the same writers as `dsipc convert`.
+
+use std::path::{Path, PathBuf};
+
+use dsipc::nettrace::{NettraceParser, Status};
+use dsipc_std::nettrace::TraceAnalyzer;
+
+use super::output::{self, Output};
+use super::Selection;
+
+/// Largest block accepted from a live stream (the runtime's blocks are far smaller).
+const MAX_BLOCK: usize = 64 << 20;
+
+/// The profile formats `dsipc trace --format` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileFormat {
+    /// Brendan Gregg's folded stacks (`.folded`).
+    Folded,
+    /// speedscope's JSON (`.speedscope.json`).
+    Speedscope,
+    /// gzipped profile.proto (`.pb.gz`).
+    Pprof,
+}
+
+impl ProfileFormat {
+    /// `speedscope`, `folded` or `pprof`.
+    pub fn parse(s: &str) -> Result<ProfileFormat, String> {
+        match s {
+            "folded" => Ok(ProfileFormat::Folded),
+            "speedscope" => Ok(ProfileFormat::Speedscope),
+            "pprof" if cfg!(feature = "pprof") => Ok(ProfileFormat::Pprof),
+            "pprof" => Err(
+                "this dsipc was built without pprof output (the Windows build leaves it out)"
+                    .into(),
+            ),
+            other => Err(format!(
+                "--format wants speedscope, folded or pprof, not {:?}",
+                other
+            )),
+        }
+    }
+
+    /// The file name extension, as `dsipc convert` names its outputs.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ProfileFormat::Folded => ".folded",
+            ProfileFormat::Speedscope => ".speedscope.json",
+            ProfileFormat::Pprof => ".pb.gz",
+        }
+    }
+
+    /// Where the profile of the trace at `trace` goes: the same stem, this extension.
+    pub fn destination(self, trace: &Path) -> PathBuf {
+        output::default_name(trace, self.extension())
+    }
+}
+
+/// Counters of what was parsed so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveCounts {
+    /// Events parsed.
+    pub events: u64,
+    /// CPU samples among them.
+    pub samples: u64,
+    /// Events lost (sequence-number gaps).
+    pub lost: u64,
+}
+
+/// An incremental parse of a live nettrace stream.
+pub struct LiveProfile {
+    parser: NettraceParser,
+    analyzer: TraceAnalyzer,
+    /// Received bytes not yet consumed: `buf[start..]`.
+    buf: Vec<u8>,
+    start: usize,
+    /// Bytes fed so far.
+    fed: u64,
+    /// The end-of-stream object was parsed.
+    done: bool,
+    /// Why parsing stopped (the stream offset is in the text).
+    problem: Option<String>,
+    /// The problem is that the stream ended early (not bad bytes).
+    truncated: bool,
+    /// Largest the receive buffer ever held (bytes), for the memory figures.
+    peak_buffer: usize,
+}
+
+impl Default for LiveProfile {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LiveProfile {
+    /// A parser waiting for the stream's first byte.
+    pub fn new() -> Self {
+        LiveProfile {
+            parser: NettraceParser::with_max_block_size(MAX_BLOCK),
+            analyzer: TraceAnalyzer::new(),
+            buf: Vec::new(),
+            start: 0,
+            fed: 0,
+            done: false,
+            problem: None,
+            truncated: false,
+            peak_buffer: 0,
+        }
+    }
+
+    /// Parses `data`, the next bytes of the stream. After a parse error it only counts bytes:
+    /// the error is kept for [`LiveProfile::problem`].
+    pub fn feed(&mut self, data: &[u8]) {
+        self.fed += data.len() as u64;
+        if self.problem.is_some() || data.is_empty() {
+            return;
+        }
+        if self.done {
+            self.problem = Some(format!(
+                "{} bytes after the end-of-stream object (offset {})",
+                data.len(),
+                self.fed - data.len() as u64
+            ));
+            return;
+        }
+        // Without leftovers, parse straight from `data`; keep only what is not consumed.
+        if self.buf.len() == self.start {
+            self.buf.clear();
+            self.start = 0;
+            let used = self.parse(data);
+            if self.problem.is_none() && !self.done {
+                self.buf.extend_from_slice(&data[used..]);
+            }
+        } else {
+            // Compact, then append: the buffer holds at most one partial block plus a slice.
+            self.buf.drain(..self.start);
+            self.start = 0;
+            self.buf.extend_from_slice(data);
+            let buf = std::mem::take(&mut self.buf);
+            let used = self.parse(&buf);
+            self.buf = buf;
+            self.start = used;
+            if self.problem.is_some() || self.done {
+                self.buf.clear();
+                self.start = 0;
+            }
+        }
+        self.peak_buffer = self.peak_buffer.max(self.buf.capacity());
+        // A long stream of small partial blocks must not keep a large allocation around.
+        if self.buf.len() == self.start && self.buf.capacity() > (1 << 20) {
+            self.buf = Vec::new();
+            self.start = 0;
+        }
+    }
+
+    /// Parses items from `bytes` until more are needed; returns how many were consumed.
+    fn parse(&mut self, bytes: &[u8]) -> usize {
+        let mut at = 0;
+        loop {
+            match self.parser.handle_input(&bytes[at..]) {
+                Err(e) => {
+                    self.problem = Some(e.to_string());
+                    return at;
+                }
+                Ok(h) => match h.status {
+                    Status::Item(item) => {
+                        self.analyzer.on_item(&item);
+                        at += h.consumed;
+                    }
+                    Status::Partial { .. } => {
+                        at += h.consumed;
+                        return at;
+                    }
+                    Status::Done => {
+                        at += h.consumed;
+                        self.done = true;
+                        return at;
+                    }
+                },
+            }
+        }
+    }
+
+    /// What was parsed so far.
+    pub fn counts(&self) -> LiveCounts {
+        LiveCounts {
+            events: self.analyzer.events(),
+            samples: self.analyzer.samples(),
+            lost: self.analyzer.lost_events(),
+        }
+    }
+
+    /// Why parsing stopped early, naming the stream offset (None while all is well).
+    pub fn problem(&self) -> Option<&str> {
+        self.problem.as_deref()
+    }
+
+    /// True if the stream ended before its end-of-stream object (and parsed until then).
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+
+    /// The largest capacity the receive buffer reached, in bytes.
+    pub fn peak_buffer(&self) -> usize {
+        self.peak_buffer
+    }
+
+    /// The stream ended: notes a missing end of stream as the problem (the profile still
+    /// covers what was parsed) and returns the final counts.
+    pub fn end(&mut self) -> LiveCounts {
+        if self.problem.is_none() && !self.done {
+            self.truncated = true;
+            let unparsed = self.buf.len() - self.start;
+            self.problem = Some(match self.parser.handle_eof() {
+                Err(e) => format!("{} (the trace is truncated)", e),
+                Ok(()) => format!(
+                    "the stream ended at offset {} without its end-of-stream object (the trace is truncated; {} bytes of a partial block unparsed)",
+                    self.fed, unparsed
+                ),
+            });
+        }
+        self.counts()
+    }
+
+    /// True if the trace header was parsed (there is something to profile).
+    pub fn has_header(&self) -> bool {
+        self.analyzer.info().is_some()
+    }
+
+    /// Writes the profile of what was parsed to `dest` (a temporary file beside it, renamed
+    /// into place), as `dsipc convert` would; `name` titles a speedscope profile. Returns a
+    /// one-line summary of what was written.
+    pub fn write(
+        self,
+        format: ProfileFormat,
+        sel: Selection,
+        dest: &Path,
+        name: &str,
+    ) -> Result<String, String> {
+        let info = self.analyzer.info().copied();
+        let interval_ns = match info {
+            Some(i) if i.sampling_interval_ns > 0 => u64::from(i.sampling_interval_ns),
+            _ => 1_000_000,
+        };
+        let profile = self.analyzer.finish_profile(false);
+        let what = format!(
+            "{} samples, {} stacks, {} frames ({} of {} addresses unresolved)",
+            profile.total_samples(),
+            profile.stacks.len(),
+            profile.frames.len(),
+            profile.unresolved_ips,
+            profile.distinct_ips
+        );
+        let shown = dest.display().to_string();
+        let mut out = Output::create(&dest.to_string_lossy())
+            .map_err(|e| format!("cannot write {}: {}", shown, e))?;
+        let written = {
+            let w = out.writer();
+            match format {
+                ProfileFormat::Folded => super::folded::write(&profile, sel, w).map(|_| ()),
+                ProfileFormat::Speedscope => {
+                    super::speedscope::write(&profile, sel, name, interval_ns as f64 / 1e6, w)
+                }
+                #[cfg(feature = "pprof")]
+                ProfileFormat::Pprof => {
+                    let start = info.as_ref().map_or(0, super::analyze::unix_nanos);
+                    super::pprof::write(&profile, sel, interval_ns, start, w)
+                }
+                #[cfg(not(feature = "pprof"))]
+                ProfileFormat::Pprof => Err(std::io::Error::new(
+                    std::io::ErrorKind::Other,
+                    "built without pprof output",
+                )),
+            }
+        };
+        if let Err(e) = written {
+            out.abandon();
+            return Err(format!("cannot write {}: {}", shown, e));
+        }
+        out.commit()
+            .map_err(|e| format!("cannot write {}: {}", shown, e))?;
+        Ok(what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_and_destinations() {
+        assert_eq!(
+            ProfileFormat::parse("speedscope")
+                .unwrap()
+                .destination(Path::new("d/x.nettrace")),
+            Path::new("d/x.speedscope.json")
+        );
+        assert_eq!(
+            ProfileFormat::parse("folded")
+                .unwrap()
+                .destination(Path::new("x.nettrace")),
+            Path::new("x.folded")
+        );
+        assert!(ProfileFormat::parse("jsonl").is_err());
+    }
+
+    #[test]
+    fn garbage_is_a_problem_naming_an_offset_and_later_bytes_are_only_counted() {
+        let mut p = LiveProfile::new();
+        p.feed(b"this is not a nettrace stream at all");
+        let problem = p.problem().expect("a problem").to_string();
+        assert!(problem.contains("offset"), "{}", problem);
+        p.feed(&[0u8; 1000]);
+        assert_eq!(p.problem(), Some(problem.as_str()));
+        assert_eq!(p.counts(), LiveCounts::default());
+        assert!(!p.has_header());
+    }
+
+    /// The committed .NET 8 capture fed in slices of every size gives the same counts and
+    /// the same folded profile; the receive buffer holds at most a partial block.
+    #[test]
+    fn slicing_does_not_change_the_profile_and_the_buffer_stays_small() {
+        let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
+        let bytes = std::fs::read(&trace).unwrap();
+        let dir = std::env::temp_dir().join(format!("dsipc-live-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut outputs = Vec::new();
+        for slice in [1usize, 13, 4096, bytes.len()] {
+            let mut p = LiveProfile::new();
+            for chunk in bytes.chunks(slice) {
+                p.feed(chunk);
+            }
+            let counts = p.end();
+            assert_eq!(p.problem(), None, "slice {}", slice);
+            assert!(counts.samples > 0 && counts.events > counts.samples);
+            if slice < 4096 {
+                assert!(p.peak_buffer() <= 256 << 10, "{}", p.peak_buffer());
+            }
+            let dest = dir.join(format!("{}.folded", slice));
+            let sel = Selection {
+                managed_only: false,
+            };
+            p.write(ProfileFormat::Folded, sel, &dest, "t").unwrap();
+            outputs.push((counts, std::fs::read(&dest).unwrap()));
+        }
+        assert!(!outputs[0].1.is_empty());
+        for o in &outputs[1..] {
+            assert_eq!(o, &outputs[0]);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_empty_stream_is_truncated() {
+        let mut p = LiveProfile::new();
+        p.end();
+        assert!(
+            p.problem().unwrap().contains("truncated"),
+            "{:?}",
+            p.problem()
+        );
+    }
+}

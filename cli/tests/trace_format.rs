@@ -1,0 +1,539 @@
+//! `dsipc trace --format speedscope|folded|pprof` (issue 10 §3): the profile built while
+//! the stream arrives, against the real .NET 8.0.4 and Core 3.1.23 hosts busy in Regex
+//! backtracking (it must equal `dsipc convert` of the written trace), a runtime killed
+//! mid-trace (truncated: the profile of what arrived), the fake runtime's garbage stream (a
+//! clear error, the trace kept), and the progress line on a terminal only.
+#![cfg(target_os = "linux")]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dsipc::Command as Cmd;
+use dsipc_testkit::{Answer, Config, FakeRuntime, HostOptions, HostedRuntime, StreamSpec, TempDir};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "dsipc-trace-format-{}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst),
+        tag
+    ));
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `program ARGS`, killed past `limit` (only a hang gets near it).
+fn run(program: &str, args: &[&str], limit: Duration) -> Run {
+    let t = Instant::now();
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {}", program, e));
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if rx.recv_timeout(limit).is_err() {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = tx.send(());
+    let _ = watchdog.join();
+    let r = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    eprintln!(
+        "$ {} {} -> {:?} in {:.2} s\n{}{}",
+        program,
+        args.join(" "),
+        r.code,
+        t.elapsed().as_secs_f64(),
+        &r.stdout[..r.stdout.len().min(2000)],
+        r.stderr
+    );
+    r
+}
+
+fn dsipc(args: &[&str]) -> Run {
+    run(env!("CARGO_BIN_EXE_dsipc"), args, Duration::from_secs(120))
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `DSIPC_PYTHON` for the host launcher: from the environment, else from
+/// `target/dotnet-venv/dsipc-runtimes.env` (written by scripts/setup-runtimes.sh).
+fn configure_python() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("DSIPC_PYTHON").map_or(false, |p| !p.is_empty()) {
+            return;
+        }
+        let env_file = repo_root().join("target/dotnet-venv/dsipc-runtimes.env");
+        let text = fs::read_to_string(&env_file).unwrap_or_else(|e| {
+            panic!(
+                "no DSIPC_PYTHON and {} unreadable ({}): run scripts/setup-runtimes.sh",
+                env_file.display(),
+                e
+            )
+        });
+        for line in text.lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                if k.starts_with("DSIPC_") && std::env::var_os(k).is_none() {
+                    std::env::set_var(k, v.trim().trim_matches('"'));
+                }
+            }
+        }
+    });
+}
+
+fn regex_host(runtime: &str) -> (HostedRuntime, u32) {
+    configure_python();
+    let mut opts = HostOptions::net8(180);
+    opts.runtime = runtime.to_string();
+    opts.args.push("--regex".into());
+    let mut host = HostedRuntime::spawn(&opts).expect("spawn host");
+    let ready = host
+        .wait_ready(Duration::from_secs(90))
+        .expect("host READY");
+    (host, ready.pid)
+}
+
+/// Folded lines as a multiset (ordering aside); panics on a malformed line.
+fn folded_lines(text: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        let (stack, n) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("folded line without a count: {:?}", line));
+        let n: u64 = n.parse().unwrap_or_else(|_| panic!("bad count {:?}", line));
+        *m.entry(stack.to_string()).or_insert(0) += n;
+    }
+    m
+}
+
+/// The leaf frame with the most samples in folded text.
+fn hottest_leaf(text: &str) -> String {
+    let mut leaves: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, n) in folded_lines(text) {
+        let leaf = stack.rsplit(';').next().unwrap().to_string();
+        *leaves.entry(leaf).or_insert(0) += n;
+    }
+    leaves
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(l, _)| l)
+        .unwrap_or_default()
+}
+
+/// `dsipc convert TRACE --format F -o OUT`, which must succeed.
+fn convert(trace: &Path, format: &str, out: &Path) {
+    let r = dsipc(&["convert", s(trace), "--format", format, "-o", s(out)]);
+    assert_eq!(r.code, Some(0), "convert --format {}: {}", format, r.stderr);
+}
+
+fn trace_every_format(runtime: &str) {
+    let (mut host, pid) = regex_host(runtime);
+    let dir = temp_dir(runtime);
+    let pid = pid.to_string();
+    for (format, ext) in [
+        ("folded", "folded"),
+        ("speedscope", "speedscope.json"),
+        ("pprof", "pb.gz"),
+    ] {
+        let trace = dir.join(format!("{}.nettrace", format));
+        let profile = dir.join(format!("{}.{}", format, ext));
+        let r = dsipc(&[
+            "trace",
+            &pid,
+            "--duration",
+            "3",
+            "--format",
+            format,
+            "-o",
+            s(&trace),
+        ]);
+        assert_eq!(r.code, Some(0), "{} {}: {}", runtime, format, r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("dsipc: wrote {}: ", profile.display())),
+            "{}",
+            r.stderr
+        );
+        // Plain final line off a terminal, with the parsed counts; no progress line.
+        let last = r
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("dsipc: received "))
+            .unwrap_or_else(|| panic!("no final line: {}", r.stderr));
+        assert!(
+            last.contains(" events, ") && last.contains(" samples, "),
+            "{}",
+            last
+        );
+        assert!(!last.contains(" 0 samples"), "{}", last);
+        assert!(!r.stderr.contains('\r') && !r.stderr.contains('\x1b'));
+        // The live profile equals `dsipc convert` of the written trace.
+        let converted = dir.join(format!("converted.{}", ext));
+        convert(&trace, format, &converted);
+        match format {
+            "folded" => {
+                let live = fs::read_to_string(&profile).unwrap();
+                let conv = fs::read_to_string(&converted).unwrap();
+                assert!(!live.is_empty());
+                assert_eq!(folded_lines(&live), folded_lines(&conv));
+                let leaf = hottest_leaf(&live);
+                assert!(leaf.contains("RegexInterpreter"), "{}: {}", runtime, leaf);
+            }
+            _ => {
+                let live = fs::read(&profile).unwrap();
+                assert!(!live.is_empty());
+                assert!(
+                    live == fs::read(&converted).unwrap(),
+                    "{} {}: the live profile differs from convert's",
+                    runtime,
+                    format
+                );
+            }
+        }
+        if format == "speedscope" {
+            let text = fs::read_to_string(&profile).unwrap();
+            assert!(text.contains("RegexInterpreter"));
+            let script = repo_root().join("tests/tools/check_speedscope.py");
+            let schema = repo_root().join("tests/data/speedscope/file-format-schema.json");
+            let r = run(
+                "python3",
+                &[s(&script), s(&schema), s(&profile)],
+                Duration::from_secs(120),
+            );
+            assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+        }
+        if format == "pprof" {
+            let r = run(
+                "go",
+                &["tool", "pprof", "-top", "-nodecount=5", s(&profile)],
+                Duration::from_secs(120),
+            );
+            assert_eq!(r.code, Some(0), "go tool pprof: {}", r.stderr);
+            assert!(r.stdout.contains("RegexInterpreter"), "{}", r.stdout);
+        }
+    }
+    host.kill();
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn net8_trace_format_writes_the_profile_live_equal_to_convert() {
+    trace_every_format("net8");
+}
+
+#[test]
+fn netcore31_trace_format_writes_the_profile_live_equal_to_convert() {
+    trace_every_format("netcore31");
+}
+
+/// A `dsipc trace` whose stderr lines arrive on a channel.
+struct Tracing {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Tracing {
+    fn start(args: &[&str]) -> Tracing {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines() {
+                let l = match l {
+                    Ok(l) => l,
+                    Err(_) => break,
+                };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Tracing {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn wait_line(&mut self, what: &str) {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) => {
+                    let hit = l.contains(what);
+                    self.seen.push(l);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {:?}: {:?}", what, self.seen);
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> (Option<i32>, String) {
+        let status = self.child.wait().unwrap();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(30)) {
+            self.seen.push(l);
+        }
+        let text = self.seen.join("\n");
+        eprintln!("dsipc trace -> {:?}\n{}", status.code(), text);
+        (status.code(), text)
+    }
+}
+
+/// The runtime dies mid-trace: the profile of what arrived is written, equal to
+/// `dsipc convert` of the kept trace, and the command says it is truncated.
+#[test]
+fn net8_killed_mid_trace_writes_the_profile_of_what_arrived() {
+    let (mut host, pid) = regex_host("net8");
+    let dir = temp_dir("killed");
+    let trace = dir.join("t.nettrace");
+    let profile = dir.join("t.folded");
+    let mut t = Tracing::start(&[
+        "trace",
+        &pid.to_string(),
+        "--format",
+        "folded",
+        "-o",
+        s(&trace),
+    ]);
+    t.wait_line("stop with Ctrl-C");
+    host.kill();
+    let (code, stderr) = t.finish();
+    assert_eq!(code, Some(1), "{}", stderr);
+    assert!(stderr.contains("truncated"), "{}", stderr);
+    assert!(
+        stderr.contains("the profile covers what the trace holds"),
+        "{}",
+        stderr
+    );
+    assert!(trace.is_file() && profile.is_file(), "{:?}", names_in(&dir));
+    let converted = dir.join("converted.folded");
+    // convert of a truncated file writes what it holds and fails.
+    let r = dsipc(&[
+        "convert",
+        s(&trace),
+        "--format",
+        "folded",
+        "-o",
+        s(&converted),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(
+        folded_lines(&fs::read_to_string(&profile).unwrap()),
+        folded_lines(&fs::read_to_string(&converted).unwrap())
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
+    config.listen_in(dir.path()).start().expect("fake runtime")
+}
+
+fn me() -> String {
+    std::process::id().to_string()
+}
+
+/// A stream of bytes that are no nettrace: the trace keeps every byte, no profile is
+/// written (nor any temporary file left), the error names the offset, exit 1.
+#[test]
+fn garbage_stream_keeps_the_trace_and_fails_the_profile_clearly() {
+    let sock = TempDir::new("dsipc-tf-g").unwrap();
+    let _rt = fake(
+        &sock,
+        Config::new().stream(StreamSpec::bytes(300_000).with_end_marker()),
+    );
+    let files = TempDir::new("dsipc-tf-gf").unwrap();
+    let out = files.path().join("t.nettrace");
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "--format",
+        "speedscope",
+        "-o",
+        s(&out),
+        "--tmpdir",
+        s(sock.path()),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("dsipc: no profile written: the stream did not parse: "),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("offset 0"), "{}", r.stderr);
+    assert_eq!(fs::metadata(&out).unwrap().len(), 300_002);
+    assert_eq!(names_in(files.path()), ["t.nettrace"]);
+    // Without --format the same stream is a complete trace; the counts stopped, says a warning.
+    let r = dsipc(&["trace", &me(), "-o", s(&out), "--tmpdir", s(sock.path())]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("dsipc: warning: the stream did not parse: "),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(names_in(files.path()), ["t.nettrace"]);
+}
+
+/// A session the runtime refuses changes nothing: neither the trace nor an existing
+/// profile; and a profile that would overwrite the trace is a usage error.
+#[test]
+fn refused_session_leaves_an_existing_profile_alone() {
+    let sock = TempDir::new("dsipc-tf-r").unwrap();
+    let _rt = fake(
+        &sock,
+        Config::new().answer(
+            Cmd::CollectTracing2,
+            Answer::Error(dsipc::wire::Hresult::E_FAIL),
+        ),
+    );
+    let files = TempDir::new("dsipc-tf-rf").unwrap();
+    let out = files.path().join("t.nettrace");
+    let profile = files.path().join("t.speedscope.json");
+    fs::write(&profile, b"keep").unwrap();
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "--format",
+        "speedscope",
+        "-o",
+        s(&out),
+        "--tmpdir",
+        s(sock.path()),
+    ]);
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(fs::read(&profile).unwrap(), b"keep");
+    assert_eq!(names_in(files.path()), ["t.speedscope.json"]);
+    let same = files.path().join("x.folded");
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "--format",
+        "folded",
+        "-o",
+        s(&same),
+        "--tmpdir",
+        s(sock.path()),
+    ]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("would overwrite the trace"),
+        "{}",
+        r.stderr
+    );
+    // A directory where the profile would go: refused before the session starts.
+    let blocked = files.path().join("b.pb.gz");
+    fs::create_dir(&blocked).unwrap();
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "--format",
+        "pprof",
+        "-o",
+        s(&files.path().join("b.nettrace")),
+        "--tmpdir",
+        s(sock.path()),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("it is a directory"), "{}", r.stderr);
+    assert_eq!(names_in(files.path()), ["b.pb.gz", "t.speedscope.json"]);
+    let r = dsipc(&["trace", &me(), "--format", "jsonl", "-o", s(&out)]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+}
+
+/// On a terminal (`script` gives dsipc a pty) the progress line is redrawn in place
+/// (`\r`, cleared with `ESC [K`); off a terminal there is only the plain final line.
+#[test]
+fn progress_line_on_a_terminal_only() {
+    let sock = TempDir::new("dsipc-tf-p").unwrap();
+    let _rt = fake(&sock, Config::new());
+    let files = TempDir::new("dsipc-tf-pf").unwrap();
+    let out = files.path().join("t.nettrace");
+    let cmd = format!(
+        "{} trace {} --duration 1 -o {} --tmpdir {}",
+        env!("CARGO_BIN_EXE_dsipc"),
+        me(),
+        s(&out),
+        s(sock.path())
+    );
+    // --duration 1: the stop comes after 1 s, so the 250 ms rate limit lets at least one
+    // progress line through before it, whatever the scheduling.
+    let r = run(
+        "script",
+        &["-qefc", &cmd, "/dev/null"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stdout);
+    assert!(r.stdout.contains(" MiB received"), "{:?}", r.stdout);
+    assert!(r.stdout.contains("\x1b[K"), "{:?}", r.stdout);
+    assert!(
+        r.stdout.contains("\rdsipc: received "),
+        "the final line replaces the progress line: {:?}",
+        r.stdout
+    );
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "--duration",
+        "1",
+        "-o",
+        s(&out),
+        "--tmpdir",
+        s(sock.path()),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("dsipc: received "), "{}", r.stderr);
+    assert!(!r.stderr.contains(" MiB received"), "{}", r.stderr);
+    assert!(!r.stderr.contains('\r') && !r.stderr.contains('\x1b'));
+}
