@@ -353,9 +353,10 @@ fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
             match h.status {
                 Status::Item(Item::Block(b)) => {
                     let end = (b.content_offset + u64::from(b.size)) as usize + 1;
-                    if rt == "net8.0.4" && cut == 0 && b.kind == dsipc::nettrace::BlockKind::Event {
-                        cut = end;
-                    } else if rt != "net8.0.4" && end <= 12 * 1024 {
+                    let first_event =
+                        rt == "net8.0.4" && cut == 0 && b.kind == dsipc::nettrace::BlockKind::Event;
+                    let early = rt != "net8.0.4" && end <= 12 * 1024;
+                    if first_event || early {
                         cut = end;
                     }
                 }
