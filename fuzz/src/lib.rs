@@ -1457,7 +1457,8 @@ pub struct NtLog {
     pub items: Vec<String>,
     /// The error that ended the parse, normalized (see [`NtLog::normalize`]).
     pub error: Option<NettraceError>,
-    /// The end-of-stream marker was seen.
+    /// The end-of-stream marker was reported (the `EndOfStream` item: whether `Status::Done`
+    /// follows depends on whether bytes came after it in the same call).
     pub done: bool,
 }
 
@@ -1611,11 +1612,14 @@ pub fn nettrace_drive(
                     break;
                 }
                 NtStatus::Done => {
-                    log.done = true;
+                    assert!(log.done, "Done before EndOfStream");
                     break;
                 }
             };
             log.items.push(format!("{:?}", item));
+            if item == Item::EndOfStream {
+                log.done = true;
+            }
             match item {
                 Item::Trace(t) => {
                     ptr = t.pointer_size;

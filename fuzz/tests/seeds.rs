@@ -343,7 +343,8 @@ fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nettrace");
     for rt in ["net8.0.4", "netcore3.1.23"] {
         let data = std::fs::read(dir.join(format!("{}-busy.nettrace", rt))).unwrap();
-        // The end of the last block that ends within the first 12 KiB.
+        // .NET 8: up to the end of the first event block (~38 KB); Core 3.1: the blocks that
+        // end within the first 12 KiB (metadata and stacks).
         let mut p = NettraceParser::new();
         let (mut at, mut cut) = (0, 0);
         loop {
@@ -352,7 +353,10 @@ fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
             match h.status {
                 Status::Item(Item::Block(b)) => {
                     let end = (b.content_offset + u64::from(b.size)) as usize + 1;
-                    if end <= 12 * 1024 {
+                    let first_event =
+                        rt == "net8.0.4" && cut == 0 && b.kind == dsipc::nettrace::BlockKind::Event;
+                    let early = rt != "net8.0.4" && end <= 12 * 1024;
+                    if first_event || early {
                         cut = end;
                     }
                 }

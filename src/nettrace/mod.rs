@@ -96,6 +96,11 @@ use blob::{read_blob, HeaderState};
 use block::{object_header, Step};
 use varint::Cur;
 
+/// Bytes of framing a [`Status::Partial`] may ask for beyond one block's content (the
+/// object header with the longest accepted name, the size, padding and end tag; or the
+/// stream header and trace object).
+pub const MAX_FRAMING: usize = 512;
+
 /// Default maximum block size: 1 MiB. The runtime writes blocks of at most about 100 KB.
 pub const DEFAULT_MAX_BLOCK_SIZE: usize = 1 << 20;
 
@@ -136,8 +141,8 @@ pub enum Status<'a> {
     /// An item; call again with the unconsumed rest of the input.
     Item(Item<'a>),
     /// Not an error: at least `needed` contiguous bytes (counted from the first unconsumed
-    /// byte) must be available before the next item. Never more than one block (plus its
-    /// framing), so never more than the maximum block size plus a few hundred bytes.
+    /// byte) must be available before the next item. Never more than one block plus its
+    /// framing: at most the maximum block size + [`MAX_FRAMING`].
     Partial {
         /// Contiguous bytes required.
         needed: usize,
