@@ -79,6 +79,17 @@ impl Output {
                 })
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // "DIR/" names a directory that does not exist, not a file to create.
+                if path
+                    .as_os_str()
+                    .to_string_lossy()
+                    .ends_with(std::path::is_separator)
+                {
+                    return Err(CliError::Other(format!(
+                        "cannot write {}: no such directory (and a trace is a file)",
+                        display(path)
+                    )));
+                }
                 if fs::symlink_metadata(path).is_ok() {
                     return Err(CliError::Other(format!(
                         "cannot write {}: it is a symbolic link to nothing",

@@ -477,3 +477,113 @@ fn long_and_non_utf8_arguments_give_short_usage_lines() {
         assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     }
 }
+
+// ---- trace -o: what cannot be written is refused before the session starts ----
+
+/// All names in `dir` with their contents (a symlink as its target).
+fn snapshot(dir: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let p = e.path();
+            let what = match fs::symlink_metadata(&p) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    format!("-> {:?}", fs::read_link(&p).unwrap())
+                }
+                Ok(m) if m.is_dir() => format!("dir {:?}", snapshot(&p)),
+                Ok(_) => String::from_utf8_lossy(&fs::read(&p).unwrap()).into_owned(),
+                Err(e) => e.to_string(),
+            };
+            (e.file_name().to_string_lossy().into_owned(), what)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn trace_outputs_that_cannot_be_written_are_refused_before_the_session() {
+    use std::os::unix::fs::symlink;
+    let rt_dir = TempDir::new("dsipc-hm-o-rt").unwrap();
+    let rt = Config::new().listen_in(rt_dir.path()).start().unwrap();
+    let out = TempDir::new("dsipc-hm-o").unwrap();
+    let d = out.path();
+    fs::write(d.join("f"), "keep").unwrap();
+    fs::create_dir(d.join("sub")).unwrap();
+    fs::write(d.join("sub").join("g"), "keep too").unwrap();
+    symlink(d.join("missing"), d.join("dangling")).unwrap();
+    symlink(d.join("sub"), d.join("to-dir")).unwrap();
+    symlink(d.join("loop"), d.join("loop")).unwrap();
+    let before = snapshot(d);
+    let cases: Vec<(String, &str)> = vec![
+        (s(d).to_string(), "it is a directory"),
+        (format!("{}/sub", s(d)), "it is a directory"),
+        (format!("{}/sub/", s(d)), "it is a directory"),
+        (format!("{}/to-dir", s(d)), "it is a directory"),
+        (format!("{}/dangling", s(d)), "symbolic link to nothing"),
+        (format!("{}/loop", s(d)), "cannot write"),
+        (
+            format!("{}/nodir/t.nettrace", s(d)),
+            "No such file or directory",
+        ),
+        (format!("{}/nodir/", s(d)), "no such directory"),
+        (format!("{}/f/t.nettrace", s(d)), "Not a directory"),
+        (format!("{}/f/", s(d)), "cannot write"),
+        // Unwritable places, even for root.
+        ("/proc/self/t.nettrace".to_string(), "cannot write"),
+        (format!("{}/{}", s(d), "n".repeat(300)), "cannot write"),
+    ];
+    let mut failures = Vec::new();
+    for (o, needle) in &cases {
+        let r = dsipc(&[
+            "trace",
+            &me(),
+            "-o",
+            o,
+            "--duration",
+            "0.2",
+            "--timeout",
+            "5",
+            "--tmpdir",
+            s(rt_dir.path()),
+        ]);
+        r.assert_no_panic();
+        if r.code != Some(1) || !r.stderr.contains(needle) || r.stderr.lines().count() != 1 {
+            failures.push(format!("-o {}: {:?} {}", o, r.code, r.stderr));
+        }
+    }
+    assert_eq!(snapshot(d), before, "the output directory changed");
+    assert!(
+        rt.received()
+            .iter()
+            .all(|r| !r.command.map_or(false, |c| c.is_collect_tracing())),
+        "a session was started: {:?}",
+        rt.received()
+    );
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn trace_to_a_file_that_refuses_writes_ends_with_one_error_line() {
+    // /proc/version opens for writing as root, then every write fails: the session is
+    // abandoned at the first failed write with one clear line and exit 1, never a hang.
+    let rt_dir = TempDir::new("dsipc-hm-o-proc").unwrap();
+    let _rt = Config::new().listen_in(rt_dir.path()).start().unwrap();
+    let r = dsipc(&[
+        "trace",
+        &me(),
+        "-o",
+        "/proc/version",
+        "--timeout",
+        "2",
+        "--tmpdir",
+        s(rt_dir.path()),
+    ]);
+    r.assert_no_panic();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.took < BOUNDED, "{:?}", r.took);
+    let last = r.stderr.lines().last().unwrap_or("");
+    assert!(last.starts_with("dsipc: cannot "), "{}", r.stderr);
+    assert!(last.contains("/proc/version"), "{}", r.stderr);
+}
