@@ -587,3 +587,50 @@ fn trace_to_a_file_that_refuses_writes_ends_with_one_error_line() {
     assert!(last.starts_with("dsipc: cannot "), "{}", r.stderr);
     assert!(last.contains("/proc/version"), "{}", r.stderr);
 }
+
+// ---- terminal injection: JSON too ----
+
+#[test]
+fn info_json_escapes_every_control_character_and_bidi_override() {
+    let nasty = "app\u{1b}[2J\u{7f}\u{9b}31m\u{85}\u{2028}\u{202e}\u{2066}\"\\\u{0}end";
+    let dir = TempDir::new("dsipc-hm-json").unwrap();
+    let _rt = Config::new()
+        .command_line(nasty)
+        .listen_in(dir.path())
+        .start()
+        .unwrap();
+    let r = dsipc(&["info", &me(), "--json", "--tmpdir", s(dir.path())]);
+    r.assert_no_panic();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let out = String::from_utf8(r.stdout.clone()).unwrap();
+    assert_eq!(out.lines().count(), 1, "{}", out);
+    let raw: Vec<char> = out
+        .trim_end()
+        .chars()
+        .filter(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{202e}' | '\u{2066}'))
+        .collect();
+    assert!(raw.is_empty(), "raw {:?} in {}", raw, out);
+    for escaped in [
+        "\\u001b[2J",
+        "\\u007f",
+        "\\u009b31m",
+        "\\u0085",
+        "\\u2028",
+        "\\u202e",
+        "\\u2066",
+        "\\\"\\\\",
+        "\\u0000end",
+    ] {
+        assert!(out.contains(escaped), "{} not in {}", escaped, out);
+    }
+    // The same in text mode.
+    let r = dsipc(&["info", &me(), "--tmpdir", s(dir.path())]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let out = String::from_utf8(r.stdout.clone()).unwrap();
+    assert!(
+        !out.chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "{:?}",
+        out
+    );
+}
