@@ -634,3 +634,90 @@ fn info_json_escapes_every_control_character_and_bidi_override() {
         out
     );
 }
+
+#[test]
+fn env_whose_block_trickles_or_floods_ends_within_the_timeout() {
+    // An OK ProcessEnvironment reply announcing 8 MiB, a block of a million entries, then
+    // empty entries (4 zero bytes each) trickled or flooded: the whole command is bounded
+    // by --timeout, and memory by the bound, however the bytes come.
+    let mut reply = header(26, 0xFF, 0);
+    reply.extend_from_slice(&(8u32 << 20).to_le_bytes());
+    reply.extend_from_slice(&[0, 0]);
+    reply.extend_from_slice(&1_000_000u32.to_le_bytes());
+    for (label, then) in [
+        ("trickle", Then::Trickle(Duration::from_millis(5))),
+        ("flood", Then::Flood),
+    ] {
+        let dir = TempDir::new(&format!("dsipc-hm-env-{}", label)).unwrap();
+        let _rt = Config::new()
+            .answer(
+                Cmd::ProcessEnvironment,
+                Answer::RawThen(reply.clone(), then),
+            )
+            .listen_in(dir.path())
+            .start()
+            .unwrap();
+        let r = dsipc(&["env", &me(), "--timeout", "1", "--tmpdir", s(dir.path())]);
+        r.assert_no_panic();
+        assert!(r.took < BOUNDED, "{}: {:?}", label, r.took);
+        assert!(r.hwm_kib < 200 * 1024, "{}: {} KiB", label, r.hwm_kib);
+        assert_eq!(r.code, Some(1), "{}: {}", label, r.stderr);
+    }
+}
+
+#[test]
+fn requests_too_large_for_the_protocol_are_clear_errors_before_sending() {
+    // A request's size is a u16: values that cannot fit are refused with one line, and
+    // the runtime receives nothing.
+    let dir = TempDir::new("dsipc-hm-big").unwrap();
+    let rt = Config::new().listen_in(dir.path()).start().unwrap();
+    let long = "v".repeat(100_000);
+    let long_path = format!("/{}", long);
+    let hex = "00".repeat(65_500);
+    let pid = me();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["setenv", &pid, "A", &long],
+        vec!["setenv", &pid, &long, "x"],
+        vec!["startup-hook", &pid, &long_path],
+        vec!["dump", &pid, "-o", &long_path],
+        vec![
+            "attach-profiler",
+            &pid,
+            "--clsid",
+            "01234567-89ab-cdef-0123-456789abcdef",
+            "--path",
+            "/x.so",
+            "--data",
+            &hex,
+        ],
+        vec![
+            "trace",
+            &pid,
+            "-o",
+            "/tmp/dsipc-never.nettrace",
+            "--providers",
+            &long,
+        ],
+    ];
+    let mut failures = Vec::new();
+    for args in &cases {
+        let mut a = args.clone();
+        a.extend_from_slice(&["--timeout", "2", "--tmpdir", s(dir.path())]);
+        let r = dsipc(&a);
+        r.assert_no_panic();
+        let line = r.stderr.trim_end();
+        if !(r.code == Some(1) || r.code == Some(2))
+            || r.stderr.lines().count() != 1
+            || line.len() > 600
+        {
+            failures.push(format!(
+                "{:?}: {:?} {}",
+                &args[..2],
+                r.code,
+                &r.stderr[..r.stderr.len().min(600)]
+            ));
+        }
+    }
+    assert!(rt.received().is_empty(), "{:?}", rt.received().len());
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
