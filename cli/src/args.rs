@@ -184,6 +184,17 @@ impl Parsed {
         }
     }
 
+    /// The value of option `short` or its long spelling `long`; both given is an error.
+    pub fn value_alias(&self, short: &str, long: &str) -> Result<Option<&OsStr>, UsageError> {
+        match (self.value_os(short), self.value_os(long)) {
+            (Some(_), Some(_)) => usage(format!(
+                "{} and {} are the same option: give one",
+                short, long
+            )),
+            (a, b) => Ok(a.or(b)),
+        }
+    }
+
     /// True if flag `name` was given.
     pub fn flag(&self, name: &str) -> bool {
         self.flags.contains(name)

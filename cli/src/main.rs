@@ -243,7 +243,12 @@ fn run(argv: Vec<OsString>) -> CliResult {
     };
     let mut rest = leading;
     rest.extend(argv[i + 1..].iter().cloned());
-    if rest.iter().any(|a| a == "-h" || a == "--help") {
+    // After `--` every argument is a value ("setenv PID NAME -- --help").
+    if rest
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-h" || a == "--help")
+    {
         return print_out(USAGE);
     }
     match command.as_str() {
@@ -425,7 +430,7 @@ fn cmd_resume(rest: &[OsString]) -> CliResult {
 
 fn cmd_dump(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID"], &["-o", "--output", "--type"], &[])?;
-    let path = match p.value_os("-o").or_else(|| p.value_os("--output")) {
+    let path = match p.value_alias("-o", "--output")? {
         Some(o) => absolute("-o PATH", o)?,
         None => return Err(CliError::Usage("dump needs -o PATH".into())),
     };

@@ -249,7 +249,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         &["-o", "--output", "--providers", "--duration", "--buffer-mb"],
         &["--no-rundown"],
     )?;
-    let output = match p.value_os("-o").or_else(|| p.value_os("--output")) {
+    let output = match p.value_alias("-o", "--output")? {
         Some(o) => args::path("-o FILE", o)?,
         None => return Err(CliError::Usage("trace needs -o FILE".into())),
     };

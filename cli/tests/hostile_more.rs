@@ -433,6 +433,11 @@ fn hostile_numbers_and_options_are_usage_errors() {
         (vec!["--bogus", "info", p], "unknown option"),
         (vec!["info", p, "--json=1"], "takes no value"),
         (vec!["info", p, "--", "--json"], "unexpected argument"),
+        (
+            vec!["dump", p, "-o", "/tmp/a", "--output", "/tmp/b"],
+            "same option",
+        ),
+        (trace(&["--output", "/tmp/b"]), "same option"),
         (vec!["--timeout"], "--timeout needs a value"),
         (vec!["info", p, "--timeout"], "--timeout needs a value"),
         (vec!["bogus"], "unknown command"),
@@ -720,4 +725,41 @@ fn requests_too_large_for_the_protocol_are_clear_errors_before_sending() {
     }
     assert!(rt.received().is_empty(), "{:?}", rt.received().len());
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn help_after_double_dash_is_a_value() {
+    // "setenv PID NAME -- --help" sets NAME to "--help" (here: no such process), it does
+    // not print the usage text.
+    let dir = TempDir::new("dsipc-hm-dd").unwrap();
+    let rt = Config::new().listen_in(dir.path()).start().unwrap();
+    let r = dsipc(&[
+        "setenv",
+        &me(),
+        "A",
+        "--tmpdir",
+        s(dir.path()),
+        "--",
+        "--help",
+    ]);
+    r.assert_no_panic();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&r.stdout)
+    );
+    assert!(
+        rt.environment().contains(&"A=--help".to_string()),
+        "{:?}",
+        rt.environment()
+    );
+    // Before `--`, -h is still help.
+    let r = dsipc(&["setenv", &me(), "A", "-h"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        String::from_utf8_lossy(&r.stdout).contains("usage"),
+        "{:?}",
+        r.stdout
+    );
 }
