@@ -26,8 +26,20 @@ pub fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
 pub const GLOBAL_VALUES: &[&str] = &["--tmpdir", "--timeout"];
 
 /// An argument for a message: lossy, quoted, control characters escaped.
+/// A very long argument is cut to its first 100 characters (and says so).
 pub fn show(arg: &OsStr) -> String {
-    format!("{:?}", arg.to_string_lossy())
+    const KEEP: usize = 100;
+    let lossy = arg.to_string_lossy();
+    match lossy.char_indices().nth(KEEP) {
+        Some((cut, _)) => format!("{:?}... ({} bytes in all)", &lossy[..cut], arg.len()),
+        None => format!("{:?}", lossy),
+    }
+}
+
+/// `-` then a digit: a negative number given where a positional is expected (a PID).
+fn negative_number(arg: &str) -> bool {
+    let mut c = arg.chars();
+    c.next() == Some('-') && c.next().map_or(false, |d| d.is_ascii_digit())
 }
 
 /// Parses `args` (text arguments; see [`parse_os`]).
@@ -54,7 +66,7 @@ pub fn parse_os(
         let raw = &args[i];
         i += 1;
         let lossy = raw.to_string_lossy();
-        if options_done || lossy == "-" || !lossy.starts_with('-') {
+        if options_done || lossy == "-" || !lossy.starts_with('-') || negative_number(&lossy) {
             out.positionals.push(raw.clone());
             continue;
         }
@@ -82,7 +94,9 @@ pub fn parse_os(
                     args[i - 1].clone()
                 }
             };
-            out.values.insert(known, value);
+            if out.values.insert(known, value).is_some() {
+                return usage(format!("{} given more than once", known));
+            }
         } else if let Some(&known) = flags.iter().find(|&&f| f == name) {
             if inline.is_some() {
                 return usage(format!("{} takes no value", name));
@@ -170,6 +184,17 @@ impl Parsed {
         }
     }
 
+    /// The value of option `short` or its long spelling `long`; both given is an error.
+    pub fn value_alias(&self, short: &str, long: &str) -> Result<Option<&OsStr>, UsageError> {
+        match (self.value_os(short), self.value_os(long)) {
+            (Some(_), Some(_)) => usage(format!(
+                "{} and {} are the same option: give one",
+                short, long
+            )),
+            (a, b) => Ok(a.or(b)),
+        }
+    }
+
     /// True if flag `name` was given.
     pub fn flag(&self, name: &str) -> bool {
         self.flags.contains(name)
@@ -226,6 +251,19 @@ mod tests {
         assert!(p.expect_positionals(&["PID", "NAME"]).is_ok());
         assert!(p.expect_positionals(&["PID"]).is_err());
         assert!(path("-o", OsStr::new("")).is_err());
+        // A repeated option is refused, not silently overridden.
+        let twice = parse(&v(&["1", "--timeout", "1", "--timeout=2"]), &[], &[]);
+        assert!(twice
+            .unwrap_err()
+            .0
+            .contains("--timeout given more than once"));
+        // A negative number is a (bad) positional, not an unknown option.
+        let p = parse(&v(&["-1"]), &[], &[]).unwrap();
+        assert_eq!(p.positionals, vec![OsString::from("-1")]);
+        // Long arguments are cut in messages.
+        let long = "x".repeat(100_000);
+        assert!(show(OsStr::new(&long)).len() < 200);
+        assert!(show(OsStr::new(&"é".repeat(150))).ends_with("(300 bytes in all)"));
     }
 
     #[cfg(unix)]

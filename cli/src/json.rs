@@ -16,7 +16,10 @@ fn escape(out: &mut String, s: &str) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
+            // Every control character (C0, DEL, C1), line separators and bidirectional
+            // overrides too: valid JSON either way, but JSON read on a terminal must not
+            // drive it. All are in the BMP, so one \uXXXX each.
+            c if (c as u32) < 0x20 || crate::term::unsafe_char(c) => {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             }
             c => out.push(c),

@@ -273,11 +273,20 @@ fn run(argv: Vec<OsString>) -> CliResult {
     }
     let command = match argv.get(i) {
         Some(c) => c.to_string_lossy().into_owned(),
-        None => return Err(CliError::Usage("no command given".into())),
+        None => {
+            // Say what is wrong with the options given before saying the command is missing.
+            parse_os(&leading, &[], &[])?;
+            return Err(CliError::Usage("no command given".into()));
+        }
     };
     let mut rest = leading;
     rest.extend(argv[i + 1..].iter().cloned());
-    if rest.iter().any(|a| a == "-h" || a == "--help") {
+    // After `--` every argument is a value ("setenv PID NAME -- --help").
+    if rest
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-h" || a == "--help")
+    {
         return print_out(if command == "counters" {
             counters::USAGE
         } else {
@@ -469,7 +478,7 @@ fn cmd_resume(rest: &[OsString]) -> CliResult {
 
 fn cmd_dump(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID"], &["-o", "--output", "--type"], &[])?;
-    let path = match p.value_os("-o").or_else(|| p.value_os("--output")) {
+    let path = match p.value_alias("-o", "--output")? {
         Some(o) => absolute("-o PATH", o)?,
         None => return Err(CliError::Usage("dump needs -o PATH".into())),
     };
@@ -481,8 +490,8 @@ fn cmd_dump(rest: &[OsString]) -> CliResult {
         "full" => DumpType::Full,
         other => {
             return Err(CliError::Usage(format!(
-                "--type must be normal, heap, triage or full, not {:?}",
-                other
+                "--type must be normal, heap, triage or full, not {}",
+                show(OsStr::new(other))
             )))
         }
     };
@@ -502,34 +511,34 @@ fn cmd_perfmap(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID", "enable|disable"], &["--type"], &[])?;
     let action = p.positionals[1].to_string_lossy().into_owned();
     let type_name = p.value_text("--type")?;
-    let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
-    match action.as_str() {
-        "enable" => {
-            let kind = match type_name.unwrap_or("all") {
-                "all" => PerfMapType::All,
-                "jitdump" => PerfMapType::JitDump,
-                "perfmap" => PerfMapType::PerfMap,
-                other => {
-                    return Err(CliError::Usage(format!(
-                        "--type must be all, jitdump or perfmap, not {:?}",
-                        other
-                    )))
-                }
-            };
-            client.enable_perf_map(kind)?;
-        }
-        "disable" => {
-            if type_name.is_some() {
-                return Err(CliError::Usage("--type goes with enable".into()));
+    // The whole invocation is checked before connecting.
+    let kind = match action.as_str() {
+        "enable" => match type_name.unwrap_or("all") {
+            "all" => Some(PerfMapType::All),
+            "jitdump" => Some(PerfMapType::JitDump),
+            "perfmap" => Some(PerfMapType::PerfMap),
+            other => {
+                return Err(CliError::Usage(format!(
+                    "--type must be all, jitdump or perfmap, not {}",
+                    show(OsStr::new(other))
+                )))
             }
-            client.disable_perf_map()?;
+        },
+        "disable" if type_name.is_some() => {
+            return Err(CliError::Usage("--type goes with enable".into()))
         }
-        other => {
+        "disable" => None,
+        _ => {
             return Err(CliError::Usage(format!(
-                "perfmap wants enable or disable, not {:?}",
-                other
+                "perfmap wants enable or disable, not {}",
+                show(&p.positionals[1])
             )))
         }
+    };
+    let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
+    match kind {
+        Some(kind) => client.enable_perf_map(kind)?,
+        None => client.disable_perf_map()?,
     }
     Ok(())
 }

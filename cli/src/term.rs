@@ -37,7 +37,7 @@ pub(crate) use note_inline;
 
 /// True for characters that move the cursor, start an escape sequence or reorder text:
 /// C0 and C1 controls, DEL, line and paragraph separators, bidirectional overrides.
-fn unsafe_char(c: char) -> bool {
+pub(crate) fn unsafe_char(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }

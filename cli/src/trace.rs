@@ -92,6 +92,17 @@ impl Output {
                 })
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // "DIR/" names a directory that does not exist, not a file to create.
+                if path
+                    .as_os_str()
+                    .to_string_lossy()
+                    .ends_with(std::path::is_separator)
+                {
+                    return Err(CliError::Other(format!(
+                        "cannot write {}: no such directory (and a trace is a file)",
+                        display(path)
+                    )));
+                }
                 if fs::symlink_metadata(path).is_ok() {
                     return Err(CliError::Other(format!(
                         "cannot write {}: it is a symbolic link to nothing",
@@ -277,7 +288,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         ],
         &["--no-rundown"],
     )?;
-    let output = match p.value_os("-o").or_else(|| p.value_os("--output")) {
+    let output = match p.value_alias("-o", "--output")? {
         Some(o) => args::path("-o FILE", o)?,
         None => return Err(CliError::Usage("trace needs -o FILE".into())),
     };

@@ -198,7 +198,7 @@ impl<T: Transport> DiagnosticsClient<T> {
 
     /// The deadline of a call starting now.
     fn call_deadline(&self) -> Instant {
-        Instant::now() + self.timeout
+        crate::deadline_after(self.timeout)
     }
 
     /// The timeout.
@@ -457,7 +457,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         client_data: &[u8],
     ) -> Result<(), Error> {
         let secs = attach_timeout.as_secs().min(u64::from(u32::MAX)) as u32;
-        let budget = self.timeout + attach_timeout;
+        let budget = self.timeout.saturating_add(attach_timeout);
         self.status_within(
             &AttachProfiler {
                 attach_timeout: secs,
@@ -466,7 +466,7 @@ impl<T: Transport> DiagnosticsClient<T> {
                 client_data,
             },
             budget,
-            Instant::now() + budget,
+            crate::deadline_after(budget),
         )
     }
 
@@ -515,7 +515,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         }
         let command = request.command();
         let timeout = self.timeout;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         let mut ex = drive::open(&request, |t| self.transport.connect(t), timeout, deadline)?;
         let session_id = loop {
             match ex.poll()? {

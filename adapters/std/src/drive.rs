@@ -232,7 +232,7 @@ impl<C: Connection> Exchange<C> {
         // Keep the timeout already set when it is at most 1/8 longer than asked (a deadline
         // drifting by microseconds is not worth a system call per read).
         let timeout = timeout.max(Duration::from_millis(1));
-        if self.read_timeout < timeout || self.read_timeout > timeout + timeout / 8 {
+        if self.read_timeout < timeout || self.read_timeout > timeout.saturating_add(timeout / 8) {
             self.conn.set_read_timeout(Some(timeout))?;
             self.read_timeout = timeout;
         }

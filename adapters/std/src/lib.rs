@@ -55,3 +55,12 @@ pub use transport::{Connection, Endpoint, Transport};
 
 /// The core crate, re-exported: requests, providers, GUIDs and HRESULTs come from here.
 pub use dsipc;
+
+/// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`)
+/// means a century, not an overflow panic.
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
+}

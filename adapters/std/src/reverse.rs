@@ -321,7 +321,7 @@ fn read_advertise<S: Connection>(
     stream: &mut S,
     timeout: Duration,
 ) -> Result<Advertise, AcceptError> {
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::deadline_after(timeout);
     let mut machine = ClientConnection::expecting_advertise();
     let mut buf = [0u8; ADVERTISE_LEN];
     let mut got = 0;

@@ -79,7 +79,7 @@ pub fn connect(path: &Path, timeout: Duration) -> io::Result<UnixStream> {
     let stream = new_socket()?;
     stream.set_write_timeout(Some(timeout))?;
     stream.set_read_timeout(Some(timeout))?;
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::deadline_after(timeout);
     #[cfg(not(target_os = "linux"))]
     stream.set_nonblocking(true)?;
     loop {

@@ -340,7 +340,7 @@ impl Connection for PipeStream {
 /// to impersonate it (`SECURITY_IDENTIFICATION`).
 pub fn connect(path: &Path, timeout: Duration) -> io::Result<PipeStream> {
     let timeout = timeout.max(Duration::from_millis(1));
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::deadline_after(timeout);
     let name = wide(path.as_os_str());
     loop {
         // SAFETY: `name` is NUL-terminated and outlives the call; the result is checked.

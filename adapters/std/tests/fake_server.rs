@@ -355,3 +355,15 @@ fn a_huge_environment_variable_is_read_whole() {
         .unwrap();
     assert_eq!(env, vec!["A=1".to_string(), expected]);
 }
+
+#[test]
+fn huge_timeouts_are_errors_or_waits_never_a_panic() {
+    // Duration::MAX as the timeout (or the attach timeout) must not overflow a deadline.
+    let missing = socket_path();
+    let client = DiagnosticsClient::new(Endpoint::new(&missing)).with_timeout(Duration::MAX);
+    assert!(matches!(client.process_info(), Err(Error::Connect { .. })));
+    let client = DiagnosticsClient::new(Endpoint::new(&missing));
+    let r = client.attach_profiler(Duration::MAX, Guid::default(), "/x.so", &[]);
+    assert!(matches!(r, Err(Error::Connect { .. })), "{:?}", r);
+    assert!(dsipc_std::unix::connect(&missing, Duration::MAX).is_err());
+}

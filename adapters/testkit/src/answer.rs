@@ -117,6 +117,9 @@ pub enum Answer {
     Stream(StreamSpec),
     /// These bytes instead of a reply (a malformed server), then close.
     Raw(Vec<u8>),
+    /// These bytes (a partial header, or a header announcing more than follows), then
+    /// [`Then`]: a stall, a trickle or a flood of zero bytes, until the client leaves.
+    RawThen(Vec<u8>, Then),
     /// Close without replying (as a runtime that crashed on the request).
     Close,
     /// Never reply: hold the connection until the client closes it (or the idle timeout).
@@ -128,6 +131,19 @@ pub enum Answer {
     /// entries over and over until that many bytes were sent or the client left (a runtime
     /// announcing gigabytes). Other commands: [`Answer::Default`].
     EnvironmentAnnouncing(u32),
+}
+
+/// What [`Answer::RawThen`] does after its bytes, until the client closes (or the idle
+/// timeout, or shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Then {
+    /// Nothing more: hold the connection open, silent.
+    Stall,
+    /// One zero byte every this long (a peer that keeps every read timer alive).
+    Trickle(Duration),
+    /// Zero bytes as fast as the client takes them (endless bytes after the reply).
+    Flood,
 }
 
 impl Answer {

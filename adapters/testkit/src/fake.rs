@@ -22,7 +22,7 @@ use dsipc::payload::{
 use dsipc::wire::{Advertise, Guid, HeaderView, Hresult, Text, HEADER_LEN};
 use dsipc::{AnyRequest, Command};
 
-use crate::answer::{Answer, Identity, StreamSpec};
+use crate::answer::{Answer, Identity, StreamSpec, Then};
 use crate::pattern::fill_pattern;
 use crate::socket::{bind_private, socket_name, unique};
 
@@ -759,6 +759,11 @@ fn answer(
         Answer::Raw(bytes) => {
             let _ = stream.write_all(&bytes);
         }
+        Answer::RawThen(bytes, then) => {
+            if stream.write_all(&bytes).is_ok() {
+                raw_tail(shared, &mut stream, then);
+            }
+        }
         Answer::Error(hresult) => {
             send(
                 &mut stream,
@@ -923,6 +928,29 @@ fn flood_environment(
 }
 
 /// Holds a connection without answering until the client closes it.
+/// [`Then`] after [`Answer::RawThen`]'s bytes: ends when a write fails (the client left),
+/// at the idle timeout or at shutdown.
+fn raw_tail(shared: &Shared, stream: &mut UnixStream, then: Then) {
+    let started = Instant::now();
+    let pause = match then {
+        Then::Stall => return hang(shared, stream),
+        Then::Trickle(pause) => pause,
+        Then::Flood => Duration::ZERO,
+    };
+    let _ = stream.set_write_timeout(Some(TICK));
+    let chunk = vec![0u8; if pause.is_zero() { 64 * 1024 } else { 1 }];
+    while !shared.stopping() && started.elapsed() < shared.idle_timeout {
+        match stream.write(&chunk) {
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
+    }
+}
+
 fn hang(shared: &Shared, stream: &mut UnixStream) {
     let started = Instant::now();
     let mut sink = [0u8; 1024];

@@ -62,7 +62,7 @@ mod pattern;
 #[cfg(unix)]
 mod socket;
 
-pub use answer::{Answer, Identity, StreamSpec};
+pub use answer::{Answer, Identity, StreamSpec, Then};
 #[cfg(unix)]
 pub use fake::{Config, FakeRuntime, Received, ReversePort, StreamEnd, StreamRecord};
 pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready};
