@@ -10,7 +10,7 @@ use mio::Interest;
 use dsipc::conn::ServerConnection;
 use dsipc::wire::Advertise;
 use dsipc::ClientConnection;
-use dsipc_std::unix::SocketFile;
+use dsipc_sockfile::SocketFile;
 
 use crate::CloseReason;
 use crate::{ConnId, ListenerId, ListenerKind};

@@ -22,11 +22,11 @@ use crate::{ConnId, Control, Event, Handler, ListenerId, ListenerKind};
 /// until that item is complete.
 pub const READ_BUFFER_LEN: usize = 256 * 1024;
 
-/// The largest item a connection may need in one piece: dsipc-std's bound
-/// ([`dsipc_std::MAX_RECV_BUFFER_LEN`], 512 KiB: a Linux environment variable is at most
-/// 128 KiB, 256 KiB in UTF-16). Past it the connection fails with
+/// The largest item a connection may need in one piece: the same bound as dsipc-std's
+/// `MAX_RECV_BUFFER_LEN` (512 KiB: a Linux environment variable is at most 128 KiB,
+/// 256 KiB in UTF-16; a test checks they agree). Past it the connection fails with
 /// [`ClientError::BufferTooSmall`].
-pub const MAX_READ_BUFFER_LEN: usize = dsipc_std::MAX_RECV_BUFFER_LEN;
+pub const MAX_READ_BUFFER_LEN: usize = 512 * 1024;
 
 /// Connections accepted per readiness event before the others get their turn.
 pub(crate) const ACCEPT_BUDGET: usize = 256;
@@ -351,5 +351,13 @@ impl Reactor {
             }
         }
         delivered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_largest_item_is_dsipc_std_s() {
+        assert_eq!(super::MAX_READ_BUFFER_LEN, dsipc_std::MAX_RECV_BUFFER_LEN);
     }
 }
