@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves that the std adapter (adapters/std), its socket-file helpers (adapters/sockfile) and
-# the fake runtime (adapters/testkit) build with Rust 1.63 for Linux (all targets, tests
+# the fake runtime (tests/testkit) build with Rust 1.63 for Linux (all targets, tests
 # included), and that the CLI (cli/) checks with Rust 1.63 for x86_64-pc-windows-gnu when
 # the Windows std is installed: Debian's rustc 1.63 + cargo 1.65
 # (scripts/install-windows-toolchain.sh installs them), offline from vendored crates.
@@ -24,12 +24,13 @@ CARGO_OLD=/usr/bin/cargo
 [ -x "$RUSTC_163" ] && [ -x "$CARGO_OLD" ] \
     || { echo "msrv-std: needs Debian's rustc/cargo (scripts/install-windows-toolchain.sh)" >&2; exit 1; }
 
-rm -rf "$W/src" "$W/adapters" "$W/cli"
-mkdir -p "$W/adapters"
+rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli"
+mkdir -p "$W/adapters" "$W/tests"
 cp -r "$ROOT/src" "$W/"
-cp -r "$ROOT/adapters/std" "$ROOT/adapters/sockfile" "$ROOT/adapters/testkit" "$W/adapters/"
+cp -r "$ROOT/adapters/std" "$ROOT/adapters/sockfile" "$W/adapters/"
+cp -r "$ROOT/tests/testkit" "$W/tests/"
 cp -r "$ROOT/cli" "$W/"
-rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/adapters/testkit/target" "$W/cli/target"
+rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/tests/testkit/target" "$W/cli/target"
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
@@ -38,7 +39,7 @@ for section in (r"\[dev-dependencies\]", r"\[\[bench\]\]", r"\[profile\.bench\]"
     n = 1
     while n:
         s, n = re.subn(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
-s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "adapters/sockfile", "adapters/testkit", "cli"]', s)
+s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "adapters/sockfile", "tests/testkit", "cli"]', s)
 open(sys.argv[2], "w").write(s)
 EOF
 python3 - "$W/cli/Cargo.toml" <<'EOF'
