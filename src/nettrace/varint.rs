@@ -9,22 +9,20 @@ use crate::wire::Guid;
 /// the type allows, does not fit, or runs past the end of `bytes`.
 #[inline]
 pub fn read_varuint(bytes: &[u8], max_bits: u32) -> Option<(u64, usize)> {
+    // At most ceil(max_bits / 7) bytes; byte i carries bits 7i.. (7i < max_bits for each).
+    let max_len = ((max_bits + 6) / 7) as usize;
     let mut value = 0u64;
-    let mut shift = 0u32;
-    for (i, &b) in bytes.iter().enumerate() {
-        let low = u64::from(b & 0x7F);
-        if shift >= max_bits {
-            return None;
-        }
-        let room = max_bits - shift;
-        if room < 7 && low >> room != 0 {
-            return None;
-        }
-        value |= low << shift;
+    for (i, &b) in bytes.iter().take(max_len).enumerate() {
+        let shift = 7 * i as u32;
+        value |= u64::from(b & 0x7F) << shift;
         if b & 0x80 == 0 {
+            // The last byte may not carry bits past max_bits.
+            let room = max_bits - shift;
+            if room < 7 && u64::from(b) >> room != 0 {
+                return None;
+            }
             return Some((value, i + 1));
         }
-        shift += 7;
     }
     None
 }
@@ -129,14 +127,27 @@ impl<'a> Cur<'a> {
 
     #[inline]
     pub(crate) fn varuint(&mut self, max_bits: u32) -> Result<u64, NettraceError> {
+        // One byte (a value below 128) is the common case: no loop, no limit to check.
+        if let Some(&b) = self.bytes.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
         match read_varuint(&self.bytes[self.pos..], max_bits) {
             Some((v, n)) => {
                 self.pos += n;
                 Ok(v)
             }
-            None => Err(NettraceError::BadVarint {
-                offset: self.offset(),
-            }),
+            None => Err(self.bad_varint()),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_varint(&self) -> NettraceError {
+        NettraceError::BadVarint {
+            offset: self.offset(),
         }
     }
 

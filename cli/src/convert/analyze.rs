@@ -109,12 +109,16 @@ pub fn analyze(
                 break;
             }
         };
-        match handled.status {
+        // Matched by reference: the item is large, and moving it out costs a copy per event.
+        match &handled.status {
             Status::Item(item) => {
                 // The header precedes every event: a copy taken before the item is current.
-                let info = analyzer.info().copied();
-                let meta = analyzer.on_item(&item);
-                if let (Some(out), Item::Event(e)) = (jsonl_out.as_mut(), &item) {
+                let info = match jsonl_out {
+                    Some(_) => analyzer.info().copied(),
+                    None => None,
+                };
+                let meta = analyzer.on_item(item);
+                if let (Some(out), Item::Event(e)) = (jsonl_out.as_mut(), item) {
                     line.clear();
                     jsonl::event_line(&mut line, e, meta, info.as_ref());
                     if let Err(err) = out.write_all(line.as_bytes()) {
@@ -124,7 +128,7 @@ pub fn analyze(
                 }
                 start += handled.consumed;
             }
-            Status::Partial { needed } => {
+            &Status::Partial { needed } => {
                 if eof {
                     if let Err(e) = parser.handle_eof() {
                         problem = Some(describe(&e));
