@@ -7,7 +7,9 @@ pub struct Object {
     out: String,
 }
 
-fn escape(out: &mut String, s: &str) {
+/// Appends `s` as a JSON string literal (quotes included): the one escaping every JSON
+/// the CLI writes goes through (`info --json`, `monitor --json`, `convert`, `counters`).
+pub fn push_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -28,6 +30,13 @@ fn escape(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// `s` as a JSON string literal (quotes included).
+pub fn string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    push_string(&mut out, s);
+    out
+}
+
 impl Object {
     pub fn new() -> Self {
         Object {
@@ -39,7 +48,7 @@ impl Object {
         if self.out.len() > 1 {
             self.out.push(',');
         }
-        escape(&mut self.out, k);
+        push_string(&mut self.out, k);
         self.out.push(':');
     }
 
@@ -55,7 +64,7 @@ impl Object {
 
     pub fn string(&mut self, k: &str, v: &str) {
         self.key(k);
-        escape(&mut self.out, v);
+        push_string(&mut self.out, v);
     }
 
     pub fn opt_string(&mut self, k: &str, v: Option<&str>) {
@@ -71,5 +80,22 @@ impl Object {
     pub fn finish(mut self) -> String {
         self.out.push('}');
         self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::string;
+
+    #[test]
+    fn strings_escape_quotes_and_everything_that_could_drive_a_terminal() {
+        assert_eq!(string("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(string("\n\r\t"), r#""\n\r\t""#);
+        assert_eq!(string("\u{8}\u{1b}[2J"), r#""\u0008\u001b[2J""#);
+        assert_eq!(
+            string("\u{7f}\u{9b}\u{2028}\u{202e}"),
+            r#""\u007f\u009b\u2028\u202e""#
+        );
+        assert_eq!(string("Regex.Match(é)"), "\"Regex.Match(é)\"");
     }
 }

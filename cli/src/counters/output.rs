@@ -109,29 +109,11 @@ pub fn csv_row(s: &Sample) -> String {
     )
 }
 
-fn json_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// The json file's opening, byte for byte dotnet-counters' layout.
 pub fn json_header(process: &str, start: SystemTime) -> String {
     format!(
-        "{{ \"TargetProcess\": \"{}\", \"StartTime\": \"{}\", \"Events\": [",
-        json_escape(process),
+        "{{ \"TargetProcess\": {}, \"StartTime\": \"{}\", \"Events\": [",
+        crate::json::string(process),
         invariant_time(start)
     )
 }
@@ -139,11 +121,11 @@ pub fn json_header(process: &str, start: SystemTime) -> String {
 /// One json event (without the separating comma).
 pub fn json_event(s: &Sample) -> String {
     format!(
-        "{{ \"timestamp\": \"{}\",  \"provider\": \"{}\",  \"name\": \"{}\",  \"tags\": \"{}\",  \"counterType\": \"{}\",  \"value\": {} }}",
+        "{{ \"timestamp\": \"{}\",  \"provider\": {},  \"name\": {},  \"tags\": {},  \"counterType\": \"{}\",  \"value\": {} }}",
         universal_time(s.timestamp),
-        json_escape(&s.provider),
-        json_escape(&display(s)),
-        json_escape(&tags(s)),
+        crate::json::string(&s.provider),
+        crate::json::string(&display(s)),
+        crate::json::string(&tags(s)),
         s.kind.dotnet_counters_type(),
         number(s.value)
     )
