@@ -2,78 +2,23 @@
 //! needs `scripts/setup-runtimes.sh`, and fails without it). Every run is bounded.
 #![cfg(target_os = "linux")]
 
+mod common;
 #[path = "../../adapters/std/tests/support/mod.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::dsipc_limit;
 use support::{remove, temp_path, Host, Runtime};
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-/// Runs `dsipc ARGS`, killing it after `limit`.
-fn dsipc(args: &[&str], limit: Duration) -> Run {
-    let t = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dsipc");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("dsipc {:?} ran longer than {:?}", args, limit);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let run = Run {
-        code: status.code(),
-        stdout: out_t.join().unwrap(),
-        stderr: err_t.join().unwrap(),
-        took: t.elapsed(),
-    };
-    eprintln!(
-        "$ dsipc {} -> {:?} in {:.2} s\n{}{}",
-        args.join(" "),
-        run.code,
-        run.took.as_secs_f64(),
-        run.stdout,
-        run.stderr
-    );
-    run
-}
 
 const LIMIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn ps_lists_the_host_with_its_command_line_and_socket() {
     let host = Host::start(Runtime::Net8, false);
-    let r = dsipc(&["ps"], LIMIT);
+    let r = dsipc_limit(&["ps"], LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let pid = host.pid.to_string();
     let line = r
@@ -93,7 +38,7 @@ fn ps_lists_the_host_with_its_command_line_and_socket() {
 fn info_json_has_the_pid_and_text_info_the_version() {
     let host = Host::start(Runtime::Net8, false);
     let pid = host.pid.to_string();
-    let r = dsipc(&["info", &pid, "--json"], LIMIT);
+    let r = dsipc_limit(&["info", &pid, "--json"], LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let json = r.stdout.trim();
     assert!(json.starts_with('{') && json.ends_with('}'), "{}", json);
@@ -104,7 +49,7 @@ fn info_json_has_the_pid_and_text_info_the_version() {
         "{}",
         json
     );
-    let r = dsipc(&["info", &pid, "--timeout", "5"], LIMIT);
+    let r = dsipc_limit(&["info", &pid, "--timeout", "5"], LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(
         r.stdout.contains("clr version:         8.0.4"),
@@ -118,7 +63,7 @@ fn trace_for_two_seconds_writes_a_nettrace_file() {
     let host = Host::start(Runtime::Net8, true);
     let out = temp_path("cli.nettrace");
     let pid = host.pid.to_string();
-    let r = dsipc(
+    let r = dsipc_limit(
         &[
             "trace",
             &pid,
@@ -220,17 +165,17 @@ fn trace_stops_on_sigint_and_drains_to_the_end() {
 fn setenv_then_env_then_unset() {
     let host = Host::start(Runtime::Net8, false);
     let pid = host.pid.to_string();
-    let r = dsipc(&["setenv", &pid, "DSIPC_CLI_VAR", "a b=c"], LIMIT);
+    let r = dsipc_limit(&["setenv", &pid, "DSIPC_CLI_VAR", "a b=c"], LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let r = dsipc(&["env", &pid], LIMIT);
+    let r = dsipc_limit(&["env", &pid], LIMIT);
     assert!(
         r.stdout.lines().any(|l| l == "DSIPC_CLI_VAR=a b=c"),
         "{}",
         r.stdout
     );
-    let r = dsipc(&["setenv", &pid, "DSIPC_CLI_VAR", "--unset"], LIMIT);
+    let r = dsipc_limit(&["setenv", &pid, "DSIPC_CLI_VAR", "--unset"], LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let r = dsipc(&["env", &pid], LIMIT);
+    let r = dsipc_limit(&["env", &pid], LIMIT);
     assert_eq!(r.code, Some(0));
     assert!(!r.stdout.contains("DSIPC_CLI_VAR"), "{}", r.stdout);
 }
@@ -240,18 +185,21 @@ fn perfmap_and_resume_and_errors_from_the_runtime() {
     let host = Host::start(Runtime::Net8, false);
     let pid = host.pid.to_string();
     let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", host.pid));
-    let r = dsipc(&["perfmap", &pid, "enable", "--type", "perfmap"], LIMIT);
+    let r = dsipc_limit(&["perfmap", &pid, "enable", "--type", "perfmap"], LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     support::wait_until("perf map", Duration::from_secs(10), || map.exists());
-    assert_eq!(dsipc(&["perfmap", &pid, "disable"], LIMIT).code, Some(0));
+    assert_eq!(
+        dsipc_limit(&["perfmap", &pid, "disable"], LIMIT).code,
+        Some(0)
+    );
     remove(&map);
     remove(&std::path::PathBuf::from(format!(
         "/tmp/perfinfo-{}.map",
         host.pid
     )));
-    assert_eq!(dsipc(&["resume", &pid], LIMIT).code, Some(0));
+    assert_eq!(dsipc_limit(&["resume", &pid], LIMIT).code, Some(0));
     // The runtime's error reply, on one line, naming the HRESULT and its meaning.
-    let r = dsipc(&["startup-hook", &pid, "/nonexistent/hook.dll"], LIMIT);
+    let r = dsipc_limit(&["startup-hook", &pid, "/nonexistent/hook.dll"], LIMIT);
     assert_eq!(r.code, Some(1));
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert!(
@@ -259,7 +207,7 @@ fn perfmap_and_resume_and_errors_from_the_runtime() {
         "{}",
         r.stderr
     );
-    let r = dsipc(
+    let r = dsipc_limit(
         &[
             "attach-profiler",
             &pid,
@@ -280,7 +228,7 @@ fn perfmap_and_resume_and_errors_from_the_runtime() {
 fn dump_writes_a_file_or_reports_the_runtime_error() {
     let host = Host::start(Runtime::Net8, false);
     let out = temp_path("cli.dmp");
-    let r = dsipc(
+    let r = dsipc_limit(
         &[
             "dump",
             &host.pid.to_string(),
@@ -306,7 +254,7 @@ fn dump_writes_a_file_or_reports_the_runtime_error() {
 #[test]
 fn netcore31_info_fails_with_one_line_naming_the_hresult() {
     let host = Host::start(Runtime::NetCore31, false);
-    let r = dsipc(&["info", &host.pid.to_string()], LIMIT);
+    let r = dsipc_limit(&["info", &host.pid.to_string()], LIMIT);
     assert_eq!(r.code, Some(1));
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("0x80131385"), "{}", r.stderr);
@@ -317,7 +265,7 @@ fn netcore31_info_fails_with_one_line_naming_the_hresult() {
     );
     assert!(r.stderr.contains(".NET 5"), "{}", r.stderr);
     // ps still lists it (without ProcessInfo: the command line comes from /proc).
-    let r = dsipc(&["ps"], LIMIT);
+    let r = dsipc_limit(&["ps"], LIMIT);
     let pid = host.pid.to_string();
     assert!(
         r.stdout
@@ -330,31 +278,31 @@ fn netcore31_info_fails_with_one_line_naming_the_hresult() {
 
 #[test]
 fn usage_errors_and_missing_processes() {
-    let r = dsipc(&["info"], LIMIT);
+    let r = dsipc_limit(&["info"], LIMIT);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
-    let r = dsipc(&["frobnicate"], LIMIT);
+    let r = dsipc_limit(&["frobnicate"], LIMIT);
     assert_eq!(r.code, Some(2));
-    let r = dsipc(
+    let r = dsipc_limit(
         &["trace", "1", "--providers", "X:zz", "-o", "/dev/null"],
         LIMIT,
     );
     assert_eq!(r.code, Some(2));
-    let r = dsipc(&["info", "4194303"], LIMIT);
+    let r = dsipc_limit(&["info", "4194303"], LIMIT);
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("no process"), "{}", r.stderr);
-    let r = dsipc(&["--help"], LIMIT);
+    let r = dsipc_limit(&["--help"], LIMIT);
     assert_eq!(r.code, Some(0));
     assert!(r.stdout.contains("usage: dsipc"));
     // --tmpdir limits the search; a directory that cannot be read is named.
     let me = std::process::id().to_string();
-    let r = dsipc(&["info", &me, "--tmpdir", "/nonexistent"], LIMIT);
+    let r = dsipc_limit(&["info", &me, "--tmpdir", "/nonexistent"], LIMIT);
     assert_eq!(r.code, Some(1));
     assert!(
         r.stderr.contains("cannot read directory /nonexistent"),
         "{}",
         r.stderr
     );
-    let r = dsipc(&["info", &me, "--tmpdir", "/tmp"], LIMIT);
+    let r = dsipc_limit(&["info", &me, "--tmpdir", "/tmp"], LIMIT);
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("no diagnostic socket"), "{}", r.stderr);
 }

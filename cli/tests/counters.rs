@@ -4,6 +4,8 @@
 //! bytes written and scrape results, never on sleeps.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -11,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
+use common::{dsipc_limit, temp_dir};
 use dsipc_testkit::{HostOptions, HostedRuntime};
 
 const READY: Duration = Duration::from_secs(90);
@@ -23,67 +26,6 @@ fn host(runtime: &str, args: &[&str]) -> HostedRuntime {
     let mut h = HostedRuntime::spawn(&o).expect("spawn host");
     h.wait_ready(READY).expect("host ready");
     h
-}
-
-fn temp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dsipc-counters-{}-{}", tag, std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn dsipc(args: &[&str], limit: Duration) -> Run {
-    let t = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dsipc");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("dsipc {:?} ran longer than {:?}", args, limit);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let run = Run {
-        code: status.code(),
-        stdout: out_t.join().unwrap(),
-        stderr: err_t.join().unwrap(),
-    };
-    eprintln!(
-        "$ dsipc {} -> {:?} in {:.1} s\n{}\n{}",
-        args.join(" "),
-        run.code,
-        t.elapsed().as_secs_f64(),
-        &run.stdout[..run.stdout.len().min(4000)],
-        run.stderr
-    );
-    run
 }
 
 /// A long-running dsipc whose stdout arrives as chunks on a channel.
@@ -244,10 +186,10 @@ fn csv_values(csv: &str, provider: &str, name: &str) -> Vec<f64> {
 #[test]
 fn collect_csv_net8_system_runtime_and_meter_rate() {
     let h = host("net8", &["--counters", "--meter-rate", "50"]);
-    let dir = temp("csv");
+    let dir = temp_dir("csv");
     let out = dir.join("c.csv");
     let pid = h.pid().to_string();
-    let r = dsipc(
+    let r = dsipc_limit(
         &[
             "counters",
             "collect",
@@ -285,7 +227,7 @@ fn collect_csv_net8_system_runtime_and_meter_rate() {
     let mean = full.iter().sum::<f64>() / full.len() as f64;
     assert!((45.0..=55.0).contains(&mean), "rates {:?}", rates);
     // Never overwrites what it did not create.
-    let again = dsipc(
+    let again = dsipc_limit(
         &[
             "counters",
             "collect",
@@ -306,10 +248,10 @@ fn collect_csv_net8_system_runtime_and_meter_rate() {
 #[test]
 fn collect_json_netcore31() {
     let h = host("netcore31", &["--counters"]);
-    let dir = temp("json");
+    let dir = temp_dir("json");
     let out = dir.join("c");
     let pid = h.pid().to_string();
-    let r = dsipc(
+    let r = dsipc_limit(
         &[
             "counters",
             "collect",
@@ -345,7 +287,7 @@ fn collect_from_a_runtime_that_never_publishes_fails() {
     // Without RuntimeEventSource.Initialize() the hosted runtime publishes no counters.
     let h = host("netcore31", &[]);
     let pid = h.pid().to_string();
-    let r = dsipc(
+    let r = dsipc_limit(
         &[
             "counters",
             "collect",
@@ -435,7 +377,7 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(target: &str) -> Prometheus {
-        let dir = temp("prometheus");
+        let dir = temp_dir("prometheus");
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
@@ -815,7 +757,7 @@ fn library_session_surfaces_limit_and_multiple_session_errors() {
 
 #[test]
 fn monitor_metrics_exports_reverse_port_runtimes_and_drops_exited_ones() {
-    let dir = temp("monitor");
+    let dir = temp_dir("monitor");
     let port_path = dir.join("port.sock");
     let metrics = format!("127.0.0.1:{}", free_port());
     let mut live = Live::spawn(&[
@@ -908,12 +850,12 @@ fn counters_usage_errors() {
             "need --metrics ADDR",
         ),
     ] {
-        let r = dsipc(args, LIMIT);
+        let r = dsipc_limit(args, LIMIT);
         assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
         assert!(r.stderr.contains(needle), "{:?}: {}", args, r.stderr);
     }
     // A process that is not there: one line, exit 1.
-    let r = dsipc(&["counters", "collect", "999999999", "-o", "-"], LIMIT);
+    let r = dsipc_limit(&["counters", "collect", "999999999", "-o", "-"], LIMIT);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
 }

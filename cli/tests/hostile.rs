@@ -8,6 +8,8 @@
 //! the lines dsipc prints, never on sleeps.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -19,120 +21,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::{bin, dsipc, me, names_in, run_program, s, vm_hwm_kib, wait_bounded, LIMIT};
 use dsipc::wire::{Hresult, Text};
 use dsipc::Command as Cmd;
 use dsipc_testkit::{
     check_pattern, stale_socket, Answer, Config, FakeRuntime, StreamSpec, TempDir,
 };
 
-/// Longest any run may take: only a hang gets near it.
-const LIMIT: Duration = Duration::from_secs(60);
-
-struct Run {
-    code: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: String,
-    took: Duration,
-}
-
-impl Run {
-    fn out(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
-    }
-
-    /// No panic, no backtrace.
-    fn assert_no_panic(&self) {
-        assert_ne!(self.code, Some(101), "panicked: {}", self.stderr);
-        assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
-    }
-}
-
-/// The binary under test: `$DSIPC_BIN` (to run this set against another build, such as
-/// the code before issue 9), else the one cargo built.
-fn bin() -> std::path::PathBuf {
-    std::env::var_os("DSIPC_BIN")
-        .filter(|b| !b.is_empty())
-        .map(Into::into)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_dsipc").into())
-}
-
-fn os(args: &[&str]) -> Vec<OsString> {
-    args.iter().map(OsString::from).collect()
-}
-
-/// Waits for `child` (killing it past `LIMIT`).
-fn wait_bounded(child: &mut Child, what: &str) -> std::process::ExitStatus {
-    let t = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if t.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{} ran longer than {:?}", what, LIMIT);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Runs `dsipc ARGS` with `stdout` (piped when `None`).
-fn run_with(args: &[OsString], stdout: Option<Stdio>) -> Run {
-    let t = Instant::now();
-    let piped = stdout.is_none();
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(stdout.unwrap_or_else(Stdio::piped))
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dsipc");
-    let out_t = child.stdout.take().map(|mut out| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = out.read_to_end(&mut v);
-            v
-        })
-    });
-    let mut err = child.stderr.take().unwrap();
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = wait_bounded(&mut child, &format!("dsipc {:?}", args));
-    let run = Run {
-        code: status.code(),
-        stdout: out_t.map(|t| t.join().unwrap()).unwrap_or_default(),
-        stderr: err_t.join().unwrap(),
-        took: t.elapsed(),
-    };
-    let _ = piped;
-    eprintln!(
-        "$ dsipc {:?} -> {:?} in {:.2} s\n{}{}",
-        args,
-        run.code,
-        run.took.as_secs_f64(),
-        String::from_utf8_lossy(&run.stdout[..run.stdout.len().min(2000)]),
-        run.stderr
-    );
-    run
-}
-
-fn dsipc(args: &[&str]) -> Run {
-    run_with(&os(args), None)
-}
-
-fn me() -> String {
-    std::process::id().to_string()
-}
-
 fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
     config.listen_in(dir.path()).start().expect("fake runtime")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// The N of "kept the N bytes" in dsipc's message.
@@ -156,15 +53,6 @@ fn assert_pattern_file(path: &Path, n: u64) {
         None,
         "file content is not the stream"
     );
-}
-
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 fn start_key(pid: u32) -> u64 {
@@ -301,7 +189,7 @@ fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
     let r = dsipc(&["trace", &me(), "-o", s(&out), "--tmpdir", s(dir.path())]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("truncated"), "{}", r.stderr);
-    assert!(!r.out().contains("wrote"), "{}", r.out());
+    assert!(!r.stdout.clone().contains("wrote"), "{}", r.stdout.clone());
     assert_eq!(kept_bytes(&r.stderr), 300_000);
     assert_pattern_file(&out, 300_000);
     // The same stream ending with the marker (a runtime that exited cleanly) is complete.
@@ -312,7 +200,11 @@ fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
     );
     let r = dsipc(&["trace", &me(), "-o", s(&out), "--tmpdir", s(dir2.path())]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(r.out().contains("wrote 300002 bytes"), "{}", r.out());
+    assert!(
+        r.stdout.clone().contains("wrote 300002 bytes"),
+        "{}",
+        r.stdout.clone()
+    );
 }
 
 // ---- 9.3 and 9.16: Ctrl-C synchronised on dsipc's lines; a second one keeps the data ----
@@ -379,7 +271,7 @@ impl Tracing {
     }
 
     fn finish(mut self) -> (Option<i32>, String) {
-        let status = wait_bounded(&mut self.child, "dsipc trace");
+        let status = wait_bounded(&mut self.child, "dsipc trace", LIMIT).0;
         while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
             self.seen.push(l);
         }
@@ -574,12 +466,6 @@ fn env_refuses_a_runtime_announcing_gigabytes_with_the_typed_error() {
     assert!(r.stderr.contains("limit of 100 bytes"), "{}", r.stderr);
 }
 
-fn vm_hwm_kib(pid: u32) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{}/status", pid)).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn env_streams_entries_as_they_arrive_in_bounded_memory() {
     // 15 MiB of environment (under the default bound; 22 MB as UTF-8): collected, it would
@@ -616,9 +502,13 @@ fn env_streams_entries_as_they_arrive_in_bounded_memory() {
     }
     let hwm = vm_hwm_kib(child.id());
     eprintln!("dsipc env VmHWM after 6 MB of output: {} KiB", hwm);
+    assert!(
+        hwm > 0,
+        "dsipc env is blocked writing: its VmHWM must be readable"
+    );
     let mut rest = Vec::new();
     out.read_to_end(&mut rest).unwrap();
-    let status = wait_bounded(&mut child, "dsipc env");
+    let status = wait_bounded(&mut child, "dsipc env", LIMIT).0;
     eprintln!("dsipc env: {} bytes in {:?}", got + rest.len(), t.elapsed());
     let mut err = String::new();
     child
@@ -686,7 +576,7 @@ fn ps_probes_silent_sockets_in_parallel_under_one_deadline() {
         .collect();
     let r = dsipc(&["ps", "--timeout", "0.5", "--tmpdir", s(dir.path())]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let out = r.out();
+    let out = r.stdout.clone();
     for c in &sleepers.0 {
         let pid = c.id().to_string();
         assert!(
@@ -752,7 +642,7 @@ fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
     }
     let r = dsipc(&["ps", "--tmpdir", s(dir.path())]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let out = r.out();
+    let out = r.stdout.clone();
     let listed = |pid: u32| {
         out.lines()
             .any(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
@@ -762,7 +652,11 @@ fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
     assert!(!out.contains("planted"), "{}", out);
     let r = dsipc(&["info", &victim.to_string(), "--tmpdir", s(dir.path())]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(!r.out().contains("planted"), "{}", r.out());
+    assert!(
+        !r.stdout.clone().contains("planted"),
+        "{}",
+        r.stdout.clone()
+    );
 }
 
 // ---- 9.8: --timeout is the whole command's budget ----
@@ -884,14 +778,15 @@ fn non_utf8_arguments_never_panic() {
         ),
     ];
     for (args, code) in cases {
-        let r = run_with(&args, None);
+        let r = run_program(&bin(), &args, None, LIMIT);
         r.assert_no_panic();
         assert_eq!(r.code, Some(code), "{:?}: {}", args, r.stderr);
     }
     // A trace file with a non-UTF-8 name is just a file name.
     let files = TempDir::new("dsipc-h9f").unwrap();
     let out = files.path().join(OsStr::from_bytes(b"t\xff.nettrace"));
-    let r = run_with(
+    let r = run_program(
+        &bin(),
         &[
             "trace".into(),
             me().into(),
@@ -901,6 +796,7 @@ fn non_utf8_arguments_never_panic() {
             tmp,
         ],
         None,
+        LIMIT,
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(fs::read(&out).unwrap().len(), 12);
@@ -969,7 +865,7 @@ fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
     ];
     for c in &commands {
         let args: Vec<OsString> = c.iter().map(OsString::from).collect();
-        let r = run_with(&args, Some(dev_full()));
+        let r = run_program(&bin(), &args, Some(dev_full()), LIMIT);
         r.assert_no_panic();
         assert_eq!(r.code, Some(1), "{:?}: {}", c, r.stderr);
         assert_eq!(
@@ -982,7 +878,7 @@ fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
             c,
             r.stderr
         );
-        let r = run_with(&args, Some(closed_pipe()));
+        let r = run_program(&bin(), &args, Some(closed_pipe()), LIMIT);
         r.assert_no_panic();
         assert_eq!(r.code, Some(141), "{:?}: {}", c, r.stderr);
         assert!(!r.stderr.contains("output"), "{:?}: {}", c, r.stderr);
@@ -1012,17 +908,17 @@ fn env_info_and_ps_escape_control_characters() {
         let r = dsipc(&args);
         assert_eq!(r.code, Some(0), "{:?}: {}", args, r.stderr);
         let bad: Vec<u8> = r
-            .stdout
+            .stdout_bytes
             .iter()
             .copied()
             .filter(|&b| (b < 0x20 && b != b'\n') || b == 0x7f)
             .collect();
         assert!(bad.is_empty(), "{:?}: raw control bytes {:?}", args, bad);
-        let out = r.out();
+        let out = r.stdout.clone();
         assert!(!out.lines().any(|l| l.starts_with("FAKE")), "{}", out);
     }
     let r = dsipc(&["env", &me(), "--tmpdir", d]);
-    let out = r.out();
+    let out = r.stdout.clone();
     assert!(out.lines().any(|l| l == "EVIL=a\\nFAKE=1"), "{}", out);
     assert!(out.lines().any(|l| l == "ESC=\\x1b[2J\\rX"), "{}", out);
     assert!(out.lines().any(|l| l == "OK=plain"), "{}", out);
@@ -1030,9 +926,9 @@ fn env_info_and_ps_escape_control_characters() {
     // JSON escapes them its own way.
     let r = dsipc(&["info", &me(), "--json", "--tmpdir", d]);
     assert!(
-        r.out().contains("\\u001b]0;pwned\\u0007app\\r\\n"),
+        r.stdout.clone().contains("\\u001b]0;pwned\\u0007app\\r\\n"),
         "{}",
-        r.out()
+        r.stdout.clone()
     );
 }
 
@@ -1099,7 +995,7 @@ fn missing_or_unreadable_tmpdir_is_named_with_the_os_error() {
             "{}",
             r.stderr
         );
-        assert!(r.out().is_empty(), "{}", r.out());
+        assert!(r.stdout.clone().is_empty(), "{}", r.stdout.clone());
     }
     // Not a directory.
     let files = TempDir::new("dsipc-h13").unwrap();

@@ -7,143 +7,22 @@
 //! dsipc's exit, never on sleeps.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::ffi::OsString;
 use std::fs;
-use std::io::Read;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{dsipc, dsipc_os, me, s};
 use dsipc::wire::Hresult;
 use dsipc::Command as Cmd;
 use dsipc_testkit::{Answer, Config, FakeRuntime, TempDir, Then};
 
-/// Longest any run may take: only a hang gets near it.
-const LIMIT: Duration = Duration::from_secs(60);
-
 /// What `--timeout 1` may take at most, with a loaded machine's slack: the bound is the
 /// point of these tests (a hang or a per-read timer would take the idle timeout, 60 s).
 const BOUNDED: Duration = Duration::from_secs(20);
-
-struct Run {
-    code: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: String,
-    took: Duration,
-    /// Peak resident memory of the dsipc process, KiB (0 if not seen).
-    hwm_kib: u64,
-}
-
-impl Run {
-    fn assert_no_panic(&self) {
-        assert_ne!(self.code, Some(101), "panicked: {}", self.stderr);
-        assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
-    }
-
-    /// Exit 2 with one "dsipc: ... (see dsipc --help)" line.
-    fn assert_usage(&self, needle: &str) {
-        self.assert_no_panic();
-        assert_eq!(self.code, Some(2), "{}", self.stderr);
-        assert_eq!(self.stderr.lines().count(), 1, "{}", self.stderr);
-        assert!(self.stderr.starts_with("dsipc: "), "{}", self.stderr);
-        assert!(
-            self.stderr.contains(needle),
-            "{:?} in {}",
-            needle,
-            self.stderr
-        );
-    }
-}
-
-fn bin() -> std::path::PathBuf {
-    std::env::var_os("DSIPC_BIN")
-        .filter(|b| !b.is_empty())
-        .map(Into::into)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_dsipc").into())
-}
-
-fn vm_hwm_kib(pid: u32) -> u64 {
-    fs::read_to_string(format!("/proc/{}/status", pid))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn wait_bounded(child: &mut Child, what: &str) -> (std::process::ExitStatus, u64) {
-    let t = Instant::now();
-    let mut hwm = 0;
-    loop {
-        hwm = hwm.max(vm_hwm_kib(child.id()));
-        if let Some(s) = child.try_wait().unwrap() {
-            return (s, hwm);
-        }
-        if t.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{} ran longer than {:?}", what, LIMIT);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn run_os(args: &[OsString]) -> Run {
-    let t = Instant::now();
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dsipc");
-    let mut out = child.stdout.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let mut err = child.stderr.take().unwrap();
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let (status, hwm_kib) = wait_bounded(&mut child, &format!("dsipc {:?}", args));
-    let run = Run {
-        code: status.code(),
-        stdout: out_t.join().unwrap(),
-        stderr: err_t.join().unwrap(),
-        took: t.elapsed(),
-        hwm_kib,
-    };
-    eprintln!(
-        "$ dsipc {:?} -> {:?} in {:.2} s, {} KiB\n{}{}",
-        args,
-        run.code,
-        run.took.as_secs_f64(),
-        run.hwm_kib,
-        String::from_utf8_lossy(&run.stdout[..run.stdout.len().min(2000)]),
-        run.stderr
-    );
-    run
-}
-
-fn dsipc(args: &[&str]) -> Run {
-    run_os(&args.iter().map(OsString::from).collect::<Vec<_>>())
-}
-
-fn me() -> String {
-    std::process::id().to_string()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// A reply header: magic, total size, command set, command id, reserved.
 fn header(size: u16, set: u8, id: u8) -> Vec<u8> {
@@ -476,7 +355,7 @@ fn long_and_non_utf8_arguments_give_short_usage_lines() {
         vec![OsString::from("info"), bad.clone()],
         vec![bad.clone()],
     ] {
-        let r = run_os(&args);
+        let r = dsipc_os(&args);
         r.assert_no_panic();
         assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
         assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
@@ -607,7 +486,7 @@ fn info_json_escapes_every_control_character_and_bidi_override() {
     let r = dsipc(&["info", &me(), "--json", "--tmpdir", s(dir.path())]);
     r.assert_no_panic();
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let out = String::from_utf8(r.stdout.clone()).unwrap();
+    let out = String::from_utf8(r.stdout_bytes.clone()).unwrap();
     assert_eq!(out.lines().count(), 1, "{}", out);
     let raw: Vec<char> = out
         .trim_end()
@@ -631,7 +510,7 @@ fn info_json_escapes_every_control_character_and_bidi_override() {
     // The same in text mode.
     let r = dsipc(&["info", &me(), "--tmpdir", s(dir.path())]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let out = String::from_utf8(r.stdout.clone()).unwrap();
+    let out = String::from_utf8(r.stdout_bytes.clone()).unwrap();
     assert!(
         !out.chars()
             .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
@@ -744,11 +623,7 @@ fn help_after_double_dash_is_a_value() {
     ]);
     r.assert_no_panic();
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(
-        r.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&r.stdout)
-    );
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
     assert!(
         rt.environment().contains(&"A=--help".to_string()),
         "{:?}",
@@ -757,9 +632,5 @@ fn help_after_double_dash_is_a_value() {
     // Before `--`, -h is still help.
     let r = dsipc(&["setenv", &me(), "A", "-h"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(
-        String::from_utf8_lossy(&r.stdout).contains("usage"),
-        "{:?}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("usage"), "{:?}", r.stdout);
 }

@@ -5,128 +5,20 @@
 //! speedscope's published schema for speedscope.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use common::{configure_python, dsipc_limit, repo_root, run, sample, temp_dir, Run};
 use dsipc_testkit::{HostOptions, HostedRuntime};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `$DSIPC_SHARED`, `<repo>/../shared` or `<repo>/../../shared` (worktrees): fails, never
-/// skips, when none has the sample traces.
-fn shared() -> PathBuf {
-    let root = repo_root();
-    let mut candidates = Vec::new();
-    if let Some(d) = std::env::var_os("DSIPC_SHARED") {
-        candidates.push(PathBuf::from(d));
-    }
-    candidates.push(root.join("../shared"));
-    candidates.push(root.join("../../shared"));
-    for c in &candidates {
-        if c.join("data/nettrace").is_dir() {
-            return c.clone();
-        }
-    }
-    panic!(
-        "no shared/data/nettrace in {:?}: set DSIPC_SHARED",
-        candidates
-    )
-}
-
-/// The sample `name` unzipped into target/nettrace-samples.
-fn sample(name: &str) -> PathBuf {
-    let dir = repo_root().join("target/nettrace-samples");
-    let path = dir.join(name);
-    if !path.is_file() {
-        fs::create_dir_all(&dir).unwrap();
-        let zip = shared().join("data/nettrace").join(format!("{}.zip", name));
-        // Unzip to a private directory, then rename: parallel tests may race.
-        let tmp = dir.join(format!(".unzip-{}-{}", std::process::id(), next()));
-        let st = Command::new("unzip")
-            .arg("-q")
-            .arg("-o")
-            .arg(&zip)
-            .arg("-d")
-            .arg(&tmp)
-            .status()
-            .expect("unzip (apt-get install unzip)");
-        assert!(st.success(), "unzip {}", zip.display());
-        fs::rename(tmp.join(name), &path).unwrap();
-        let _ = fs::remove_dir_all(&tmp);
-    }
-    path
-}
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-fn next() -> usize {
-    SEQ.fetch_add(1, Ordering::SeqCst)
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "dsipc-nettrace-{}-{}-{}",
-        std::process::id(),
-        next(),
-        tag
-    ));
-    fs::create_dir_all(&d).unwrap();
-    d
-}
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(program: &str, args: &[&str], limit: Duration) -> Run {
-    let t = Instant::now();
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {}", program, e));
-    // Bounded: a watchdog kills a run over its limit.
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if rx.recv_timeout(limit).is_err() {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-        }
-    });
-    let out = child.wait_with_output().unwrap();
-    let _ = tx.send(());
-    let _ = watchdog.join();
-    let r = Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    eprintln!(
-        "$ {} {} -> {:?} in {:.2} s\n{}{}",
-        program,
-        args.join(" "),
-        r.code,
-        t.elapsed().as_secs_f64(),
-        if r.stdout.len() > 4000 {
-            &r.stdout[..4000]
-        } else {
-            &r.stdout
-        },
-        r.stderr
-    );
-    r
-}
-
+/// `dsipc ARGS`: conversions of the 30 MB sample in a debug build need more than the
+/// default limit.
 fn dsipc(args: &[&str]) -> Run {
-    run(env!("CARGO_BIN_EXE_dsipc"), args, Duration::from_secs(120))
+    dsipc_limit(args, Duration::from_secs(120))
 }
 
 /// Every format from `trace` into `dir`; returns (jsonl, folded, speedscope, pprof) paths.
@@ -483,32 +375,6 @@ fn golden_captures_report_regex_on_top() {
         assert!(pprof_top(&pprof).contains("RegexInterpreter"));
     }
     let _ = fs::remove_dir_all(&dir);
-}
-
-/// `DSIPC_PYTHON` for the testkit's host launcher: from the environment, else from
-/// `target/dotnet-venv/dsipc-runtimes.env` (written by scripts/setup-runtimes.sh).
-fn configure_python() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os("DSIPC_PYTHON").map_or(false, |p| !p.is_empty()) {
-            return;
-        }
-        let env_file = repo_root().join("target/dotnet-venv/dsipc-runtimes.env");
-        let text = fs::read_to_string(&env_file).unwrap_or_else(|e| {
-            panic!(
-                "no DSIPC_PYTHON and {} unreadable ({}): run scripts/setup-runtimes.sh",
-                env_file.display(),
-                e
-            )
-        });
-        for line in text.lines() {
-            if let Some((k, v)) = line.split_once('=') {
-                if k.starts_with("DSIPC_") && std::env::var_os(k).is_none() {
-                    std::env::set_var(k, v.trim().trim_matches('"'));
-                }
-            }
-        }
-    });
 }
 
 fn trace_regex_host(runtime: &str) {

@@ -5,119 +5,23 @@
 //! clear error, the trace kept), and the progress line on a terminal only.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{configure_python, dsipc_limit, me, names_in, repo_root, run, s, temp_dir, Run};
 use dsipc::Command as Cmd;
 use dsipc_testkit::{Answer, Config, FakeRuntime, HostOptions, HostedRuntime, StreamSpec, TempDir};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "dsipc-trace-format-{}-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst),
-        tag
-    ));
-    fs::create_dir_all(&d).unwrap();
-    d
-}
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `program ARGS`, killed past `limit` (only a hang gets near it).
-fn run(program: &str, args: &[&str], limit: Duration) -> Run {
-    let t = Instant::now();
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {}", program, e));
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if rx.recv_timeout(limit).is_err() {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-        }
-    });
-    let out = child.wait_with_output().unwrap();
-    let _ = tx.send(());
-    let _ = watchdog.join();
-    let r = Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    eprintln!(
-        "$ {} {} -> {:?} in {:.2} s\n{}{}",
-        program,
-        args.join(" "),
-        r.code,
-        t.elapsed().as_secs_f64(),
-        &r.stdout[..r.stdout.len().min(2000)],
-        r.stderr
-    );
-    r
-}
-
+/// `dsipc ARGS`, with room for a debug build's conversions.
 fn dsipc(args: &[&str]) -> Run {
-    run(env!("CARGO_BIN_EXE_dsipc"), args, Duration::from_secs(120))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-/// `DSIPC_PYTHON` for the host launcher: from the environment, else from
-/// `target/dotnet-venv/dsipc-runtimes.env` (written by scripts/setup-runtimes.sh).
-fn configure_python() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os("DSIPC_PYTHON").map_or(false, |p| !p.is_empty()) {
-            return;
-        }
-        let env_file = repo_root().join("target/dotnet-venv/dsipc-runtimes.env");
-        let text = fs::read_to_string(&env_file).unwrap_or_else(|e| {
-            panic!(
-                "no DSIPC_PYTHON and {} unreadable ({}): run scripts/setup-runtimes.sh",
-                env_file.display(),
-                e
-            )
-        });
-        for line in text.lines() {
-            if let Some((k, v)) = line.split_once('=') {
-                if k.starts_with("DSIPC_") && std::env::var_os(k).is_none() {
-                    std::env::set_var(k, v.trim().trim_matches('"'));
-                }
-            }
-        }
-    });
+    dsipc_limit(args, Duration::from_secs(120))
 }
 
 fn regex_host(runtime: &str) -> (HostedRuntime, u32) {
@@ -377,10 +281,6 @@ fn net8_killed_mid_trace_writes_the_profile_of_what_arrived() {
 
 fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
     config.listen_in(dir.path()).start().expect("fake runtime")
-}
-
-fn me() -> String {
-    std::process::id().to_string()
 }
 
 /// A stream of bytes that are no nettrace: the trace keeps every byte, no profile is
