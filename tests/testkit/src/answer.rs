@@ -42,6 +42,31 @@ impl Identity {
     }
 }
 
+impl Identity {
+    /// A .NET 8.0.4 runtime on win-x64 with the given pid and cookie.
+    pub fn net8_windows(pid: u64, cookie: Guid) -> Self {
+        Identity {
+            pid,
+            cookie,
+            command_line: r"C:\Program Files\dotnet\dotnet.exe app.dll".to_string(),
+            os: "Windows".to_string(),
+            arch: "x64".to_string(),
+            entrypoint: "app".to_string(),
+            clr_version: "8.0.4".to_string(),
+            runtime_identifier: "win-x64".to_string(),
+        }
+    }
+
+    /// [`net8_windows`](Self::net8_windows) on Windows, [`net8`](Self::net8) elsewhere.
+    pub fn net8_here(pid: u64, cookie: Guid) -> Self {
+        if cfg!(windows) {
+            Identity::net8_windows(pid, cookie)
+        } else {
+            Identity::net8(pid, cookie)
+        }
+    }
+}
+
 /// How an EventPipe session streams after its OK reply. The bytes follow
 /// [`pattern_byte`](crate::pattern_byte) from offset 0, so a reader can check every byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +156,13 @@ pub enum Answer {
     /// entries over and over until that many bytes were sent or the client left (a runtime
     /// announcing gigabytes). Other commands: [`Answer::Default`].
     EnvironmentAnnouncing(u32),
+    /// The first `bytes` bytes of what [`Answer::Default`] sends (the reply, then any
+    /// continuation: environment block or EventPipe stream), then the connection closes
+    /// without waiting for the client: a runtime that dies mid-reply.
+    Vanish {
+        /// Bytes written before closing.
+        bytes: usize,
+    },
 }
 
 /// What [`Answer::RawThen`] does after its bytes, until the client closes (or the idle

@@ -6,14 +6,13 @@ mod record;
 mod respond;
 mod serve;
 mod session;
+mod transport;
 
 pub use config::{Config, ReversePort};
 pub use record::{Received, StreamEnd, StreamRecord};
 
 use std::collections::HashMap;
 use std::io;
-use std::net::Shutdown;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -26,7 +25,6 @@ use dsipc::wire::Advertise;
 use dsipc::Command;
 
 use crate::answer::{Answer, Identity, StreamSpec};
-use crate::socket::{bind_private, socket_name};
 use serve::{accept_loop, reverse_loop};
 use session::{RUNNING, SHUTDOWN};
 
@@ -46,8 +44,8 @@ struct State {
 struct Session {
     stop: Arc<AtomicU8>,
     thread: Option<JoinHandle<()>>,
-    /// A second handle on the stream socket, to unblock a stalled write at shutdown.
-    socket: Option<UnixStream>,
+    /// Unblocks a stalled write of the stream at shutdown (where the transport can).
+    closer: Option<transport::Closer>,
 }
 
 struct Shared {
@@ -122,9 +120,19 @@ impl FakeRuntime {
             socket_path: None,
             threads: Vec::new(),
         };
-        if let Some(dir) = &config.listen_dir {
-            let path = dir.join(socket_name(config.identity.pid, config.key));
-            let listener = bind_private(&path)?;
+        let listen = match (&config.listen_dir, &config.listen_path) {
+            (Some(_), Some(_)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "listen_in and listen_at both set: the fake runtime listens once",
+                ))
+            }
+            (Some(dir), None) => Some(default_address(dir, &config)?),
+            (None, Some(path)) => Some(path.clone()),
+            (None, None) => None,
+        };
+        if let Some(path) = listen {
+            let listener = transport::Listener::bind(&path)?;
             rt.socket_path = Some(path);
             let s = shared.clone();
             rt.threads.push(
@@ -144,7 +152,8 @@ impl FakeRuntime {
         Ok(rt)
     }
 
-    /// The listening socket (`None` without [`Config::listen_in`]).
+    /// The listening socket or pipe (`None` without [`Config::listen_in`] or
+    /// [`Config::listen_at`]).
     pub fn socket_path(&self) -> Option<&Path> {
         self.socket_path.as_deref()
     }
@@ -222,12 +231,27 @@ impl FakeRuntime {
     }
 }
 
+/// `dotnet-diagnostic-{pid}-{key}-socket` in `dir`.
+#[cfg(unix)]
+fn default_address(dir: &Path, config: &Config) -> io::Result<PathBuf> {
+    Ok(dir.join(crate::socket::socket_name(config.identity.pid, config.key)))
+}
+
+/// Windows has no socket directory: [`Config::listen_at`] names the pipe.
+#[cfg(windows)]
+fn default_address(_dir: &Path, _config: &Config) -> io::Result<PathBuf> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "listen_in is for Unix sockets: on Windows use listen_at(pipe path)",
+    ))
+}
+
 impl Drop for FakeRuntime {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         if let Some(path) = &self.socket_path {
             // Wake the accept loop.
-            let _ = UnixStream::connect(path);
+            transport::Listener::wake(path);
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -242,13 +266,14 @@ impl Drop for FakeRuntime {
             let _ = s
                 .stop
                 .compare_exchange(RUNNING, SHUTDOWN, Ordering::SeqCst, Ordering::SeqCst);
-            if let Some(sock) = s.socket.take() {
-                let _ = sock.shutdown(Shutdown::Both);
+            if let Some(closer) = s.closer.take() {
+                closer.close();
             }
             if let Some(t) = s.thread.take() {
                 let _ = t.join();
             }
         }
+        #[cfg(unix)]
         if let Some(path) = &self.socket_path {
             let _ = std::fs::remove_file(path);
         }

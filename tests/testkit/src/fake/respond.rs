@@ -1,7 +1,6 @@
 //! Answering a request the way the configured [`Answer`] says.
 
 use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,25 +12,59 @@ use dsipc::payload::{
 use dsipc::wire::{Hresult, Text};
 use dsipc::{AnyRequest, Command};
 
-use super::serve::{is_timeout, send};
+use super::serve::send;
 use super::session::{start_session, stop_session};
+use super::transport::{is_timeout, Conn};
 use super::{Shared, TICK};
 use crate::answer::{Answer, Then};
 
+/// Answers `request` as configured, then ends the connection like a runtime (the client
+/// reads the answer first), unless the answer hands it to a stream thread or drops it.
 pub(super) fn answer(
     shared: &Arc<Shared>,
-    mut stream: UnixStream,
-    mut machine: ServerConnection,
+    mut stream: Conn,
+    machine: ServerConnection,
     request: &AnyRequest<'_>,
     reverse: bool,
 ) {
     let command = request.command();
-    let configured = shared
+    let mut configured = shared
         .lock()
         .answers
         .get(&command)
         .cloned()
         .unwrap_or_else(|| shared.default_answer.clone());
+    if let Answer::Vanish { bytes } = configured {
+        stream.vanish_after(bytes);
+        configured = Answer::Default;
+    }
+    let finish = matches!(
+        configured,
+        Answer::Default
+            | Answer::Status(_)
+            | Answer::Error(_)
+            | Answer::ErrorWithMessage(..)
+            | Answer::IgnoreStop
+            | Answer::Stream(_)
+    );
+    if let Some(stream) = answer_with(shared, stream, machine, request, reverse, configured) {
+        if finish && !shared.stopping() {
+            stream.finish();
+        }
+    }
+}
+
+/// Answers `request` with `configured`; returns the connection unless a stream thread
+/// took it.
+fn answer_with(
+    shared: &Arc<Shared>,
+    mut stream: Conn,
+    mut machine: ServerConnection,
+    request: &AnyRequest<'_>,
+    reverse: bool,
+    configured: Answer,
+) -> Option<Conn> {
+    let command = request.command();
     let ok = Response::Ok(Reply::Ok(Hresult::S_OK));
     match configured {
         Answer::IgnoreStop if command == Command::StopTracing => {
@@ -77,11 +110,13 @@ pub(super) fn answer(
         }
         Answer::Stream(spec) if command.is_collect_tracing() => {
             start_session(shared, stream, machine, command, spec);
+            return None;
         }
         Answer::Stream(_)
         | Answer::Default
         | Answer::IgnoreStop
-        | Answer::EnvironmentAnnouncing(_) => match request {
+        | Answer::EnvironmentAnnouncing(_)
+        | Answer::Vanish { .. } => match request {
             AnyRequest::ProcessInfo(_)
             | AnyRequest::ProcessInfo2(_)
             | AnyRequest::ProcessInfo3(_) => {
@@ -129,7 +164,7 @@ pub(super) fn answer(
                     future: 0,
                 }));
                 if !send(&mut stream, &mut machine, &reply) {
-                    return;
+                    return Some(stream);
                 }
                 let mut block = vec![0u8; len];
                 if let Ok(n) = encode_environment_block(texts, &mut block) {
@@ -172,12 +207,14 @@ pub(super) fn answer(
             }
             _ if command.is_collect_tracing() => {
                 start_session(shared, stream, machine, command, shared.stream);
+                return None;
             }
             _ => {
                 send(&mut stream, &mut machine, &ok);
             }
         },
     }
+    Some(stream)
 }
 
 /// Announces `announced` bytes of environment and sends the configured entries over and
@@ -186,7 +223,7 @@ pub(super) fn answer(
 /// well-formed (k repetitions).
 pub(super) fn flood_environment(
     shared: &Shared,
-    stream: &mut UnixStream,
+    stream: &mut Conn,
     machine: &mut ServerConnection,
     announced: u32,
 ) {
@@ -224,7 +261,7 @@ pub(super) fn flood_environment(
 /// Holds a connection without answering until the client closes it.
 /// [`Then`] after [`Answer::RawThen`]'s bytes: ends when a write fails (the client left),
 /// at the idle timeout or at shutdown.
-pub(super) fn raw_tail(shared: &Shared, stream: &mut UnixStream, then: Then) {
+pub(super) fn raw_tail(shared: &Shared, stream: &mut Conn, then: Then) {
     let started = Instant::now();
     let pause = match then {
         Then::Stall => return hang(shared, stream),
@@ -245,7 +282,7 @@ pub(super) fn raw_tail(shared: &Shared, stream: &mut UnixStream, then: Then) {
     }
 }
 
-pub(super) fn hang(shared: &Shared, stream: &mut UnixStream) {
+pub(super) fn hang(shared: &Shared, stream: &mut Conn) {
     let started = Instant::now();
     let mut sink = [0u8; 1024];
     while !shared.stopping() && started.elapsed() < shared.idle_timeout {
