@@ -13,8 +13,13 @@ use core::fmt;
 
 use crate::error::{DecodeError, EncodeError};
 use crate::fmt::debug;
-use crate::payload::{AnyRequest, ErrorReply, Reply, Request, Response};
-use crate::wire::{Advertise, Command, Header, HeaderView, Hresult, ADVERTISE_LEN, HEADER_LEN};
+use crate::payload::{
+    AnyRequest, ErrorReply, ProcessEnvironmentReply, ProcessInfo2Reply, ProcessInfo3Reply,
+    ProcessInfoReply, Reply, Request, Response,
+};
+use crate::wire::{
+    Advertise, Command, Header, HeaderView, Hresult, Text, ADVERTISE_LEN, HEADER_LEN,
+};
 
 /// Why a request was rejected (the reply carries [`Rejection::hresult`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -488,6 +493,68 @@ impl ServerConnection {
         Ok(n)
     }
 
+    /// Answers ProcessInfo, ProcessInfo2 or ProcessInfo3, whichever was requested, from one
+    /// value holding every field (the older replies are its prefixes: ProcessInfo leaves out
+    /// the entrypoint, the CLR version and the runtime identifier; ProcessInfo2 the
+    /// identifier). `info.version` and `info.extension` go out as given for ProcessInfo3.
+    /// Any other request is [`ServerError::WrongReply`]; nothing changes on error.
+    #[must_use = "the returned bytes must be sent"]
+    pub fn send_process_info(
+        &mut self,
+        info: &ProcessInfo3Reply<'_>,
+        out: &mut [u8],
+    ) -> Result<usize, ServerError> {
+        let reply = match self.state {
+            State::Requested(command) => process_info_reply(info, command)
+                .ok_or(ServerError::WrongReply { request: command })?,
+            State::AwaitRequest { .. } => return Err(ServerError::NoRequest),
+            _ => return Err(ServerError::AlreadyReplied),
+        };
+        self.send_response(&Response::Ok(reply), out)
+    }
+
+    /// Answers ProcessEnvironment whole: the OK reply announcing the block's size, then the
+    /// block holding `vars` (`NAME=VALUE` entries), both into `out` (size it with
+    /// [`environment_answer_len`]); the connection should then close. Nothing is written
+    /// and the state does not change on error (a block over 4 GiB is
+    /// [`EncodeError::InvalidField`], a short `out` [`EncodeError::BufferTooSmall`] with
+    /// the whole size).
+    #[must_use = "the returned bytes must be sent"]
+    pub fn send_environment<'a, I>(&mut self, vars: I, out: &mut [u8]) -> Result<usize, ServerError>
+    where
+        I: IntoIterator<Item = Text<'a>> + Clone,
+    {
+        match self.state {
+            State::Requested(Command::ProcessEnvironment) => {}
+            State::Requested(request) => return Err(ServerError::WrongReply { request }),
+            State::AwaitRequest { .. } => return Err(ServerError::NoRequest),
+            _ => return Err(ServerError::AlreadyReplied),
+        }
+        let block = environment_block_len(vars.clone());
+        let incoming_bytes = u32::try_from(block).map_err(|_| EncodeError::InvalidField {
+            field: "environment",
+            reason: "block larger than 4 GiB",
+        })?;
+        let reply = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
+            incoming_bytes,
+            future: 0,
+        }));
+        let head = reply.encoded_len();
+        if out.len() < head + block {
+            return Err(EncodeError::BufferTooSmall {
+                needed: head + block,
+            }
+            .into());
+        }
+        // Encode on a copy: the state changes only once both parts are in `out`.
+        let mut next = self.clone();
+        let n = next.send_response(&reply, out)?;
+        let m = encode_environment_block(vars, &mut out[n..])?;
+        next.continuation_sent(m)?;
+        *self = next;
+        Ok(n + m)
+    }
+
     /// Checks, without recording anything, that `len` continuation bytes may be sent now
     /// (what [`continuation_sent`](Self::continuation_sent) would accept).
     pub fn check_continuation(&self, len: usize) -> Result<(), ServerError> {
@@ -535,6 +602,63 @@ impl ServerConnection {
     }
 }
 
+/// The reply to `command` (ProcessInfo, ProcessInfo2 or ProcessInfo3) built from `info`,
+/// which holds every field; `None` for any other command. The older replies take the
+/// fields they have, in the same order.
+pub fn process_info_reply<'a>(info: &ProcessInfo3Reply<'a>, command: Command) -> Option<Reply<'a>> {
+    let v2 = ProcessInfo2Reply {
+        process_id: info.process_id,
+        runtime_cookie: info.runtime_cookie,
+        command_line: info.command_line,
+        os: info.os,
+        arch: info.arch,
+        managed_entrypoint_assembly_name: info.managed_entrypoint_assembly_name,
+        clr_product_version: info.clr_product_version,
+    };
+    match command {
+        Command::ProcessInfo => Some(Reply::ProcessInfo(ProcessInfoReply {
+            process_id: v2.process_id,
+            runtime_cookie: v2.runtime_cookie,
+            command_line: v2.command_line,
+            os: v2.os,
+            arch: v2.arch,
+        })),
+        Command::ProcessInfo2 => Some(Reply::ProcessInfo2(v2)),
+        Command::ProcessInfo3 => Some(Reply::ProcessInfo3(*info)),
+        _ => None,
+    }
+}
+
+/// ProcessInfo3's fields from ProcessInfo2's and a runtime identifier (payload version 1):
+/// the one value [`ServerConnection::send_process_info`] answers every version from.
+pub fn process_info3_from_v2<'a>(
+    v2: &ProcessInfo2Reply<'a>,
+    runtime_identifier: Text<'a>,
+) -> ProcessInfo3Reply<'a> {
+    ProcessInfo3Reply {
+        version: 1,
+        process_id: v2.process_id,
+        runtime_cookie: v2.runtime_cookie,
+        command_line: v2.command_line,
+        os: v2.os,
+        arch: v2.arch,
+        managed_entrypoint_assembly_name: v2.managed_entrypoint_assembly_name,
+        clr_product_version: v2.clr_product_version,
+        runtime_identifier,
+        extension: &[],
+    }
+}
+
+/// Bytes [`ServerConnection::send_environment`] writes for `vars`: the 26-byte reply and
+/// the block.
+pub fn environment_answer_len<'a>(vars: impl IntoIterator<Item = Text<'a>>) -> usize {
+    let reply = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
+        incoming_bytes: 0,
+        future: 0,
+    }));
+    reply.encoded_len() + environment_block_len(vars)
+}
+
 /// Size of an environment block holding `vars` (`u32` count, then one string each).
 pub fn environment_block_len<'a>(vars: impl IntoIterator<Item = crate::wire::Text<'a>>) -> usize {
     4 + vars
@@ -567,5 +691,155 @@ where
             field: "environment",
             reason: "encoder wrote a different length than it computed",
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::{ClientConnection, ClientEvent, Status};
+    use crate::payload::{ProcessEnvironment, ProcessInfo3};
+
+    const NET8: &str = "net8.0.4";
+
+    macro_rules! capture {
+        ($case:literal) => {
+            include_bytes!(concat!("../../tests/data/captures/net8.0.4/", $case))
+        };
+    }
+
+    /// A server machine that has received `request` (captured bytes).
+    fn requested(request: &[u8]) -> ServerConnection {
+        let mut server = ServerConnection::new();
+        let h = server.handle_input(request);
+        assert!(matches!(
+            h.status,
+            ServerStatus::Event(ServerEvent::Request { .. })
+        ));
+        server
+    }
+
+    #[test]
+    fn process_info_of_every_version_from_one_value_matches_the_runtime() {
+        // The value: the runtime's own ProcessInfo3 reply, decoded.
+        let v3_bytes = capture!("process-info3.reply.bin");
+        let mut client = ClientConnection::new();
+        let mut tx = [0u8; 64];
+        let _ = client.send_request(&ProcessInfo3, &mut tx).unwrap();
+        let info = match client.handle_input(v3_bytes).unwrap().status {
+            Status::Event(ClientEvent::Reply(Reply::ProcessInfo3(info))) => info,
+            other => panic!("{} {:?}", NET8, other),
+        };
+        let cases: [(&[u8], &[u8]); 3] = [
+            (
+                capture!("process-info.request.bin"),
+                capture!("process-info.reply.bin"),
+            ),
+            (
+                capture!("process-info2.request.bin"),
+                capture!("process-info2.reply.bin"),
+            ),
+            (capture!("process-info3.request.bin"), v3_bytes),
+        ];
+        for (request, reply) in cases {
+            let mut server = requested(request);
+            let mut out = [0u8; 512];
+            let n = server.send_process_info(&info, &mut out).unwrap();
+            assert_eq!(&out[..n], reply);
+            assert!(server.should_close());
+        }
+        // Upward from ProcessInfo2: the same ProcessInfo3 reply.
+        let v2 = match process_info_reply(&info, Command::ProcessInfo2) {
+            Some(Reply::ProcessInfo2(v2)) => v2,
+            other => panic!("{:?}", other),
+        };
+        let up = process_info3_from_v2(&v2, info.runtime_identifier);
+        let mut server = requested(capture!("process-info3.request.bin"));
+        let mut out = [0u8; 512];
+        let n = server.send_process_info(&up, &mut out).unwrap();
+        assert_eq!(&out[..n], v3_bytes);
+    }
+
+    #[test]
+    fn process_info_answers_only_process_info() {
+        let mut server = requested(capture!("process-environment.request.bin"));
+        let info = process_info3_from_v2(
+            &ProcessInfo2Reply {
+                process_id: 1,
+                runtime_cookie: crate::wire::Guid::NIL,
+                command_line: Text::Str("x"),
+                os: Text::Str("Linux"),
+                arch: Text::Str("x64"),
+                managed_entrypoint_assembly_name: Text::Str("x"),
+                clr_product_version: Text::Str("8.0.4"),
+            },
+            Text::Str("linux-x64"),
+        );
+        let mut out = [0u8; 512];
+        assert_eq!(
+            server.send_process_info(&info, &mut out),
+            Err(ServerError::WrongReply {
+                request: Command::ProcessEnvironment
+            })
+        );
+        assert_eq!(server.command(), Some(Command::ProcessEnvironment));
+        assert_eq!(
+            ServerConnection::new().send_process_info(&info, &mut out),
+            Err(ServerError::NoRequest)
+        );
+    }
+
+    #[test]
+    fn environment_reply_and_block_in_one_call_match_the_runtime() {
+        let reply = capture!("process-environment.reply.bin");
+        // The entries, as the runtime sent them (at most 16 here).
+        let mut client = ClientConnection::new();
+        let mut tx = [0u8; 64];
+        let _ = client.send_request(&ProcessEnvironment, &mut tx).unwrap();
+        let mut vars: [Text<'_>; 16] = [Text::Null; 16];
+        let mut count = 0;
+        let mut at = 0;
+        loop {
+            let h = client.handle_input(&reply[at..]).unwrap();
+            at += h.consumed;
+            match h.status {
+                Status::Event(ClientEvent::EnvironmentVariable(v)) => {
+                    vars[count] = v;
+                    count += 1;
+                }
+                Status::Event(_) => {}
+                _ => break,
+            }
+        }
+        assert!(count > 0);
+        let vars = &vars[..count];
+        assert_eq!(environment_answer_len(vars.iter().copied()), reply.len());
+
+        let mut server = requested(capture!("process-environment.request.bin"));
+        let mut small = [0u8; 100];
+        assert_eq!(
+            server.send_environment(vars.iter().copied(), &mut small),
+            Err(ServerError::Encode(EncodeError::BufferTooSmall {
+                needed: reply.len()
+            }))
+        );
+        assert_eq!(server.command(), Some(Command::ProcessEnvironment));
+        let mut out = [0u8; 512];
+        let n = server
+            .send_environment(vars.iter().copied(), &mut out)
+            .unwrap();
+        assert_eq!(&out[..n], &reply[..]);
+        assert!(server.should_close());
+        assert_eq!(
+            server.send_environment(vars.iter().copied(), &mut out),
+            Err(ServerError::AlreadyReplied)
+        );
+        let mut other = requested(capture!("process-info.request.bin"));
+        assert_eq!(
+            other.send_environment(vars.iter().copied(), &mut out),
+            Err(ServerError::WrongReply {
+                request: Command::ProcessInfo
+            })
+        );
     }
 }

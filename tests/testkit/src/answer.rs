@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use dsipc::wire::{Guid, Hresult};
+use dsipc::payload::ProcessInfo3Reply;
+use dsipc::wire::{Guid, Hresult, Text};
 
 /// Who the fake runtime claims to be: the ProcessInfo 1/2/3 fields and the Advertise.
 /// [`Identity::net8`] looks like a .NET 8.0.4 runtime on linux-x64.
@@ -54,6 +55,23 @@ impl Identity {
             entrypoint: "app".to_string(),
             clr_version: "8.0.4".to_string(),
             runtime_identifier: "win-x64".to_string(),
+        }
+    }
+
+    /// The ProcessInfo3 reply with every field (payload version 1); the older versions are
+    /// built from it by the core ([`ServerConnection::send_process_info`](dsipc::ServerConnection::send_process_info)).
+    pub fn process_info(&self) -> ProcessInfo3Reply<'_> {
+        ProcessInfo3Reply {
+            version: 1,
+            process_id: self.pid,
+            runtime_cookie: self.cookie,
+            command_line: Text::Str(&self.command_line),
+            os: Text::Str(&self.os),
+            arch: Text::Str(&self.arch),
+            managed_entrypoint_assembly_name: Text::Str(&self.entrypoint),
+            clr_product_version: Text::Str(&self.clr_version),
+            runtime_identifier: Text::Str(&self.runtime_identifier),
+            extension: &[],
         }
     }
 

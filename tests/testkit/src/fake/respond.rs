@@ -4,11 +4,10 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsipc::conn::{encode_environment_block, environment_block_len, ServerConnection};
-use dsipc::payload::{
-    ErrorReply, ProcessEnvironmentReply, ProcessInfo2Reply, ProcessInfo3Reply, ProcessInfoReply,
-    Reply, Request, Response,
+use dsipc::conn::{
+    encode_environment_block, environment_answer_len, environment_block_len, ServerConnection,
 };
+use dsipc::payload::{ErrorReply, ProcessEnvironmentReply, Reply, Request, Response};
 use dsipc::wire::{Hresult, Text};
 use dsipc::{AnyRequest, Command};
 
@@ -120,57 +119,18 @@ fn answer_with(
             AnyRequest::ProcessInfo(_)
             | AnyRequest::ProcessInfo2(_)
             | AnyRequest::ProcessInfo3(_) => {
-                let id = &shared.identity;
-                let base = ProcessInfoReply {
-                    process_id: id.pid,
-                    runtime_cookie: id.cookie,
-                    command_line: Text::Str(&id.command_line),
-                    os: Text::Str(&id.os),
-                    arch: Text::Str(&id.arch),
-                };
-                let v2 = ProcessInfo2Reply {
-                    process_id: base.process_id,
-                    runtime_cookie: base.runtime_cookie,
-                    command_line: base.command_line,
-                    os: base.os,
-                    arch: base.arch,
-                    managed_entrypoint_assembly_name: Text::Str(&id.entrypoint),
-                    clr_product_version: Text::Str(&id.clr_version),
-                };
-                let reply = match command {
-                    Command::ProcessInfo => Reply::ProcessInfo(base),
-                    Command::ProcessInfo2 => Reply::ProcessInfo2(v2),
-                    _ => Reply::ProcessInfo3(ProcessInfo3Reply {
-                        version: 1,
-                        process_id: v2.process_id,
-                        runtime_cookie: v2.runtime_cookie,
-                        command_line: v2.command_line,
-                        os: v2.os,
-                        arch: v2.arch,
-                        managed_entrypoint_assembly_name: v2.managed_entrypoint_assembly_name,
-                        clr_product_version: v2.clr_product_version,
-                        runtime_identifier: Text::Str(&id.runtime_identifier),
-                        extension: &[],
-                    }),
-                };
-                send(&mut stream, &mut machine, &Response::Ok(reply));
+                let info = shared.identity.process_info();
+                let mut out = vec![0u8; Response::Ok(Reply::ProcessInfo3(info)).encoded_len()];
+                if let Ok(n) = machine.send_process_info(&info, &mut out) {
+                    let _ = stream.write_all(&out[..n]);
+                }
             }
             AnyRequest::ProcessEnvironment(_) => {
                 let vars = shared.lock().environment.clone();
                 let texts = vars.iter().map(|v| Text::Str(v));
-                let len = environment_block_len(texts.clone());
-                let reply = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
-                    incoming_bytes: len as u32,
-                    future: 0,
-                }));
-                if !send(&mut stream, &mut machine, &reply) {
-                    return Some(stream);
-                }
-                let mut block = vec![0u8; len];
-                if let Ok(n) = encode_environment_block(texts, &mut block) {
-                    if machine.continuation_sent(n).is_ok() {
-                        let _ = stream.write_all(&block[..n]);
-                    }
+                let mut out = vec![0u8; environment_answer_len(texts.clone())];
+                if let Ok(n) = machine.send_environment(texts, &mut out) {
+                    let _ = stream.write_all(&out[..n]);
                 }
             }
             AnyRequest::SetEnvironmentVariable(set) => {
