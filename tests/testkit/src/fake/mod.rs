@@ -1,5 +1,6 @@
-//! The fake runtime: [`ServerConnection`] machines behind a listening socket and/or a
-//! reverse (connect) port, answering like a .NET 8 runtime unless told otherwise.
+//! The fake runtime: [`ServerConnection`] machines behind a listening socket (or Windows
+//! pipe) and/or a reverse (connect) port, answering like a .NET 8 runtime unless told
+//! otherwise. Only `transport.rs` knows whether connections are Unix sockets or pipes.
 
 mod config;
 mod record;
@@ -65,9 +66,9 @@ struct Shared {
 
 /// A fake .NET runtime for tests, built on the core's [`ServerConnection`].
 ///
-/// - **Listen port** ([`Config::listen_in`]): a thread accepts connections and serves them
-///   **one at a time**, like the runtime's single server thread (a client that connects and
-///   stalls blocks the others, until the idle timeout).
+/// - **Listen port** ([`Config::listen_in`], [`Config::listen_at`]): a thread accepts
+///   connections and serves them **one at a time**, like the runtime's single server thread
+///   (a client that connects and stalls blocks the others, until the idle timeout).
 /// - **Reverse port** ([`Config::reverse_port`]): another thread connects to the monitor,
 ///   sends the Advertise, serves one command, and reconnects, like the runtime (retrying
 ///   every 10 ms × 1.25 up to 500 ms while nobody listens).
