@@ -16,6 +16,15 @@ use crate::fmt::debug;
 use crate::payload::{AnyRequest, ErrorReply, Reply, Request, Response};
 use crate::wire::{Advertise, Command, Header, HeaderView, Hresult, ADVERTISE_LEN, HEADER_LEN};
 
+mod answer;
+#[cfg(test)]
+mod tests;
+
+pub use answer::{
+    encode_environment_block, environment_answer_len, environment_block_len, process_info3_from_v2,
+    process_info_reply,
+};
+
 /// Why a request was rejected (the reply carries [`Rejection::hresult`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -532,40 +541,5 @@ impl ServerConnection {
             }
             _ => Err(ServerError::NotStreaming),
         }
-    }
-}
-
-/// Size of an environment block holding `vars` (`u32` count, then one string each).
-pub fn environment_block_len<'a>(vars: impl IntoIterator<Item = crate::wire::Text<'a>>) -> usize {
-    4 + vars
-        .into_iter()
-        .map(|v| crate::wire::text_len(&v))
-        .sum::<usize>()
-}
-
-/// Writes an environment block (the ProcessEnvironment continuation) into `out`.
-pub fn encode_environment_block<'a, I>(vars: I, out: &mut [u8]) -> Result<usize, EncodeError>
-where
-    I: IntoIterator<Item = crate::wire::Text<'a>> + Clone,
-{
-    let len = environment_block_len(vars.clone());
-    let dst = out
-        .get_mut(..len)
-        .ok_or(EncodeError::BufferTooSmall { needed: len })?;
-    let mut w = crate::wire::Writer::new(dst);
-    let mut count = 0u32;
-    for _ in vars.clone() {
-        count += 1;
-    }
-    w.u32(count);
-    for v in vars {
-        w.text(&v);
-    }
-    match w.finish() {
-        Some(n) if n == len => Ok(n),
-        _ => Err(EncodeError::InvalidField {
-            field: "environment",
-            reason: "encoder wrote a different length than it computed",
-        }),
     }
 }

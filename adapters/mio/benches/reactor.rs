@@ -434,8 +434,11 @@ fn sequential() {
         drive(&mut reactor, &mut h, |h| h.done + h.failed > i);
     }
     let total = t0.elapsed();
-    let served = server.served.load(Ordering::Relaxed);
+    // Read once the server thread has stopped: it publishes its count after each poll, so
+    // the last exchange may be counted after the client already saw its reply.
+    let counter = server.served.clone();
     server.finish();
+    let served = counter.load(Ordering::Relaxed);
     assert_eq!(h.failed, 0);
     assert_eq!(served, N);
     let mut l = h.latencies;

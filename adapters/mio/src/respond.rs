@@ -4,8 +4,8 @@ use std::io::{self, Write};
 
 use mio::net::UnixStream;
 
-use dsipc::conn::{encode_environment_block, environment_block_len, ServerConnection};
-use dsipc::payload::{ProcessEnvironmentReply, Reply, Response};
+use dsipc::conn::{environment_answer_len, ServerConnection};
+use dsipc::payload::{ProcessInfo3Reply, Reply, Response};
 use dsipc::wire::Text;
 
 use crate::conn::{would_block, Conn, Machine, Slot};
@@ -66,48 +66,45 @@ impl Control {
     }
 
     /// Answers ProcessEnvironment: the OK reply announcing the block's size, then the
-    /// block holding `vars` (`NAME=VALUE` entries); the connection closes once written.
+    /// block holding `vars` (`NAME=VALUE` entries), both encoded by the core
+    /// ([`ServerConnection::send_environment`]); the connection closes once written.
     pub fn respond_environment<'a, I>(&mut self, conn: ConnId, vars: I) -> Result<(), Error>
     where
         I: IntoIterator<Item = Text<'a>> + Clone,
     {
-        let len = environment_block_len(vars.clone());
-        let incoming_bytes = u32::try_from(len).map_err(|_| {
-            Error::Encode(dsipc::EncodeError::InvalidField {
-                field: "environment",
-                reason: "block larger than 4 GiB",
-            })
-        })?;
         let p = self.server(conn)?;
-        let reply = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
-            incoming_bytes,
-            future: 0,
-        }));
-        // Run both steps on a copy of the machine before anything is queued.
-        let mut probe = p.machine.clone();
         let at = p.tx.len();
-        p.tx.resize(at + reply.encoded_len() + len, 0);
-        let head = match probe.send_response(&reply, &mut p.tx[at..]) {
-            Ok(n) => n,
+        p.tx.resize(at + environment_answer_len(vars.clone()), 0);
+        match p.machine.send_environment(vars, &mut p.tx[at..]) {
+            Ok(n) => p.tx.truncate(at + n),
             Err(e) => {
                 p.tx.truncate(at);
                 return Err(e.into());
             }
-        };
-        let block = probe
-            .continuation_sent(len)
-            .map_err(Error::from)
-            .and_then(|()| {
-                encode_environment_block(vars, &mut p.tx[at + head..]).map_err(Error::from)
-            });
-        match block {
-            Ok(n) => p.tx.truncate(at + head + n),
+        }
+        self.sync(conn);
+        Ok(())
+    }
+
+    /// Answers ProcessInfo, ProcessInfo2 or ProcessInfo3 (whichever was asked) from one
+    /// value with every field ([`ServerConnection::send_process_info`]); the connection
+    /// closes once written.
+    pub fn respond_process_info(
+        &mut self,
+        conn: ConnId,
+        info: &ProcessInfo3Reply<'_>,
+    ) -> Result<(), Error> {
+        let p = self.server(conn)?;
+        let at = p.tx.len();
+        let full = Response::Ok(Reply::ProcessInfo3(*info)).encoded_len();
+        p.tx.resize(at + full, 0);
+        match p.machine.send_process_info(info, &mut p.tx[at..]) {
+            Ok(n) => p.tx.truncate(at + n),
             Err(e) => {
                 p.tx.truncate(at);
-                return Err(e);
+                return Err(e.into());
             }
         }
-        *p.machine = probe;
         self.sync(conn);
         Ok(())
     }
@@ -119,8 +116,8 @@ impl Control {
     /// then. Nothing is copied or buffered.
     pub fn write_continuation(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, Error> {
         let p = self.server(conn)?;
-        // Refuse before writing: a copy of the machine checks the length.
-        p.machine.clone().continuation_sent(data.len())?;
+        // Refuse before writing anything.
+        p.machine.check_continuation(data.len())?;
         let mut written = 0;
         let mut failure = None;
         while *p.tx_at < p.tx.len() {

@@ -652,3 +652,76 @@ fn a_large_entry_arriving_in_pieces() {
     assert!(pieces > 70, "{} pieces", pieces);
     assert!(reactor.control().stats().reads > pieces as u64);
 }
+
+/// `respond_process_info` answers each ProcessInfo version from one value (the core builds
+/// the older replies), and refuses any other request without queueing anything.
+#[test]
+fn process_info_of_every_version_from_one_value() {
+    let (_dir, path, mut reactor) = setup();
+    let info = ProcessInfo3Reply {
+        version: 1,
+        process_id: 4242,
+        runtime_cookie: dsipc::wire::Guid::from_fields(9, 8, 7, [6; 8]),
+        command_line: "/usr/bin/dotnet app.dll".into(),
+        os: "Linux".into(),
+        arch: "x64".into(),
+        managed_entrypoint_assembly_name: "app".into(),
+        clr_product_version: "8.0.4".into(),
+        runtime_identifier: "linux-x64".into(),
+        extension: &[],
+    };
+    let mut replies = Vec::new();
+    let mut refused = Vec::new();
+    let mut closed = 0;
+    let requests: [AnyRequest<'static>; 4] = [
+        AnyRequest::ProcessInfo(ProcessInfo),
+        AnyRequest::ProcessInfo2(ProcessInfo2),
+        AnyRequest::ProcessInfo3(ProcessInfo3),
+        AnyRequest::ResumeRuntime(ResumeRuntime),
+    ];
+    let mut clients = Vec::new();
+    for req in &requests {
+        clients.push(reactor.control().connect(&path, req).unwrap());
+    }
+    let deadline = std::time::Instant::now() + T;
+    while closed < clients.len() && std::time::Instant::now() < deadline {
+        reactor
+            .poll(
+                Some(Duration::from_millis(100)),
+                &mut |ctl: &mut Control, event: Event<'_>| match event {
+                    Event::Request { conn, request, .. } => {
+                        match ctl.respond_process_info(conn, &info) {
+                            Ok(()) => {}
+                            Err(e) => {
+                                refused.push((request.command(), e.to_string()));
+                                ctl.respond(conn, &Response::Ok(Reply::Ok(Hresult::S_OK)))
+                                    .unwrap();
+                            }
+                        }
+                    }
+                    Event::Client {
+                        event: dsipc::ClientEvent::Reply(reply),
+                        ..
+                    } => replies.push(format!("{:?}", reply)),
+                    Event::Closed { conn, .. } if clients.contains(&conn) => closed += 1,
+                    _ => {}
+                },
+            )
+            .unwrap();
+    }
+    assert_eq!(closed, clients.len());
+    replies.sort();
+    let v2 = dsipc::conn::process_info_reply(&info, Command::ProcessInfo2).unwrap();
+    let v1 = dsipc::conn::process_info_reply(&info, Command::ProcessInfo).unwrap();
+    let mut expected = vec![
+        format!("{:?}", v1),
+        format!("{:?}", v2),
+        format!("{:?}", Reply::ProcessInfo3(info)),
+        format!("{:?}", Reply::Ok(Hresult::S_OK)),
+    ];
+    expected.sort();
+    assert_eq!(replies, expected);
+    assert_eq!(refused.len(), 1, "{:?}", refused);
+    assert_eq!(refused[0].0, Command::ResumeRuntime);
+    assert!(refused[0].1.contains("ResumeRuntime"), "{}", refused[0].1);
+}

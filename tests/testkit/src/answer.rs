@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use dsipc::wire::{Guid, Hresult};
+use dsipc::payload::ProcessInfo3Reply;
+use dsipc::wire::{Guid, Hresult, Text};
 
 /// Who the fake runtime claims to be: the ProcessInfo 1/2/3 fields and the Advertise.
 /// [`Identity::net8`] looks like a .NET 8.0.4 runtime on linux-x64.
@@ -38,6 +39,48 @@ impl Identity {
             entrypoint: "app".to_string(),
             clr_version: "8.0.4".to_string(),
             runtime_identifier: "linux-x64".to_string(),
+        }
+    }
+}
+
+impl Identity {
+    /// A .NET 8.0.4 runtime on win-x64 with the given pid and cookie.
+    pub fn net8_windows(pid: u64, cookie: Guid) -> Self {
+        Identity {
+            pid,
+            cookie,
+            command_line: r"C:\Program Files\dotnet\dotnet.exe app.dll".to_string(),
+            os: "Windows".to_string(),
+            arch: "x64".to_string(),
+            entrypoint: "app".to_string(),
+            clr_version: "8.0.4".to_string(),
+            runtime_identifier: "win-x64".to_string(),
+        }
+    }
+
+    /// The ProcessInfo3 reply with every field (payload version 1); the older versions are
+    /// built from it by the core ([`ServerConnection::send_process_info`](dsipc::ServerConnection::send_process_info)).
+    pub fn process_info(&self) -> ProcessInfo3Reply<'_> {
+        ProcessInfo3Reply {
+            version: 1,
+            process_id: self.pid,
+            runtime_cookie: self.cookie,
+            command_line: Text::Str(&self.command_line),
+            os: Text::Str(&self.os),
+            arch: Text::Str(&self.arch),
+            managed_entrypoint_assembly_name: Text::Str(&self.entrypoint),
+            clr_product_version: Text::Str(&self.clr_version),
+            runtime_identifier: Text::Str(&self.runtime_identifier),
+            extension: &[],
+        }
+    }
+
+    /// [`net8_windows`](Self::net8_windows) on Windows, [`net8`](Self::net8) elsewhere.
+    pub fn net8_here(pid: u64, cookie: Guid) -> Self {
+        if cfg!(windows) {
+            Identity::net8_windows(pid, cookie)
+        } else {
+            Identity::net8(pid, cookie)
         }
     }
 }
@@ -131,6 +174,13 @@ pub enum Answer {
     /// entries over and over until that many bytes were sent or the client left (a runtime
     /// announcing gigabytes). Other commands: [`Answer::Default`].
     EnvironmentAnnouncing(u32),
+    /// The first `bytes` bytes of what [`Answer::Default`] sends (the reply, then any
+    /// continuation: environment block or EventPipe stream), then the connection closes
+    /// without waiting for the client: a runtime that dies mid-reply.
+    Vanish {
+        /// Bytes written before closing.
+        bytes: usize,
+    },
 }
 
 /// What [`Answer::RawThen`] does after its bytes, until the client closes (or the idle

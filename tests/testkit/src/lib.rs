@@ -1,8 +1,10 @@
 //! # dsipc-testkit: test doubles for the .NET Diagnostic IPC protocol
 //!
 //! - [`FakeRuntime`]: a fake .NET runtime built on the core's
-//!   [`ServerConnection`](dsipc::ServerConnection), over std Unix sockets. It listens as
-//!   `dotnet-diagnostic-{pid}-{key}-socket` in a directory of your choice (mode 0600)
+//!   [`ServerConnection`](dsipc::ServerConnection), over Unix sockets or (on Windows)
+//!   dsipc-std's named pipes: the same code, only the transport differs. It listens as
+//!   `dotnet-diagnostic-{pid}-{key}-socket` in a directory of your choice (mode 0600), or
+//!   at a path or pipe of your choice ([`Config::listen_at`]),
 //!   and/or connects to a monitor's reverse port (Advertise, one command, reconnect),
 //!   answers every command like a .NET 8 runtime unless told otherwise per command
 //!   ([`Answer`]: status, error, error with message, raw bytes, close, hang, custom
@@ -15,8 +17,9 @@
 //! - [`bind_private`] (dsipc-std's: mode 0600, a stale socket removed, nothing else ever
 //!   removed; errors are [`ListenError`]) and [`TempDir`].
 //!
-//! Std and dsipc-std only, no unsafe code, and Rust 1.63 compatible (Windows support may come later:
-//! the Unix parts are `cfg(unix)`).
+//! Std and dsipc-std only, no unsafe code, and Rust 1.63 compatible. The Windows workspace
+//! (`windows/`) builds it for `x86_64-pc-windows-gnu` and its pipe tests use the fake
+//! runtime; the socket helpers ([`bind_private`], [`TempDir`]...) are Unix only.
 //!
 //! ```
 //! # #[cfg(unix)] {
@@ -55,15 +58,14 @@
 #![forbid(unsafe_code)]
 
 mod answer;
-#[cfg(unix)]
 mod fake;
 mod host;
 mod pattern;
 #[cfg(unix)]
 mod socket;
+mod unique;
 
 pub use answer::{Answer, Identity, StreamSpec, Then};
-#[cfg(unix)]
 pub use fake::{Config, FakeRuntime, Received, ReversePort, StreamEnd, StreamRecord};
 pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready};
 pub use pattern::{check_pattern, fill_pattern, pattern_byte};

@@ -8,16 +8,12 @@
 //! - [`PipeServer`]: a plain blocking pipe server (the runtime listens on
 //!   `\\.\pipe\dotnet-diagnostic-PID`), for a client that opens the pipe with
 //!   `std::fs::OpenOptions`.
-//! - [`fake::FakeRuntime`]: a fake runtime on the core's `ServerConnection` over dsipc-std's
-//!   overlapped pipes: it listens on a pipe or connects to a reverse port, answers every
-//!   command (or errs, hangs, vanishes mid-reply, as told), streams continuations of any
-//!   size, stops them on StopTracing from another connection, and records requests.
+//! - The fake runtime is dsipc-testkit's [`FakeRuntime`](dsipc_testkit::FakeRuntime) (the
+//!   one the Unix tests use, over dsipc-std's overlapped pipes here): [`fake_config`] is the
+//!   identity these tests expect, [`listen`] and [`reverse`] start it on a pipe.
 
 #[cfg(windows)]
 pub use imp::*;
-
-#[cfg(windows)]
-pub mod fake;
 
 #[cfg(windows)]
 mod imp {
@@ -55,6 +51,62 @@ mod imp {
         ) -> Handle;
         fn ConnectNamedPipe(pipe: Handle, overlapped: *mut core::ffi::c_void) -> Bool;
         fn GetCurrentProcessId() -> u32;
+    }
+
+    use std::path::Path;
+
+    use dsipc::wire::{Command, Guid};
+    use dsipc_testkit::{Config, FakeRuntime, StreamSpec};
+
+    /// The pid the fake runtime reports unless a test sets another.
+    pub const PID: u64 = 4242;
+
+    /// The fake runtime's cookie.
+    pub const COOKIE: Guid =
+        Guid::from_fields(0x0123_4567, 0x89ab, 0xcdef, [1, 2, 3, 4, 5, 6, 7, 8]);
+
+    /// The fake runtime of these tests: a .NET 8 runtime on win-x64 with pid [`PID`],
+    /// [`COOKIE`], the command line `C:\app\App.exe --serve`, a small environment, and
+    /// EventPipe streams of 1 MiB.
+    pub fn fake_config() -> Config {
+        Config::new()
+            .pid(PID)
+            .cookie(COOKIE)
+            .command_line(r"C:\app\App.exe --serve")
+            .environment(&["PATH=C:\\Windows", "DOTNET_gcServer=1"])
+            .stream(StreamSpec::bytes(1024 * 1024))
+    }
+
+    /// Starts `config` serving the pipe `path` (`\\.\pipe\NAME`); clients can connect
+    /// when this returns.
+    pub fn listen(path: &Path, config: Config) -> std::io::Result<FakeRuntime> {
+        config.listen_at(path).start()
+    }
+
+    /// Starts `config` connecting to the reverse port `path` (suspended until a
+    /// ResumeRuntime arrives there), one command per connection, reconnecting after each.
+    pub fn reverse(path: &Path, config: Config) -> FakeRuntime {
+        config
+            .reverse_port(path, true)
+            .start()
+            .expect("start the reverse runtime")
+    }
+
+    /// The commands `fake` received, in order (rejected requests left out).
+    pub fn commands(fake: &FakeRuntime) -> Vec<Command> {
+        fake.received()
+            .iter()
+            .filter(|r| r.rejection.is_none())
+            .filter_map(|r| r.command)
+            .collect()
+    }
+
+    /// Requests the fake runtime rejected.
+    pub fn rejected(fake: &FakeRuntime) -> usize {
+        fake.received()
+            .iter()
+            .filter(|r| r.rejection.is_some())
+            .count()
     }
 
     /// `\\.\pipe\NAME`.

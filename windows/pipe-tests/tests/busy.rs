@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use dsipc_std::windows::{connect, pipe_exists, PipeListener};
 use dsipc_std::{DiagnosticsClient, Endpoint, Error};
-use dsipc_windows_tests::fake::{Config, FakeRuntime};
+use dsipc_windows_tests::{fake_config, listen};
 use dsipc_windows_tests::{pipe_path, unique_pipe_name};
 
 #[test]
@@ -143,7 +143,7 @@ fn a_client_waits_behind_an_idle_one_and_is_served_after_it() {
     // And the fake runtime, which keeps a free instance at all times, is never busy for
     // long: twenty clients in parallel all get through.
     let fpath = pipe_path(&unique_pipe_name("busy-many"));
-    let _fake = FakeRuntime::listen(Path::new(&fpath), Config::new()).unwrap();
+    let _fake = listen(Path::new(&fpath), fake_config()).unwrap();
     let threads: Vec<_> = (0..20)
         .map(|_| {
             let p = fpath.clone();

@@ -10,7 +10,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dsipc_windows_tests::fake::{Config, FakeRuntime};
+use dsipc_std::windows::endpoint_for_pid;
+use dsipc_windows_tests::{fake_config, listen, reverse};
 use dsipc_windows_tests::{pipe_path, unique_pipe_name};
 
 /// The dsipc.exe cargo built, as a Windows path (cargo names it by its Linux path).
@@ -75,10 +76,10 @@ fn dsipc(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn ps_lists_and_info_reads_a_runtime_named_after_a_real_process() {
     let pid = std::process::id();
-    let mut config = Config::new();
-    config.pid = u64::from(pid);
-    config.command_line = r"C:\app\Fake.exe --from-the-cli-test".to_string();
-    let _fake = FakeRuntime::listen_as_pid(pid, config).expect("serve dotnet-diagnostic-PID");
+    let config = fake_config()
+        .pid(u64::from(pid))
+        .command_line(r"C:\app\Fake.exe --from-the-cli-test");
+    let _fake = listen(endpoint_for_pid(pid).path(), config).expect("serve dotnet-diagnostic-PID");
 
     let (code, out, err) = dsipc(&["ps"]);
     assert_eq!(code, 0, "{}", err);
@@ -141,7 +142,7 @@ fn monitor_resumes_a_runtime_that_connects_to_its_pipe() {
         }
     });
     // The fake retries until the monitor's pipe exists.
-    let fake = FakeRuntime::reverse(std::path::Path::new(&pipe_path(&name)), Config::new(), None);
+    let fake = reverse(std::path::Path::new(&pipe_path(&name)), fake_config());
     let first = rx.recv_timeout(Duration::from_secs(30));
     let second = rx.recv_timeout(Duration::from_secs(10));
     let _ = child.kill();
@@ -214,7 +215,7 @@ fn monitor_serves_a_runtime_behind_silent_peers() {
                 .unwrap_or_else(|e| panic!("silent peer {}: {}", i, e))
         })
         .collect();
-    let fake = FakeRuntime::reverse(Path::new(&path), Config::new(), None);
+    let fake = reverse(Path::new(&path), fake_config());
     let first = rx.recv_timeout(Duration::from_secs(30));
     let still_connected = silent.iter().filter(|s| !s.peer_closed()).count();
     let _ = child.kill();

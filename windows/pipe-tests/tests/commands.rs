@@ -15,14 +15,16 @@ use dsipc::payload::{
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
 use dsipc_std::{DiagnosticsClient, Endpoint, Error};
-use dsipc_windows_tests::fake::{is_pattern, Answer, Config, FakeRuntime};
-use dsipc_windows_tests::{pipe_path, unique_pipe_name};
+use dsipc_testkit::{check_pattern, Answer, Config, FakeRuntime, StreamSpec};
+use dsipc_windows_tests::{
+    commands, fake_config, listen, pipe_path, rejected, unique_pipe_name, COOKIE,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn start(tag: &str, config: Config) -> (FakeRuntime, DiagnosticsClient) {
     let path = pipe_path(&unique_pipe_name(tag));
-    let fake = FakeRuntime::listen(std::path::Path::new(&path), config).expect("create the pipe");
+    let fake = listen(std::path::Path::new(&path), config).expect("create the pipe");
     let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(TIMEOUT);
     (fake, client)
 }
@@ -33,11 +35,11 @@ fn text(t: &Text<'_>) -> String {
 
 #[test]
 fn process_commands() {
-    let (fake, client) = start("process", Config::new());
+    let (fake, client) = start("process", fake_config());
     let info = client.process_info().unwrap();
     assert_eq!(info.command, Command::ProcessInfo3);
     assert_eq!(info.pid, 4242);
-    assert_eq!(info.cookie, Config::new().cookie);
+    assert_eq!(info.cookie, COOKIE);
     assert_eq!(info.command_line, r"C:\app\App.exe --serve");
     assert_eq!(info.os, "Windows");
     assert_eq!(info.runtime_identifier.as_deref(), Some("win-x64"));
@@ -59,7 +61,7 @@ fn process_commands() {
     client.apply_startup_hook(r"C:\hooks\Hook.dll").unwrap();
 
     let got = fake.received();
-    let commands: Vec<Command> = got.iter().map(|r| r.command).collect();
+    let commands = commands(&fake);
     assert_eq!(
         commands,
         vec![
@@ -74,22 +76,22 @@ fn process_commands() {
             Command::ApplyStartupHook,
         ]
     );
-    match got[3].request() {
+    match got[3].request().unwrap() {
         AnyRequest::SetEnvironmentVariable(s) => {
             assert_eq!(text(&s.name), "DIAG_VAR");
             assert_eq!(text(&s.value), "a=b");
         }
         other => panic!("{:?}", other),
     }
-    match got[4].request() {
+    match got[4].request().unwrap() {
         AnyRequest::SetEnvironmentVariable(s) => assert!(s.value.is_null()),
         other => panic!("{:?}", other),
     }
-    match got[6].request() {
+    match got[6].request().unwrap() {
         AnyRequest::EnablePerfMap(p) => assert_eq!(p.perf_map_type, PerfMapType::JitDump),
         other => panic!("{:?}", other),
     }
-    match got[8].request() {
+    match got[8].request().unwrap() {
         AnyRequest::ApplyStartupHook(h) => {
             assert_eq!(text(&h.startup_hook_path), r"C:\hooks\Hook.dll")
         }
@@ -99,7 +101,7 @@ fn process_commands() {
 
 #[test]
 fn process_info_falls_back_to_older_versions() {
-    let config = Config::new()
+    let config = fake_config()
         .answer(
             Command::ProcessInfo3,
             Answer::Error(Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND),
@@ -111,7 +113,7 @@ fn process_info_falls_back_to_older_versions() {
     let (fake, client) = start("fallback", config);
     let info = client.process_info().unwrap();
     assert_eq!(info.command, Command::ProcessInfo);
-    let commands: Vec<Command> = fake.received().iter().map(|r| r.command).collect();
+    let commands = commands(&fake);
     assert_eq!(
         commands,
         vec![
@@ -132,7 +134,7 @@ fn process_info_falls_back_to_older_versions() {
 
 #[test]
 fn dump_and_profiler_commands() {
-    let (fake, client) = start("dump", Config::new());
+    let (fake, client) = start("dump", fake_config());
     client
         .write_dump(r"C:\dumps\app.dmp", DumpType::WithHeap, 0x4)
         .unwrap();
@@ -144,7 +146,7 @@ fn dump_and_profiler_commands() {
         .set_startup_profiler(clsid, r"C:\p\prof.dll")
         .unwrap();
     let got = fake.received();
-    match got[0].request() {
+    match got[0].request().unwrap() {
         AnyRequest::GenerateCoreDump3(d) => {
             assert_eq!(text(&d.dump_name), r"C:\dumps\app.dmp");
             assert_eq!(d.dump_type, DumpType::WithHeap);
@@ -152,7 +154,7 @@ fn dump_and_profiler_commands() {
         }
         other => panic!("{:?}", other),
     }
-    match got[1].request() {
+    match got[1].request().unwrap() {
         AnyRequest::AttachProfiler(a) => {
             assert_eq!(a.attach_timeout, 5);
             assert_eq!(a.profiler_guid, clsid);
@@ -160,7 +162,7 @@ fn dump_and_profiler_commands() {
         }
         other => panic!("{:?}", other),
     }
-    assert_eq!(got[2].command, Command::StartupProfiler);
+    assert_eq!(got[2].command, Some(Command::StartupProfiler));
 
     // GenerateCoreDump3's error with createdump's message; then the fallback to 2 and 1.
     fake.set_answer(
@@ -183,7 +185,7 @@ fn dump_and_profiler_commands() {
     fake.set_answer(Command::GenerateCoreDump3, unknown.clone());
     fake.set_answer(Command::GenerateCoreDump2, unknown);
     client.write_dump(r"C:\y.dmp", DumpType::Triage, 1).unwrap();
-    let commands: Vec<Command> = fake.received().iter().map(|r| r.command).collect();
+    let commands = commands(&fake);
     assert_eq!(
         &commands[commands.len() - 3..],
         &[
@@ -215,7 +217,11 @@ fn drain_and_stop<'a, R: Into<dsipc::AnyRequest<'a>>>(
     let n = session
         .drain(
             |data| {
-                assert!(is_pattern(offset, data), "wrong bytes after {}", offset);
+                assert!(
+                    check_pattern(offset, data).is_none(),
+                    "wrong bytes after {}",
+                    offset
+                );
                 offset += data.len() as u64;
                 Ok(())
             },
@@ -228,8 +234,8 @@ fn drain_and_stop<'a, R: Into<dsipc::AnyRequest<'a>>>(
 
 #[test]
 fn eventpipe_sessions_of_every_version_stop_from_a_second_connection() {
-    let mut config = Config::new();
-    config.stream_len = None; // until StopTracing
+    let mut config = fake_config();
+    config.stream = StreamSpec::default(); // until StopTracing
     let (fake, client) = start("eventpipe", config);
     let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)];
     let streaming = [StreamingProvider {
@@ -296,7 +302,7 @@ fn eventpipe_sessions_of_every_version_stop_from_a_second_connection() {
         t.elapsed().as_secs_f64()
     );
 
-    let commands: Vec<Command> = fake.received().iter().map(|r| r.command).collect();
+    let commands = commands(&fake);
     assert_eq!(
         commands
             .iter()
@@ -320,9 +326,10 @@ fn eventpipe_sessions_of_every_version_stop_from_a_second_connection() {
 
 #[test]
 fn rejections_come_back_as_error_replies() {
-    let (fake, _client) = start("reject", Config::new());
+    let (fake, _client) = start("reject", fake_config());
     // A header with an unknown command set, by hand.
-    let mut pipe = dsipc_std::windows::connect(fake.path(), TIMEOUT).expect("connect");
+    let mut pipe =
+        dsipc_std::windows::connect(fake.socket_path().unwrap(), TIMEOUT).expect("connect");
     let mut msg = Vec::new();
     msg.extend_from_slice(b"DOTNET_IPC_V1\0");
     msg.extend_from_slice(&20u16.to_le_bytes());
@@ -336,5 +343,5 @@ fn rejections_come_back_as_error_replies() {
         u32::from_le_bytes([reply[20], reply[21], reply[22], reply[23]]),
         0x8013_1385
     );
-    assert_eq!(fake.rejected(), 1);
+    assert_eq!(rejected(&fake), 1);
 }

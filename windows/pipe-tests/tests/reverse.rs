@@ -13,8 +13,7 @@ use dsipc::ClientError;
 use dsipc_std::reverse::{AcceptError, ListenError, ReverseConnection, ReverseListener};
 use dsipc_std::windows::connect;
 use dsipc_std::Error;
-use dsipc_windows_tests::fake::{Config, FakeRuntime};
-use dsipc_windows_tests::{pipe_path, unique_pipe_name};
+use dsipc_windows_tests::{commands, fake_config, pipe_path, reverse, unique_pipe_name};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -32,8 +31,8 @@ fn listener_advertise_command_reconnect() {
     let name = unique_pipe_name("reverse");
     let mut listener = ReverseListener::bind(&name).unwrap();
     assert_eq!(listener.address(), Path::new(&pipe_path(&name)));
-    let fake = FakeRuntime::reverse(listener.address(), Config::new(), Some(4));
-    let expected = Config::new().advertise();
+    let fake = reverse(listener.address(), fake_config());
+    let expected = fake.advertise();
 
     let first = listener.accept_timeout(WAIT).unwrap().expect("a runtime");
     assert_eq!(first.advertise(), expected);
@@ -79,7 +78,7 @@ fn listener_advertise_command_reconnect() {
     assert_eq!(stream.client_process_id().unwrap(), std::process::id());
     drop(stream);
 
-    let commands: Vec<Command> = fake.received().iter().map(|r| r.command).collect();
+    let commands = commands(&fake);
     assert_eq!(
         commands,
         vec![
@@ -145,7 +144,7 @@ fn peers_that_do_not_advertise_are_per_connection_errors() {
     peer.join().unwrap();
 
     // A runtime still gets through.
-    let fake = FakeRuntime::reverse(&path, Config::new(), Some(1));
+    let fake = reverse(&path, fake_config());
     listener
         .accept_timeout(WAIT)
         .unwrap()
@@ -160,7 +159,7 @@ fn peers_that_do_not_advertise_are_per_connection_errors() {
 fn is_closed_notices_a_runtime_that_exited() {
     let name = unique_pipe_name("reverse-closed");
     let mut listener = ReverseListener::bind(&name).unwrap();
-    let fake = FakeRuntime::reverse(listener.address(), Config::new(), Some(1));
+    let fake = reverse(listener.address(), fake_config());
     let conn = accept(&mut listener).unwrap();
     assert!(!conn.is_closed(), "an idle runtime is not closed");
     drop(fake); // the runtime goes away

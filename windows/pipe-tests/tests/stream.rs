@@ -12,17 +12,16 @@ use dsipc::payload::{ProcessInfoReply, Provider, Reply, Response};
 use dsipc::wire::Guid;
 use dsipc_std::windows::PipeListener;
 use dsipc_std::{DiagnosticsClient, Endpoint};
-use dsipc_windows_tests::fake::{is_pattern, pattern_byte, Config, FakeRuntime};
-use dsipc_windows_tests::{pipe_path, unique_pipe_name};
+use dsipc_testkit::{check_pattern, StreamSpec};
+use dsipc_windows_tests::{fake_config, listen, pipe_path, unique_pipe_name};
 
 const MIB: u64 = 1024 * 1024;
 
 #[test]
 fn a_64_mib_eventpipe_stream_arrives_whole() {
     let path = pipe_path(&unique_pipe_name("stream64"));
-    let mut config = Config::new();
-    config.stream_len = Some(64 * MIB);
-    let fake = FakeRuntime::listen(Path::new(&path), config).unwrap();
+    let config = fake_config().stream(StreamSpec::bytes(64 * MIB));
+    let fake = listen(Path::new(&path), config).unwrap();
     let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(Duration::from_secs(30));
     let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 5)];
     let t = Instant::now();
@@ -32,12 +31,8 @@ fn a_64_mib_eventpipe_stream_arrives_whole() {
     let n = session
         .drain(
             |data| {
-                if bad.is_none() && !is_pattern(offset, data) {
-                    let i = data
-                        .iter()
-                        .enumerate()
-                        .position(|(i, &b)| b != pattern_byte(offset + i as u64));
-                    bad = i.map(|i| offset + i as u64);
+                if bad.is_none() {
+                    bad = check_pattern(offset, data).map(|i| offset + i as u64);
                 }
                 offset += data.len() as u64;
                 Ok(())
@@ -49,14 +44,16 @@ fn a_64_mib_eventpipe_stream_arrives_whole() {
     assert_eq!(bad, None, "first wrong byte");
     assert_eq!(n, 64 * MIB);
     assert_eq!(session.bytes_received(), 64 * MIB);
-    assert_eq!(fake.streamed(), 64 * MIB);
+    let streams = fake.wait_streams(1, Duration::from_secs(30));
+    assert_eq!(streams.len(), 1);
+    assert_eq!(streams[0].bytes, 64 * MIB);
     eprintln!("64 MiB stream in {:.2} s ({:.0} MiB/s)", secs, 64.0 / secs);
 }
 
 #[test]
 fn a_large_environment_block_arrives_whole() {
     let path = pipe_path(&unique_pipe_name("env"));
-    let mut config = Config::new();
+    let mut config = fake_config();
     config.environment = (0..2000)
         .map(|i| format!("VAR_{}={}", i, "v".repeat(i % 300)))
         .collect();
@@ -65,7 +62,7 @@ fn a_large_environment_block_arrives_whole() {
         .environment
         .push(format!("BIG={}", "x".repeat(32_000)));
     let expected = config.environment.clone();
-    let _fake = FakeRuntime::listen(Path::new(&path), config).unwrap();
+    let _fake = listen(Path::new(&path), config).unwrap();
     let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(Duration::from_secs(10));
     assert_eq!(client.process_environment().unwrap(), expected);
 }

@@ -10,22 +10,22 @@ use std::time::{Duration, Instant};
 use dsipc::wire::Command;
 use dsipc::ClientError;
 use dsipc_std::{DiagnosticsClient, Endpoint, Error};
-use dsipc_windows_tests::fake::{Answer, Config, FakeRuntime};
-use dsipc_windows_tests::{pipe_path, unique_pipe_name};
+use dsipc_testkit::{Answer, Config, FakeRuntime, StreamSpec};
+use dsipc_windows_tests::{fake_config, listen, pipe_path, unique_pipe_name};
 
 /// Generous: no case may reach it (each expects an error other than the timeout).
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn start(tag: &str, config: Config) -> (FakeRuntime, DiagnosticsClient, String) {
     let path = pipe_path(&unique_pipe_name(tag));
-    let fake = FakeRuntime::listen(Path::new(&path), config).unwrap();
+    let fake = listen(Path::new(&path), config).unwrap();
     let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(TIMEOUT);
     (fake, client, path)
 }
 
 #[test]
 fn mid_reply_header_and_mid_payload() {
-    let (fake, client, _) = start("vanish-reply", Config::new());
+    let (fake, client, _) = start("vanish-reply", fake_config());
     for bytes in [1, 10, 19, 20, 30, 60] {
         fake.set_answer(Command::ProcessInfo, Answer::Vanish { bytes });
         match client.process_info_basic() {
@@ -46,7 +46,7 @@ fn mid_reply_header_and_mid_payload() {
 
 #[test]
 fn mid_environment_block() {
-    let (fake, client, _) = start("vanish-env", Config::new());
+    let (fake, client, _) = start("vanish-env", fake_config());
     // The reply (26 bytes) and part of the block.
     fake.set_answer(Command::ProcessEnvironment, Answer::Vanish { bytes: 40 });
     match client.process_environment() {
@@ -59,7 +59,7 @@ fn mid_environment_block() {
 fn a_server_that_never_answers_is_a_timeout() {
     let (_fake, client, _) = start(
         "hang",
-        Config::new().answer(Command::ResumeRuntime, Answer::Hang),
+        fake_config().answer(Command::ResumeRuntime, Answer::Hang),
     );
     let client = client.with_timeout(Duration::from_millis(500));
     let t = Instant::now();
@@ -77,7 +77,7 @@ fn a_server_that_never_answers_is_a_timeout() {
 
 #[test]
 fn a_server_that_is_gone_is_not_found() {
-    let (fake, client, path) = start("gone", Config::new());
+    let (fake, client, path) = start("gone", fake_config());
     assert_eq!(client.process_info_basic().unwrap().pid, 4242);
     drop(fake);
     match client.process_info_basic() {
@@ -93,8 +93,7 @@ fn a_server_that_is_gone_is_not_found() {
 fn a_stream_cut_short_by_a_dying_server_ends_the_session() {
     // An EventPipe stream has no length: a server that dies mid-stream looks like the end
     // of the stream. The session ends (no hang) with the bytes that came.
-    let mut config = Config::new();
-    config.stream_len = None;
+    let config = fake_config().stream(StreamSpec::default());
     let (fake, client, _) = start("vanish-stream", config);
     fake.set_answer(
         Command::CollectTracing2,

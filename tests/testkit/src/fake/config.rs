@@ -10,7 +10,7 @@ use dsipc::Command;
 
 use super::FakeRuntime;
 use crate::answer::{Answer, Identity, StreamSpec};
-use crate::socket::unique;
+use crate::unique::{splitmix, unique};
 
 /// Where a reverse-port runtime connects, and whether it waits for ResumeRuntime there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +30,12 @@ pub struct Config {
     pub identity: Identity,
     /// The `{key}` of the socket name (the runtime uses the process start time).
     pub key: u64,
-    /// Listen as `dotnet-diagnostic-{pid}-{key}-socket` in this directory.
+    /// Listen as `dotnet-diagnostic-{pid}-{key}-socket` in this directory (Unix; on
+    /// Windows [`start`](Self::start) refuses it: use [`listen_path`](Self::listen_path)).
     pub listen_dir: Option<PathBuf>,
+    /// Listen at exactly this address: a Unix socket path (mode 0600), or a Windows pipe
+    /// `\\.\pipe\NAME` (for example `dsipc_std::windows::endpoint_for_pid(pid)`'s).
+    pub listen_path: Option<PathBuf>,
     /// Also (or only) connect to a monitor's reverse port.
     pub reverse_port: Option<ReversePort>,
     /// Per-command answers; a command not listed gets [`Answer::Default`].
@@ -64,14 +68,15 @@ impl Config {
     /// [`reverse_port`](Self::reverse_port)).
     pub fn new() -> Self {
         let a = unique();
-        let b = crate::socket::splitmix(a);
+        let b = splitmix(a);
         let mut cookie = [0u8; 16];
         cookie[..8].copy_from_slice(&a.to_le_bytes());
         cookie[8..].copy_from_slice(&b.to_le_bytes());
         Config {
-            identity: Identity::net8(u64::from(std::process::id()), Guid(cookie)),
+            identity: Identity::net8_here(u64::from(std::process::id()), Guid(cookie)),
             key: a % 1_000_000_000,
             listen_dir: None,
+            listen_path: None,
             reverse_port: None,
             answers: HashMap::new(),
             environment: vec![
@@ -134,6 +139,13 @@ impl Config {
     /// Listens in `dir` as `dotnet-diagnostic-{pid}-{key}-socket` (mode 0600).
     pub fn listen_in(mut self, dir: &Path) -> Self {
         self.listen_dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Listens at exactly `path`: a Unix socket path (mode 0600), or on Windows a pipe
+    /// `\\.\pipe\NAME`.
+    pub fn listen_at(mut self, path: &Path) -> Self {
+        self.listen_path = Some(path.to_path_buf());
         self
     }
 

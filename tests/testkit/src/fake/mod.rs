@@ -1,19 +1,19 @@
-//! The fake runtime: [`ServerConnection`] machines behind a listening socket and/or a
-//! reverse (connect) port, answering like a .NET 8 runtime unless told otherwise.
+//! The fake runtime: [`ServerConnection`] machines behind a listening socket (or Windows
+//! pipe) and/or a reverse (connect) port, answering like a .NET 8 runtime unless told
+//! otherwise. Only `transport.rs` knows whether connections are Unix sockets or pipes.
 
 mod config;
 mod record;
 mod respond;
 mod serve;
 mod session;
+mod transport;
 
 pub use config::{Config, ReversePort};
 pub use record::{Received, StreamEnd, StreamRecord};
 
 use std::collections::HashMap;
 use std::io;
-use std::net::Shutdown;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -26,7 +26,6 @@ use dsipc::wire::Advertise;
 use dsipc::Command;
 
 use crate::answer::{Answer, Identity, StreamSpec};
-use crate::socket::{bind_private, socket_name};
 use serve::{accept_loop, reverse_loop};
 use session::{RUNNING, SHUTDOWN};
 
@@ -46,8 +45,8 @@ struct State {
 struct Session {
     stop: Arc<AtomicU8>,
     thread: Option<JoinHandle<()>>,
-    /// A second handle on the stream socket, to unblock a stalled write at shutdown.
-    socket: Option<UnixStream>,
+    /// Unblocks a stalled write of the stream at shutdown (where the transport can).
+    closer: Option<transport::Closer>,
 }
 
 struct Shared {
@@ -67,9 +66,9 @@ struct Shared {
 
 /// A fake .NET runtime for tests, built on the core's [`ServerConnection`].
 ///
-/// - **Listen port** ([`Config::listen_in`]): a thread accepts connections and serves them
-///   **one at a time**, like the runtime's single server thread (a client that connects and
-///   stalls blocks the others, until the idle timeout).
+/// - **Listen port** ([`Config::listen_in`], [`Config::listen_at`]): a thread accepts
+///   connections and serves them **one at a time**, like the runtime's single server thread
+///   (a client that connects and stalls blocks the others, until the idle timeout).
 /// - **Reverse port** ([`Config::reverse_port`]): another thread connects to the monitor,
 ///   sends the Advertise, serves one command, and reconnects, like the runtime (retrying
 ///   every 10 ms × 1.25 up to 500 ms while nobody listens).
@@ -122,9 +121,19 @@ impl FakeRuntime {
             socket_path: None,
             threads: Vec::new(),
         };
-        if let Some(dir) = &config.listen_dir {
-            let path = dir.join(socket_name(config.identity.pid, config.key));
-            let listener = bind_private(&path)?;
+        let listen = match (&config.listen_dir, &config.listen_path) {
+            (Some(_), Some(_)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "listen_in and listen_at both set: the fake runtime listens once",
+                ))
+            }
+            (Some(dir), None) => Some(default_address(dir, &config)?),
+            (None, Some(path)) => Some(path.clone()),
+            (None, None) => None,
+        };
+        if let Some(path) = listen {
+            let listener = transport::Listener::bind(&path)?;
             rt.socket_path = Some(path);
             let s = shared.clone();
             rt.threads.push(
@@ -144,7 +153,8 @@ impl FakeRuntime {
         Ok(rt)
     }
 
-    /// The listening socket (`None` without [`Config::listen_in`]).
+    /// The listening socket or pipe (`None` without [`Config::listen_in`] or
+    /// [`Config::listen_at`]).
     pub fn socket_path(&self) -> Option<&Path> {
         self.socket_path.as_deref()
     }
@@ -222,12 +232,27 @@ impl FakeRuntime {
     }
 }
 
+/// `dotnet-diagnostic-{pid}-{key}-socket` in `dir`.
+#[cfg(unix)]
+fn default_address(dir: &Path, config: &Config) -> io::Result<PathBuf> {
+    Ok(dir.join(crate::socket::socket_name(config.identity.pid, config.key)))
+}
+
+/// Windows has no socket directory: [`Config::listen_at`] names the pipe.
+#[cfg(windows)]
+fn default_address(_dir: &Path, _config: &Config) -> io::Result<PathBuf> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "listen_in is for Unix sockets: on Windows use listen_at(pipe path)",
+    ))
+}
+
 impl Drop for FakeRuntime {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         if let Some(path) = &self.socket_path {
             // Wake the accept loop.
-            let _ = UnixStream::connect(path);
+            transport::Listener::wake(path);
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -242,13 +267,14 @@ impl Drop for FakeRuntime {
             let _ = s
                 .stop
                 .compare_exchange(RUNNING, SHUTDOWN, Ordering::SeqCst, Ordering::SeqCst);
-            if let Some(sock) = s.socket.take() {
-                let _ = sock.shutdown(Shutdown::Both);
+            if let Some(closer) = s.closer.take() {
+                closer.close();
             }
             if let Some(t) = s.thread.take() {
                 let _ = t.join();
             }
         }
+        #[cfg(unix)]
         if let Some(path) = &self.socket_path {
             let _ = std::fs::remove_file(path);
         }

@@ -1,37 +1,69 @@
 //! Answering a request the way the configured [`Answer`] says.
 
 use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsipc::conn::{encode_environment_block, environment_block_len, ServerConnection};
-use dsipc::payload::{
-    ErrorReply, ProcessEnvironmentReply, ProcessInfo2Reply, ProcessInfo3Reply, ProcessInfoReply,
-    Reply, Request, Response,
+use dsipc::conn::{
+    encode_environment_block, environment_answer_len, environment_block_len, ServerConnection,
 };
+use dsipc::payload::{ErrorReply, ProcessEnvironmentReply, Reply, Request, Response};
 use dsipc::wire::{Hresult, Text};
 use dsipc::{AnyRequest, Command};
 
-use super::serve::{is_timeout, send};
+use super::serve::send;
 use super::session::{start_session, stop_session};
+use super::transport::{is_timeout, Conn};
 use super::{Shared, TICK};
 use crate::answer::{Answer, Then};
 
+/// Answers `request` as configured, then ends the connection like a runtime (the client
+/// reads the answer first), unless the answer hands it to a stream thread or drops it.
 pub(super) fn answer(
     shared: &Arc<Shared>,
-    mut stream: UnixStream,
-    mut machine: ServerConnection,
+    mut stream: Conn,
+    machine: ServerConnection,
     request: &AnyRequest<'_>,
     reverse: bool,
 ) {
     let command = request.command();
-    let configured = shared
+    let mut configured = shared
         .lock()
         .answers
         .get(&command)
         .cloned()
         .unwrap_or_else(|| shared.default_answer.clone());
+    if let Answer::Vanish { bytes } = configured {
+        stream.vanish_after(bytes);
+        configured = Answer::Default;
+    }
+    let finish = matches!(
+        configured,
+        Answer::Default
+            | Answer::Status(_)
+            | Answer::Error(_)
+            | Answer::ErrorWithMessage(..)
+            | Answer::IgnoreStop
+            | Answer::Stream(_)
+    );
+    if let Some(stream) = answer_with(shared, stream, machine, request, reverse, configured) {
+        if finish && !shared.stopping() {
+            stream.finish();
+        }
+    }
+}
+
+/// Answers `request` with `configured`; returns the connection unless a stream thread
+/// took it.
+fn answer_with(
+    shared: &Arc<Shared>,
+    mut stream: Conn,
+    mut machine: ServerConnection,
+    request: &AnyRequest<'_>,
+    reverse: bool,
+    configured: Answer,
+) -> Option<Conn> {
+    let command = request.command();
     let ok = Response::Ok(Reply::Ok(Hresult::S_OK));
     match configured {
         Answer::IgnoreStop if command == Command::StopTracing => {
@@ -77,65 +109,28 @@ pub(super) fn answer(
         }
         Answer::Stream(spec) if command.is_collect_tracing() => {
             start_session(shared, stream, machine, command, spec);
+            return None;
         }
         Answer::Stream(_)
         | Answer::Default
         | Answer::IgnoreStop
-        | Answer::EnvironmentAnnouncing(_) => match request {
+        | Answer::EnvironmentAnnouncing(_)
+        | Answer::Vanish { .. } => match request {
             AnyRequest::ProcessInfo(_)
             | AnyRequest::ProcessInfo2(_)
             | AnyRequest::ProcessInfo3(_) => {
-                let id = &shared.identity;
-                let base = ProcessInfoReply {
-                    process_id: id.pid,
-                    runtime_cookie: id.cookie,
-                    command_line: Text::Str(&id.command_line),
-                    os: Text::Str(&id.os),
-                    arch: Text::Str(&id.arch),
-                };
-                let v2 = ProcessInfo2Reply {
-                    process_id: base.process_id,
-                    runtime_cookie: base.runtime_cookie,
-                    command_line: base.command_line,
-                    os: base.os,
-                    arch: base.arch,
-                    managed_entrypoint_assembly_name: Text::Str(&id.entrypoint),
-                    clr_product_version: Text::Str(&id.clr_version),
-                };
-                let reply = match command {
-                    Command::ProcessInfo => Reply::ProcessInfo(base),
-                    Command::ProcessInfo2 => Reply::ProcessInfo2(v2),
-                    _ => Reply::ProcessInfo3(ProcessInfo3Reply {
-                        version: 1,
-                        process_id: v2.process_id,
-                        runtime_cookie: v2.runtime_cookie,
-                        command_line: v2.command_line,
-                        os: v2.os,
-                        arch: v2.arch,
-                        managed_entrypoint_assembly_name: v2.managed_entrypoint_assembly_name,
-                        clr_product_version: v2.clr_product_version,
-                        runtime_identifier: Text::Str(&id.runtime_identifier),
-                        extension: &[],
-                    }),
-                };
-                send(&mut stream, &mut machine, &Response::Ok(reply));
+                let info = shared.identity.process_info();
+                let mut out = vec![0u8; Response::Ok(Reply::ProcessInfo3(info)).encoded_len()];
+                if let Ok(n) = machine.send_process_info(&info, &mut out) {
+                    let _ = stream.write_all(&out[..n]);
+                }
             }
             AnyRequest::ProcessEnvironment(_) => {
                 let vars = shared.lock().environment.clone();
                 let texts = vars.iter().map(|v| Text::Str(v));
-                let len = environment_block_len(texts.clone());
-                let reply = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
-                    incoming_bytes: len as u32,
-                    future: 0,
-                }));
-                if !send(&mut stream, &mut machine, &reply) {
-                    return;
-                }
-                let mut block = vec![0u8; len];
-                if let Ok(n) = encode_environment_block(texts, &mut block) {
-                    if machine.continuation_sent(n).is_ok() {
-                        let _ = stream.write_all(&block[..n]);
-                    }
+                let mut out = vec![0u8; environment_answer_len(texts.clone())];
+                if let Ok(n) = machine.send_environment(texts, &mut out) {
+                    let _ = stream.write_all(&out[..n]);
                 }
             }
             AnyRequest::SetEnvironmentVariable(set) => {
@@ -172,12 +167,14 @@ pub(super) fn answer(
             }
             _ if command.is_collect_tracing() => {
                 start_session(shared, stream, machine, command, shared.stream);
+                return None;
             }
             _ => {
                 send(&mut stream, &mut machine, &ok);
             }
         },
     }
+    Some(stream)
 }
 
 /// Announces `announced` bytes of environment and sends the configured entries over and
@@ -186,7 +183,7 @@ pub(super) fn answer(
 /// well-formed (k repetitions).
 pub(super) fn flood_environment(
     shared: &Shared,
-    stream: &mut UnixStream,
+    stream: &mut Conn,
     machine: &mut ServerConnection,
     announced: u32,
 ) {
@@ -224,7 +221,7 @@ pub(super) fn flood_environment(
 /// Holds a connection without answering until the client closes it.
 /// [`Then`] after [`Answer::RawThen`]'s bytes: ends when a write fails (the client left),
 /// at the idle timeout or at shutdown.
-pub(super) fn raw_tail(shared: &Shared, stream: &mut UnixStream, then: Then) {
+pub(super) fn raw_tail(shared: &Shared, stream: &mut Conn, then: Then) {
     let started = Instant::now();
     let pause = match then {
         Then::Stall => return hang(shared, stream),
@@ -245,7 +242,7 @@ pub(super) fn raw_tail(shared: &Shared, stream: &mut UnixStream, then: Then) {
     }
 }
 
-pub(super) fn hang(shared: &Shared, stream: &mut UnixStream) {
+pub(super) fn hang(shared: &Shared, stream: &mut Conn) {
     let started = Instant::now();
     let mut sink = [0u8; 1024];
     while !shared.stopping() && started.elapsed() < shared.idle_timeout {

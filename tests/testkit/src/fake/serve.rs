@@ -2,7 +2,6 @@
 //! the accept and reconnect loops.
 
 use std::io::{self, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -14,15 +13,18 @@ use dsipc::payload::{Request, Response};
 use dsipc::wire::HeaderView;
 
 use super::respond::answer;
+use super::transport::{connect, is_timeout, Conn, Listener};
 use super::{Received, Shared, TICK};
 
-pub(super) fn accept_loop(shared: &Arc<Shared>, listener: UnixListener) {
-    for conn in listener.incoming() {
+pub(super) fn accept_loop(shared: &Arc<Shared>, mut listener: Listener) {
+    loop {
+        let conn = listener.accept(TICK);
         if shared.stopping() {
             return;
         }
         match conn {
-            Ok(stream) => serve(shared, stream, false),
+            Ok(Some(stream)) => serve(shared, stream, false),
+            Ok(None) => {}
             // Out of descriptors, for example: try again a little later.
             Err(_) => thread::sleep(Duration::from_millis(10)),
         }
@@ -32,7 +34,7 @@ pub(super) fn accept_loop(shared: &Arc<Shared>, listener: UnixListener) {
 pub(super) fn reverse_loop(shared: &Arc<Shared>, path: &Path) {
     let mut backoff = Duration::from_millis(10);
     while !shared.stopping() {
-        match UnixStream::connect(path) {
+        match connect(path) {
             Ok(stream) => {
                 backoff = Duration::from_millis(10);
                 serve(shared, stream, true);
@@ -57,7 +59,7 @@ pub(super) fn sleep_unless_stopped(shared: &Shared, total: Duration) {
 }
 
 /// Serves one connection: (advertise,) read one request, answer it.
-pub(super) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, reverse: bool) {
+pub(super) fn serve(shared: &Arc<Shared>, mut stream: Conn, reverse: bool) {
     let connection = shared.next_connection.fetch_add(1, Ordering::SeqCst);
     let mut machine = if reverse {
         ServerConnection::advertising(shared.advertise())
@@ -112,6 +114,7 @@ pub(super) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, reverse: bool)
                     reverse,
                     rejection,
                 );
+                stream.finish();
                 return;
             }
             ServerStatus::Event(_) => {
@@ -151,16 +154,9 @@ pub(super) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, reverse: bool)
     }
 }
 
-pub(super) fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
 pub(super) fn reject(
     shared: &Shared,
-    stream: &mut UnixStream,
+    stream: &mut Conn,
     machine: &mut ServerConnection,
     buf: &[u8],
     connection: u64,
@@ -187,7 +183,7 @@ pub(super) fn reject(
 }
 
 pub(super) fn send(
-    stream: &mut UnixStream,
+    stream: &mut Conn,
     machine: &mut ServerConnection,
     response: &Response<'_>,
 ) -> bool {

@@ -1,8 +1,6 @@
 //! EventPipe sessions: the stream thread, and StopTracing ending it.
 
 use std::io::Write;
-use std::net::Shutdown;
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::{self};
@@ -12,7 +10,8 @@ use dsipc::conn::ServerConnection;
 use dsipc::payload::{Reply, Response};
 use dsipc::Command;
 
-use super::serve::{is_timeout, send};
+use super::serve::send;
+use super::transport::{is_timeout, Conn};
 use super::{Session, Shared, StreamEnd, StreamRecord};
 use crate::answer::StreamSpec;
 use crate::pattern::fill_pattern;
@@ -23,7 +22,7 @@ pub(super) const SHUTDOWN: u8 = 2;
 
 pub(super) fn start_session(
     shared: &Arc<Shared>,
-    mut stream: UnixStream,
+    mut stream: Conn,
     mut machine: ServerConnection,
     command: Command,
     spec: StreamSpec,
@@ -40,7 +39,7 @@ pub(super) fn start_session(
     ) {
         return;
     }
-    let socket = stream.try_clone().ok();
+    let closer = stream.closer();
     let s = shared.clone();
     let flag = stop.clone();
     let thread = thread::Builder::new()
@@ -52,7 +51,7 @@ pub(super) fn start_session(
             Session {
                 stop,
                 thread: Some(t),
-                socket,
+                closer,
             },
         );
     }
@@ -60,7 +59,7 @@ pub(super) fn start_session(
 
 pub(super) fn stream_session(
     shared: &Shared,
-    mut stream: UnixStream,
+    mut stream: Conn,
     mut machine: ServerConnection,
     command: Command,
     session_id: u64,
@@ -108,8 +107,12 @@ pub(super) fn stream_session(
         }
     }
     let _ = machine.finish_stream();
-    let _ = stream.shutdown(Shutdown::Both);
-    drop(stream);
+    if matches!(end, StreamEnd::Completed | StreamEnd::Stopped) && !shared.stopping() {
+        // The client reads the stream to its end.
+        stream.finish();
+    } else {
+        stream.close();
+    }
     shared.update(|s| {
         s.streams.push(StreamRecord {
             session_id,
