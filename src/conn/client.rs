@@ -42,7 +42,7 @@ pub enum Status<'a> {
     /// `4 + 2 × units` (plus 4 for the count before the first entry), never more than the
     /// size the reply announced: Linux allows one variable of up to 128 KiB, so such an
     /// entry can need about 256 KiB. Grow the buffer up to a limit you choose, and report
-    /// [`ClientError::BufferTooSmall`] past it.
+    /// [`BufferTooSmall`](crate::recv::BufferTooSmall) past it ([`RecvBuffer`](crate::recv::RecvBuffer) does).
     Partial {
         /// Contiguous bytes required.
         needed: usize,

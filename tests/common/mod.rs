@@ -373,6 +373,58 @@ pub fn drive<R: Request + ?Sized>(
     log
 }
 
+/// Input that makes one exchange: the encoded response, then `tail`.
+pub fn exchange_inputs() -> Vec<(AnyRequestOwned, Vec<u8>)> {
+    let mut v = Vec::new();
+    each_response(|command, resp| {
+        let mut buf = vec![0u8; resp.encoded_len()];
+        resp.encode(&mut buf).unwrap();
+        if let Response::Ok(Reply::ProcessEnvironment(_)) = resp {
+            buf.extend_from_slice(&0u32.to_le_bytes());
+        }
+        v.push((AnyRequestOwned(command), buf));
+    });
+    for rt in RUNTIMES {
+        for case in ["collect-tracing2", "collect-tracing", "process-info"] {
+            let mut input = capture(rt, &format!("{}.reply.bin", case));
+            if case != "process-info" {
+                input.extend(capture(rt, &format!("{}.stream-head.bin", case)));
+            }
+            let command = if case == "process-info" {
+                dsipc::Command::ProcessInfo
+            } else {
+                dsipc::Command::CollectTracing2
+            };
+            v.push((AnyRequestOwned(command), input));
+        }
+    }
+    v.push((
+        AnyRequestOwned(dsipc::Command::ProcessEnvironment),
+        capture("net8.0.4", "process-environment.reply.bin"),
+    ));
+    v.push((
+        AnyRequestOwned(dsipc::Command::ProcessInfo3),
+        capture("net8.0.4", "process-info3.reply.bin"),
+    ));
+    v.push((
+        AnyRequestOwned(dsipc::Command::GenerateCoreDump3),
+        capture("net8.0.4", "generate-core-dump3-bad-dir.reply.bin"),
+    ));
+    v
+}
+
+/// A request that only names a command (the machine types the reply after it).
+pub struct AnyRequestOwned(pub dsipc::Command);
+impl Request for AnyRequestOwned {
+    fn command(&self) -> dsipc::Command {
+        self.0
+    }
+    fn payload_len(&self) -> usize {
+        0
+    }
+    fn write_payload(&self, _: &mut dsipc::wire::Writer<'_>) {}
+}
+
 /// A tiny deterministic PRNG (xorshift64*), so tests need no extra crates.
 pub struct Rng(pub u64);
 
