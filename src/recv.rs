@@ -178,7 +178,8 @@ pub enum Poll<T> {
     /// [`RecvBuffer::filled`] (or [`RecvBuffer::eof`] when the read returned 0), and poll.
     NeedInput,
     /// The exchange is over: nothing more will come (or, for a server, the client sent its
-    /// last byte). Polling again repeats it.
+    /// last byte). Polling again repeats it, unless bytes were read since (the machine then
+    /// judges them: more data after a complete exchange is its error).
     End,
 }
 
@@ -199,6 +200,7 @@ struct Cursor {
     /// `needed` of the last `Partial`: the contiguous bytes the next read must make room for.
     needed: usize,
     eof: bool,
+    /// EOF was handed to the machine: every later poll is `End`.
     ended: bool,
 }
 
@@ -238,13 +240,9 @@ impl Cursor {
         );
         debug_assert!(ev.is_some() || consumed == 0, "Done consumed bytes");
         self.start += consumed;
-        match ev {
-            Some(ev) => Ok(Poll::Event(ev)),
-            None => {
-                self.ended = true;
-                Ok(Poll::End)
-            }
-        }
+        // After the machine's `Done` it is asked again: bytes arriving later are its to
+        // judge (an error, mostly). After EOF, `ended` answers.
+        Ok(ev.map_or(Poll::End, Poll::Event))
     }
 }
 
