@@ -5,29 +5,12 @@
 
 mod common;
 
-use common::{capture, each_request, exchange_inputs, Rng};
+use common::{capture, each_request, exchange_inputs, Growing, Rng};
 use dsipc::conn::{RejectReason, ServerConnection, ServerEvent};
 use dsipc::nettrace::{NettraceError, NettraceParser};
 use dsipc::payload::*;
 use dsipc::recv::{BufferTooSmall, Poll, RecvBuffer, RecvError, RecvStorage};
 use dsipc::{ClientConnection, ClientError, ClientEvent, Command};
-
-/// Growable storage for the tests (the core's `Vec<u8>` impl needs its `alloc` feature).
-struct Grow(Vec<u8>);
-
-impl RecvStorage for Grow {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-    fn grow_to(&mut self, len: usize) {
-        if len > self.0.len() {
-            self.0.resize(len, 0);
-        }
-    }
-}
 
 /// Everything a poll loop reported, owned.
 #[derive(Debug, PartialEq, Eq)]
@@ -145,7 +128,7 @@ fn client_direct(command: Command, input: &[u8]) -> Outcome {
 fn client_through(command: Command, input: &[u8], chunk: impl FnMut(usize) -> usize) -> Outcome {
     let mut conn = sent(command);
     // Starts tiny, so that growth is exercised.
-    let mut rx = RecvBuffer::with_limit(Grow(vec![0; 16]), 1 << 20);
+    let mut rx = RecvBuffer::with_limit(Growing(vec![0; 16]), 1 << 20);
     run(&mut rx, input, chunk, client_poll(&mut conn))
 }
 
@@ -334,7 +317,7 @@ fn nettrace_chunk_split_invariance() {
     assert!(direct.is_done() && items.len() > 10);
     for chunk in [usize::MAX, 1, 1000] {
         let mut p = NettraceParser::new();
-        let mut rx = RecvBuffer::with_limit(Grow(Vec::new()), 1 << 21);
+        let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), 1 << 21);
         let got = run(&mut rx, &data, |_| chunk, nettrace_poll(&mut p));
         assert_eq!(got.error, None);
         assert_eq!(got.events, items, "reads of {} bytes", chunk);
@@ -346,7 +329,7 @@ fn bound_is_a_typed_error() {
     let input = capture("net8.0.4", "process-info3.reply.bin");
     // A bound below the message: the error says how much and what the bound was.
     let mut conn = sent(Command::ProcessInfo3);
-    let mut rx = RecvBuffer::with_limit(Grow(Vec::new()), 100);
+    let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), 100);
     let got = run(&mut rx, &input, |n| n, client_poll(&mut conn));
     let want: RecvError<ClientError> = RecvError::BufferTooSmall(BufferTooSmall {
         needed: input.len(),
@@ -374,7 +357,7 @@ fn bound_is_a_typed_error() {
     // under the block size is the buffer's.
     let data = nettrace_seed();
     let mut p = NettraceParser::new();
-    let mut rx = RecvBuffer::with_limit(Grow(Vec::new()), 4096);
+    let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), 4096);
     let got = run(&mut rx, &data, |n| n, nettrace_poll(&mut p));
     assert!(
         got.error.as_deref().unwrap().starts_with("BufferTooSmall"),
@@ -425,7 +408,7 @@ fn eof_inside_a_message() {
     // A trace cut inside a block: the parser's Truncated.
     let data = nettrace_seed();
     let mut p = NettraceParser::new();
-    let mut rx = RecvBuffer::with_limit(Grow(Vec::new()), 1 << 21);
+    let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), 1 << 21);
     let got = run(
         &mut rx,
         &data[..data.len() / 2],
