@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use dsipc::payload::*;
-use dsipc::recv::{Poll, RecvBuffer, RecvError, RecvStorage};
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc::wire::{Guid, Hresult, Seq, Text, Utf16Str};
 use dsipc::{ClientConnection, ClientError, ClientEvent};
 
@@ -357,24 +357,6 @@ pub fn drive<R: Request + ?Sized>(
     }
 }
 
-/// Growable receive storage (the core implements it for `Vec<u8>` only with its `alloc`
-/// feature, which `cargo test -p dsipc` does not turn on).
-pub struct Growing(pub Vec<u8>);
-
-impl RecvStorage for Growing {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-    fn grow_to(&mut self, len: usize) {
-        if len > self.0.len() {
-            self.0.resize(len, 0);
-        }
-    }
-}
-
 /// Input that makes one exchange: the encoded response, then `tail`.
 pub fn exchange_inputs() -> Vec<(AnyRequestOwned, Vec<u8>)> {
     let mut v = Vec::new();
@@ -461,3 +443,4 @@ pub fn capture(runtime: &str, name: &str) -> Vec<u8> {
 /// Both captured runtimes.
 pub const RUNTIMES: [&str; 2] = ["net8.0.4", "netcore3.1.23"];
 pub mod nettrace;
+pub use nettrace::Growing;

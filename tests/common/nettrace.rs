@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use dsipc::nettrace::{Item, NettraceError, NettraceParser};
-use dsipc::recv::{Poll, RecvBuffer, RecvError};
+use dsipc::recv::{Poll, RecvBuffer, RecvError, RecvStorage};
 
 /// The repository root (this crate's manifest directory).
 pub fn repo() -> PathBuf {
@@ -95,6 +95,24 @@ fn unzip(zip: &Path, out: &Path) {
     assert!(st.success(), "unzip {} failed", zip.display());
 }
 
+/// Growable receive storage (the core implements it for `Vec<u8>` only with its `alloc`
+/// feature, which `cargo test -p dsipc` does not turn on).
+pub struct Growing(pub Vec<u8>);
+
+impl RecvStorage for Growing {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn grow_to(&mut self, len: usize) {
+        if len > self.0.len() {
+            self.0.resize(len, 0);
+        }
+    }
+}
+
 /// How a driver cuts the input.
 #[derive(Clone, Copy, Debug)]
 pub enum Chunking {
@@ -149,7 +167,7 @@ pub fn drive_with(
     mut on_item: impl FnMut(&Item<'_>, u64),
 ) -> Drive {
     let mut p = NettraceParser::with_max_block_size(max_block);
-    let mut rx = RecvBuffer::with_limit(super::Growing(Vec::new()), usize::MAX);
+    let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), usize::MAX);
     let mut fed = 0usize;
     let mut rng = match chunking {
         Chunking::Random(seed, _) => Rng(seed),
