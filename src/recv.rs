@@ -397,7 +397,10 @@ impl<S: RecvStorage> RecvBuffer<S> {
         let input = &self.storage.bytes()[cur.start..cur.end];
         let handled = machine.handle_input(input);
         let r: Result<_, RecvError<core::convert::Infallible>> = match handled.status {
-            ServerStatus::Event(ev) => cur.step(handled.consumed, Some(ev)),
+            ServerStatus::Event(ev) => {
+                debug_assert!(handled.consumed > 0, "server event without input");
+                cur.step(handled.consumed, Some(ev))
+            }
             ServerStatus::Done => cur.step(handled.consumed, None),
             ServerStatus::Partial { needed } => {
                 debug_assert_eq!(handled.consumed, 0, "Partial consumed bytes");
