@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Proves that the std adapter (adapters/std) and the fake runtime (adapters/testkit) build
-# with Rust 1.63 for Linux (all targets, tests included), and that the CLI (cli/) checks
-# with Rust 1.63 for x86_64-pc-windows-gnu when the Windows std is installed: Debian's
-# rustc 1.63 + cargo 1.65 (scripts/install-windows-toolchain.sh installs them), offline
-# from vendored crates.
+# Proves that the std adapter (adapters/std), its socket-file helpers (adapters/sockfile) and
+# the fake runtime (tests/testkit) build with Rust 1.63 for Linux (all targets, tests
+# included), and that the CLI (cli/) checks with Rust 1.63 for x86_64-pc-windows-gnu when
+# the Windows std is installed: Debian's rustc 1.63 + cargo 1.65
+# (scripts/install-windows-toolchain.sh installs them), offline from vendored crates.
 #
 # The CLI's Linux build is not checked here: on Unix its monitor runs on dsipc-mio (mio 1.x
 # needs a newer Rust). Its 1.63 code paths (the thread-per-connection monitor and the rest)
@@ -11,7 +11,7 @@
 # dsipc) and for Windows below and by scripts/build-windows.sh.
 #
 # cargo 1.65 cannot read the root workspace as it is (its dev-dependencies pull crates of
-# the 2024 edition), so this copies the three crates into target/msrv-ws without the core's
+# the 2024 edition), so this copies these crates into target/msrv-ws without the core's
 # dev-dependencies and benches and without the CLI's dsipc-mio dependency (and `mio`
 # feature), pins the proc-macro crates to versions that support 1.63, and vendors with
 # rustup's cargo.
@@ -24,12 +24,13 @@ CARGO_OLD=/usr/bin/cargo
 [ -x "$RUSTC_163" ] && [ -x "$CARGO_OLD" ] \
     || { echo "msrv-std: needs Debian's rustc/cargo (scripts/install-windows-toolchain.sh)" >&2; exit 1; }
 
-rm -rf "$W/src" "$W/adapters" "$W/cli"
-mkdir -p "$W/adapters"
+rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli"
+mkdir -p "$W/adapters" "$W/tests"
 cp -r "$ROOT/src" "$W/"
-cp -r "$ROOT/adapters/std" "$ROOT/adapters/testkit" "$W/adapters/"
+cp -r "$ROOT/adapters/std" "$ROOT/adapters/sockfile" "$W/adapters/"
+cp -r "$ROOT/tests/testkit" "$W/tests/"
 cp -r "$ROOT/cli" "$W/"
-rm -rf "$W/adapters/std/target" "$W/adapters/testkit/target" "$W/cli/target"
+rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/tests/testkit/target" "$W/cli/target"
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
@@ -38,7 +39,7 @@ for section in (r"\[dev-dependencies\]", r"\[\[bench\]\]", r"\[profile\.bench\]"
     n = 1
     while n:
         s, n = re.subn(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
-s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "adapters/testkit", "cli"]', s)
+s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "adapters/sockfile", "tests/testkit", "cli"]', s)
 open(sys.argv[2], "w").write(s)
 EOF
 python3 - "$W/cli/Cargo.toml" <<'EOF'
@@ -69,8 +70,8 @@ HOST="$($RUSTC_163 -vV | sed -n 's/^host: //p')"
 echo "msrv-std: $($RUSTC_163 --version), $($CARGO_OLD --version)"
 t0=$(date +%s)
 RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml build --offline --locked \
-    -p dsipc-std -p dsipc-testkit --all-targets --target "$HOST"
-echo "msrv-std: dsipc-std and dsipc-testkit build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
+    -p dsipc-std -p dsipc-sockfile -p dsipc-testkit --all-targets --target "$HOST"
+echo "msrv-std: dsipc-std, dsipc-sockfile and dsipc-testkit build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
 if [ -d /usr/lib/rustlib/x86_64-pc-windows-gnu ]; then
     RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml check --offline --locked \
         -p dsipc-std -p dsipc-cli --target x86_64-pc-windows-gnu

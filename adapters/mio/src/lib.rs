@@ -126,19 +126,26 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+mod conn;
+mod control;
 mod error;
+mod event;
+mod ids;
 mod listen;
 mod reactor;
+mod read;
+mod respond;
 
-/// Why a listener could not be created: dsipc-std's, whose
-/// [`bind_private`](dsipc_std::unix::bind_private) binds every listener of this crate.
-pub use dsipc_std::reverse::ListenError;
+pub use control::Control;
+/// Why a listener could not be created: dsipc-sockfile's (the same type as
+/// `dsipc_std::reverse::ListenError`), whose [`bind_private`](dsipc_sockfile::bind_private)
+/// binds every listener of this crate.
+pub use dsipc_sockfile::ListenError;
 pub use error::{CloseReason, Error};
+pub use event::{Event, Handler};
+pub use ids::{ConnId, ListenerId, ListenerKind, Stats};
 pub use listen::bind_private;
-pub use reactor::{
-    ConnId, Control, Event, Handler, ListenerId, ListenerKind, Reactor, Stats, MAX_READ_BUFFER_LEN,
-    READ_BUFFER_LEN,
-};
+pub use reactor::{Reactor, MAX_READ_BUFFER_LEN, READ_BUFFER_LEN};
 
 /// The core crate, re-exported.
 pub use dsipc;

@@ -1,15 +1,16 @@
-//! Binding a private Unix listener safely: dsipc-std's
-//! [`bind_private`](dsipc_std::unix::bind_private), made non-blocking for mio.
+//! Binding a private Unix listener safely: dsipc-sockfile's
+//! [`bind_private`](dsipc_sockfile::bind_private) (the one dsipc-std uses too), made
+//! non-blocking for mio.
 
 use std::path::Path;
 
-use dsipc_std::unix::SocketFile;
+use dsipc_sockfile::SocketFile;
 
 use crate::ListenError;
 
 /// Binds a non-blocking listener at `path` with mode 0600 (owner only).
 ///
-/// This is [`dsipc_std::unix::bind_private`] (see there for the details). What is already at
+/// This is [`dsipc_sockfile::bind_private`] (see there for the details). What is already at
 /// `path` decides:
 /// - nothing: bind;
 /// - a socket nobody listens on (connect is refused: left by a dead process): it is
@@ -32,7 +33,7 @@ pub fn bind_private(path: &Path) -> Result<mio::net::UnixListener, ListenError> 
 pub(crate) fn bind_guarded(
     path: &Path,
 ) -> Result<(mio::net::UnixListener, SocketFile), ListenError> {
-    let (listener, file) = dsipc_std::unix::bind_private(path)?.into_parts();
+    let (listener, file) = dsipc_sockfile::bind_private(path)?.into_parts();
     listener
         .set_nonblocking(true)
         .map_err(|source| ListenError::Io {

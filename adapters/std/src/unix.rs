@@ -19,9 +19,9 @@ use dsipc::transport::{key_from_proc_stat, SocketName};
 
 use crate::{Connection, Endpoint, Error, Transport};
 
-mod listen;
-
-pub use listen::{bind_private, PrivateListener, SocketFile};
+/// Binding a private listener and guarding its socket file: dsipc-sockfile's, re-exported
+/// (dsipc-mio uses the same code).
+pub use dsipc_sockfile::{bind_private, PrivateListener, SocketFile};
 
 impl Connection for UnixStream {
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {

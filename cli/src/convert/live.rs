@@ -323,8 +323,13 @@ mod tests {
     /// the same folded profile; the receive buffer holds at most a partial block.
     #[test]
     fn slicing_does_not_change_the_profile_and_the_buffer_stays_small() {
+        // The repository's capture, found above the building crate (cli/, or the Windows
+        // workspace's windows/pipe-tests/, which compiles this file too).
         let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
+            .ancestors()
+            .map(|d| d.join("tests/data/nettrace/net8.0.4-busy.nettrace"))
+            .find(|p| p.is_file())
+            .expect("tests/data/nettrace/net8.0.4-busy.nettrace above the crate");
         let bytes = std::fs::read(&trace).unwrap();
         let dir = std::env::temp_dir().join(format!("dsipc-live-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

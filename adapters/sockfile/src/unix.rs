@@ -10,9 +10,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dsipc::transport::MAX_SOCKET_PATH;
-
-use crate::reverse::ListenError;
+use crate::{ListenError, MAX_SOCKET_PATH};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 

@@ -87,7 +87,7 @@ pub fn python() -> Result<PathBuf, HostError> {
 
 /// `tests/runtime/host.py` of this repository.
 pub fn host_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/runtime/host.py")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/host.py")
 }
 
 /// How to start a hosted runtime.

@@ -1,0 +1,154 @@
+//! One connection's state: its socket, core machine, buffered input and output, and
+//! the listener slots.
+
+use std::io::{self, Write};
+use std::time::Instant;
+
+use mio::net::{UnixListener, UnixStream};
+use mio::Interest;
+
+use dsipc::conn::ServerConnection;
+use dsipc::wire::Advertise;
+use dsipc::ClientConnection;
+use dsipc_sockfile::SocketFile;
+
+use crate::CloseReason;
+use crate::{ConnId, ListenerId, ListenerKind};
+
+/// A transmit buffer larger than this is freed once drained.
+pub(crate) const TX_KEEP: usize = 64 * 1024;
+
+pub(crate) enum Machine {
+    Client(ClientConnection),
+    Server(ServerConnection),
+}
+
+pub(crate) struct Conn {
+    pub(crate) stream: UnixStream,
+    pub(crate) machine: Machine,
+    /// The listener that accepted it.
+    pub(crate) listener: Option<ListenerId>,
+    /// What the runtime advertised (reverse connections).
+    pub(crate) advertise: Option<Advertise>,
+    /// Input not consumed yet (a message split across reads).
+    pub(crate) pending_rx: Vec<u8>,
+    /// Contiguous bytes the machine needs before its next event (0: no partial item).
+    pub(crate) rx_needed: usize,
+    /// The connection's own read buffer while an item larger than the shared one is
+    /// assembled (empty otherwise); its first `own_len` bytes are input not consumed yet.
+    pub(crate) own_rx: Vec<u8>,
+    pub(crate) own_len: usize,
+    /// Output not written yet, from `tx_at`.
+    pub(crate) tx: Vec<u8>,
+    pub(crate) tx_at: usize,
+    pub(crate) registered: Option<Interest>,
+    /// Emit [`Event::Writable`] once the output drained and the socket takes more.
+    pub(crate) want_writable: bool,
+    /// EOF was seen.
+    pub(crate) read_closed: bool,
+    pub(crate) deadline: Option<Instant>,
+}
+
+impl Conn {
+    pub(crate) fn new(stream: UnixStream, machine: Machine, listener: Option<ListenerId>) -> Conn {
+        Conn {
+            stream,
+            machine,
+            listener,
+            advertise: None,
+            pending_rx: Vec::new(),
+            rx_needed: 0,
+            own_rx: Vec::new(),
+            own_len: 0,
+            tx: Vec::new(),
+            tx_at: 0,
+            registered: None,
+            want_writable: false,
+            read_closed: false,
+            deadline: None,
+        }
+    }
+
+    pub(crate) fn tx_empty(&self) -> bool {
+        self.tx_at == self.tx.len()
+    }
+
+    /// Writes pending output until done or the socket is full.
+    pub(crate) fn flush(&mut self, writes: &mut u64) -> io::Result<()> {
+        while self.tx_at < self.tx.len() {
+            *writes += 1;
+            match self.stream.write(&self.tx[self.tx_at..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.tx_at += n,
+                Err(e) if would_block(&e) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.tx_at = 0;
+        if self.tx.capacity() > TX_KEEP {
+            self.tx = Vec::new();
+        } else {
+            self.tx.clear();
+        }
+        Ok(())
+    }
+
+    /// Nothing more will happen on this connection.
+    pub(crate) fn finished(&self) -> bool {
+        if !self.tx_empty() {
+            return false;
+        }
+        match &self.machine {
+            Machine::Client(m) => m.is_finished(),
+            Machine::Server(m) => m.should_close(),
+        }
+    }
+
+    pub(crate) fn wanted_interest(&self) -> Option<Interest> {
+        let read = !self.read_closed
+            && match &self.machine {
+                Machine::Client(_) => true,
+                Machine::Server(m) => m.wants_read(),
+            };
+        let write = !self.tx_empty() || self.want_writable;
+        match (read, write) {
+            (true, true) => Some(Interest::READABLE | Interest::WRITABLE),
+            (true, false) => Some(Interest::READABLE),
+            (false, true) => Some(Interest::WRITABLE),
+            (false, false) => None,
+        }
+    }
+}
+
+pub(crate) struct Slot {
+    pub(crate) generation: u32,
+    pub(crate) conn: Option<Conn>,
+}
+
+pub(crate) struct Listener {
+    pub(crate) socket: UnixListener,
+    pub(crate) kind: ListenerKind,
+    /// Removes the socket file on drop (if still the one bound).
+    pub(crate) file: SocketFile,
+    pub(crate) retry_at: Option<Instant>,
+}
+
+pub(crate) struct ListenerSlot {
+    pub(crate) generation: u32,
+    pub(crate) listener: Option<Listener>,
+}
+
+/// Owned events produced outside of a read (closes, writability).
+pub(crate) enum Queued {
+    Closed(ConnId, CloseReason),
+}
+
+/// The socket cannot take (or give) more now. A connect still in progress (not on Linux,
+/// where Unix-socket connects complete at once) reports `NotConnected` until it is done.
+pub(crate) fn would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::NotConnected
+    )
+}

@@ -1,0 +1,127 @@
+//! # dsipc-sockfile: the socket files of dsipc's listeners
+//!
+//! [`bind_private`] binds a Unix listener only its owner can connect to: the socket is bound
+//! in a fresh private directory (mode 0700) next to its address, made 0600 there, and
+//! hard-linked into place, which never replaces anything; a socket file already at the
+//! address is removed only if nothing listens on it (a stale socket), and anything else is
+//! left alone. The [`SocketFile`] guard removes the file later only if it is still the one
+//! bound. [`ListenError`] says why a listener (Unix socket or Windows pipe) could not be
+//! created.
+//!
+//! Used by dsipc-std (which re-exports all of it from its old paths,
+//! `dsipc_std::unix::{bind_private, PrivateListener, SocketFile}` and
+//! `dsipc_std::reverse::ListenError`) and by dsipc-mio, so that the event loop does not
+//! depend on the blocking adapter. Std only, Rust 1.63.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+#[cfg(unix)]
+mod unix;
+
+#[cfg(unix)]
+pub use unix::{bind_private, PrivateListener, SocketFile};
+
+/// The longest Unix socket path in bytes (`sun_path` holds 108 bytes with the NUL on
+/// Linux); the same value as `dsipc::transport::MAX_SOCKET_PATH` (a test checks it).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Why a reverse port could not be bound.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ListenError {
+    /// Something that is not a socket is at the path: it is never removed.
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A live listener answers at the address (on Windows: another process serves the
+    /// pipe name).
+    InUse {
+        /// The address.
+        path: PathBuf,
+    },
+    /// The path is longer than a Unix socket address allows (107 bytes).
+    PathTooLong {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Not a pipe name (Windows: empty, or with a `\` after `\\.\pipe\`).
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+    /// A system call failed.
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The address.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for ListenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenError::NotASocket { path } => write!(
+                f,
+                "{} exists and is not a socket; refusing to remove it",
+                path.display()
+            ),
+            ListenError::InUse { path } => {
+                write!(f, "{} is in use by a live listener", path.display())
+            }
+            ListenError::PathTooLong { path } => write!(
+                f,
+                "{} is longer than a Unix socket path may be ({} bytes)",
+                path.display(),
+                crate::MAX_SOCKET_PATH
+            ),
+            ListenError::InvalidName { name } => {
+                write!(f, "{:?} is not a valid pipe name", name)
+            }
+            ListenError::Io { op, path, source } => {
+                write!(f, "cannot {} {}: {}", op, path.display(), source)
+            }
+        }
+    }
+}
+
+impl std::error::Error for ListenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ListenError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<ListenError> for io::Error {
+    /// An I/O error of the matching kind (`AlreadyExists` for a file that is not a socket,
+    /// `AddrInUse`, `InvalidInput` for a bad address, the system call's kind for
+    /// [`ListenError::Io`]) that carries the `ListenError` as its inner error.
+    fn from(e: ListenError) -> io::Error {
+        let kind = match &e {
+            ListenError::NotASocket { .. } => io::ErrorKind::AlreadyExists,
+            ListenError::InUse { .. } => io::ErrorKind::AddrInUse,
+            ListenError::PathTooLong { .. } | ListenError::InvalidName { .. } => {
+                io::ErrorKind::InvalidInput
+            }
+            ListenError::Io { source, .. } => source.kind(),
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_longest_path_is_the_core_s() {
+        assert_eq!(super::MAX_SOCKET_PATH, dsipc::transport::MAX_SOCKET_PATH);
+    }
+}

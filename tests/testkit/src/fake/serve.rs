@@ -1,0 +1,199 @@
+//! Serving one connection: the Advertise on a reverse port, reading one request, and
+//! the accept and reconnect loops.
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use dsipc::conn::{Rejection, ServerConnection, ServerEvent, ServerStatus};
+use dsipc::payload::{Request, Response};
+use dsipc::wire::HeaderView;
+
+use super::respond::answer;
+use super::{Received, Shared, TICK};
+
+pub(super) fn accept_loop(shared: &Arc<Shared>, listener: UnixListener) {
+    for conn in listener.incoming() {
+        if shared.stopping() {
+            return;
+        }
+        match conn {
+            Ok(stream) => serve(shared, stream, false),
+            // Out of descriptors, for example: try again a little later.
+            Err(_) => thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+pub(super) fn reverse_loop(shared: &Arc<Shared>, path: &Path) {
+    let mut backoff = Duration::from_millis(10);
+    while !shared.stopping() {
+        match UnixStream::connect(path) {
+            Ok(stream) => {
+                backoff = Duration::from_millis(10);
+                serve(shared, stream, true);
+            }
+            Err(_) => {
+                sleep_unless_stopped(shared, backoff);
+                backoff = (backoff * 5 / 4).min(Duration::from_millis(500));
+            }
+        }
+    }
+}
+
+pub(super) fn sleep_unless_stopped(shared: &Shared, total: Duration) {
+    let deadline = Instant::now() + total;
+    loop {
+        let now = Instant::now();
+        if now >= deadline || shared.stopping() {
+            return;
+        }
+        thread::sleep((deadline - now).min(TICK));
+    }
+}
+
+/// Serves one connection: (advertise,) read one request, answer it.
+pub(super) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, reverse: bool) {
+    let connection = shared.next_connection.fetch_add(1, Ordering::SeqCst);
+    let mut machine = if reverse {
+        ServerConnection::advertising(shared.advertise())
+    } else {
+        ServerConnection::new()
+    };
+    if reverse {
+        let mut adv = [0u8; 64];
+        let n = match machine.poll_transmit(&mut adv) {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        if stream.write_all(&adv[..n]).is_err() {
+            return;
+        }
+        shared.update(|s| s.advertised += 1);
+    }
+    if stream.set_read_timeout(Some(TICK)).is_err() {
+        return;
+    }
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    let mut last_input = Instant::now();
+    loop {
+        let handled = machine.handle_input(&buf);
+        match handled.status {
+            ServerStatus::Event(ServerEvent::Request { request, reserved }) => {
+                let bytes = buf[..handled.consumed].to_vec();
+                shared.update(|s| {
+                    s.received.push(Received {
+                        connection,
+                        reverse,
+                        bytes,
+                        command: Some(request.command()),
+                        reserved,
+                        rejection: None,
+                    })
+                });
+                if shared.reply_delay > Duration::ZERO {
+                    sleep_unless_stopped(shared, shared.reply_delay);
+                }
+                answer(shared, stream, machine, &request, reverse);
+                return;
+            }
+            ServerStatus::Event(ServerEvent::Rejected(rejection)) => {
+                reject(
+                    shared,
+                    &mut stream,
+                    &mut machine,
+                    &buf,
+                    connection,
+                    reverse,
+                    rejection,
+                );
+                return;
+            }
+            ServerStatus::Event(_) => {
+                buf.drain(..handled.consumed);
+                continue;
+            }
+            ServerStatus::Partial { .. } => {}
+            ServerStatus::Done => return,
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => {
+                if let Some(ServerEvent::Rejected(rejection)) = machine.handle_eof() {
+                    reject(
+                        shared,
+                        &mut stream,
+                        &mut machine,
+                        &buf,
+                        connection,
+                        reverse,
+                        rejection,
+                    );
+                }
+                return;
+            }
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                last_input = Instant::now();
+            }
+            Err(e) if is_timeout(&e) => {
+                if shared.stopping() || last_input.elapsed() >= shared.idle_timeout {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+pub(super) fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+pub(super) fn reject(
+    shared: &Shared,
+    stream: &mut UnixStream,
+    machine: &mut ServerConnection,
+    buf: &[u8],
+    connection: u64,
+    reverse: bool,
+    rejection: Rejection,
+) {
+    let view = HeaderView::ref_from(buf);
+    let command = view.map(|v| v.command());
+    let reserved = view.map_or(0, |v| v.reserved.get());
+    shared.update(|s| {
+        s.received.push(Received {
+            connection,
+            reverse,
+            bytes: buf.to_vec(),
+            command,
+            reserved,
+            rejection: Some(rejection),
+        })
+    });
+    let mut out = [0u8; 64];
+    if let Ok(n) = machine.poll_transmit(&mut out) {
+        let _ = stream.write_all(&out[..n]);
+    }
+}
+
+pub(super) fn send(
+    stream: &mut UnixStream,
+    machine: &mut ServerConnection,
+    response: &Response<'_>,
+) -> bool {
+    let mut out = vec![0u8; response.encoded_len()];
+    match machine.send_response(response, &mut out) {
+        Ok(n) => stream.write_all(&out[..n]).is_ok(),
+        Err(_) => false,
+    }
+}
