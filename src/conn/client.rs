@@ -261,7 +261,12 @@ impl ClientConnection {
                     status: Status::Event(ClientEvent::StreamData(input)),
                 })
             }
-            State::Environment { .. } => self.handle_environment(input),
+            State::Environment {
+                left,
+                announced,
+                vars,
+                ..
+            } => self.handle_environment(input, left, announced, vars),
         }
     }
 
@@ -371,16 +376,14 @@ impl ClientConnection {
         }
     }
 
-    fn handle_environment<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, ClientError> {
-        let (mut left, announced, vars) = match self.state {
-            State::Environment {
-                left,
-                announced,
-                vars,
-                ..
-            } => (left, announced, vars),
-            _ => return Err(ClientError::Finished),
-        };
+    /// The environment continuation, with the fields of `State::Environment`.
+    fn handle_environment<'a>(
+        &mut self,
+        input: &'a [u8],
+        mut left: u32,
+        announced: u32,
+        vars: Option<u32>,
+    ) -> Result<Handled<'a>, ClientError> {
         let used = u64::from(announced - left);
         let mismatch = |actual: u64| ClientError::EnvironmentSizeMismatch { announced, actual };
         let end = |this: &mut Self, consumed: usize| {
