@@ -6,6 +6,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use dsipc::payload::{CollectTracing2, Provider, Reply, Request, TraceFormat};
+use dsipc::recv::{Poll, RecvBuffer};
 use dsipc::wire::{Header, Seq, Text};
 use dsipc::{ClientConnection, ClientEvent, Command, Status};
 
@@ -102,6 +103,34 @@ fn stream_64mib(c: &mut Criterion) {
             }
             assert_eq!(seen, TOTAL);
             conn.handle_eof().unwrap()
+        })
+    });
+    // The same stream through the receive buffer: each 64 KiB "read" is a copy into its
+    // spare space (what a socket read costs in memory traffic), then one poll.
+    let mut storage = vec![0u8; CHUNK + 4096];
+    group.bench_function("64MiB_via_RecvBuffer_64KiB_reads", |b| {
+        b.iter(|| {
+            let mut conn = ClientConnection::new();
+            let _ = conn.send_request(&req, &mut tx).unwrap();
+            let mut rx = RecvBuffer::new(&mut storage[..]);
+            let (mut seen, mut reads) = (0usize, 0usize);
+            loop {
+                match rx.poll_client(&mut conn).unwrap() {
+                    Poll::Event(ClientEvent::StreamData(d)) => seen += d.len(),
+                    Poll::Event(_) => {}
+                    Poll::NeedInput if reads == 0 => {
+                        let _ = rx.push(&reply).unwrap();
+                        reads += 1;
+                    }
+                    Poll::NeedInput if reads <= TOTAL / CHUNK => {
+                        let _ = rx.push(black_box(&chunk)).unwrap();
+                        reads += 1;
+                    }
+                    Poll::NeedInput => rx.eof(),
+                    Poll::End => break,
+                }
+            }
+            assert_eq!(seen, TOTAL);
         })
     });
     group.finish();

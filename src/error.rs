@@ -233,7 +233,9 @@ pub enum ClientError {
         len: usize,
     },
     /// A single message needs `needed` contiguous bytes, more than the caller's buffer holds.
-    /// Returned by adapters; the core itself reports this as `Status::Partial`.
+    /// Never returned by the core (it reports `Status::Partial`); the receive buffer reports
+    /// [`recv::BufferTooSmall`](crate::recv::BufferTooSmall). Kept for dsipc-mio, which still
+    /// keeps its own buffers; to be removed when it drives [`crate::recv::RecvBuffer`].
     BufferTooSmall {
         /// Contiguous bytes needed.
         needed: usize,
@@ -246,8 +248,6 @@ pub enum ClientError {
     NotSent,
     /// Misuse: a second request on one connection (the protocol allows one per connection).
     AlreadySent,
-    /// Misuse: the machine was used after it reached its final state.
-    Finished,
 }
 
 impl fmt::Display for ClientError {
@@ -314,7 +314,6 @@ impl fmt::Display for ClientError {
             ClientError::AlreadySent => {
                 write!(f, "a request was already sent (one command per connection)")
             }
-            ClientError::Finished => write!(f, "the connection has already finished"),
         }
     }
 }

@@ -17,18 +17,22 @@
 //!   [`payload::Request`]; typed replies ([`payload::Reply`], [`payload::ErrorReply`]).
 //! - [`conn`]: [`ClientConnection`] (a tool's side of one connection, or a monitor's side of
 //!   a reverse port) and [`ServerConnection`] (the runtime's side, optionally advertising).
+//! - [`recv`]: [`recv::RecvBuffer`], the receive buffer that drives any of the machines
+//!   over caller-owned storage (compaction, growth within a bound, EOF).
 //! - [`transport`]: socket and pipe names, the `/proc/PID/stat` key, `DOTNET_DiagnosticPorts`.
 //!
 //! ## The drive loop
 //! One request per connection. Encode it with [`ClientConnection::send_request`] and write
 //! it in **one** write (.NET Core 3.1 reads header and payload with a single read each).
-//! Then loop: hand the machine everything received and not yet consumed, act on each
-//! event, and read more when it says [`Status::Partial`]. Tell it about EOF.
+//! Then let a [`recv::RecvBuffer`] drive the machine: poll, act on each event, read into its
+//! spare space when it asks for input, tell it about EOF. The same loop drives the server
+//! machine and the nettrace parser (see [`recv`]).
 //!
 //! ```
 //! use std::io::{Read, Write};
 //! use dsipc::payload::{ProcessInfo, Reply};
-//! use dsipc::{ClientConnection, ClientError, ClientEvent, Status};
+//! use dsipc::recv::{Poll, RecvBuffer};
+//! use dsipc::{ClientConnection, ClientEvent};
 //!
 //! /// Runs ProcessInfo over any byte stream and returns the pid it reports.
 //! fn process_id<S: Read + Write>(sock: &mut S) -> Result<u64, Box<dyn std::error::Error>> {
@@ -37,38 +41,25 @@
 //!     let n = conn.send_request(&ProcessInfo, &mut tx)?;
 //!     sock.write_all(&tx[..n])?; // one write
 //!
-//!     // Any reply fits in 64 KiB (the u16 size field); keep room for a read after it.
-//!     let mut rx = vec![0u8; 64 * 1024 + 4096];
-//!     let (mut start, mut end) = (0, 0);
+//!     // Any reply fits in 64 KiB (the u16 size field).
+//!     let mut storage = vec![0u8; 64 * 1024];
+//!     let mut rx = RecvBuffer::new(&mut storage[..]);
 //!     let mut pid = None;
 //!     loop {
-//!         // 1. Drain: every event borrows from rx[start..end].
-//!         loop {
-//!             let handled = conn.handle_input(&rx[start..end])?;
-//!             start += handled.consumed;
-//!             match handled.status {
-//!                 Status::Event(ClientEvent::Reply(Reply::ProcessInfo(info))) => {
-//!                     pid = Some(info.process_id)
-//!                 }
-//!                 Status::Event(ClientEvent::Error(e)) => return Err(e.hresult.to_string().into()),
-//!                 Status::Event(other) => println!("event: {:?}", other),
-//!                 Status::Partial { needed } if needed > rx.len() => {
-//!                     return Err(ClientError::BufferTooSmall { needed }.into())
-//!                 }
-//!                 Status::Partial { .. } => break,
-//!                 Status::Done => return pid.ok_or_else(|| "no reply".into()),
+//!         match rx.poll_client(&mut conn)? {
+//!             // Events borrow the buffer; their bytes are consumed already.
+//!             Poll::Event(ClientEvent::Reply(Reply::ProcessInfo(info))) => {
+//!                 pid = Some(info.process_id)
 //!             }
+//!             Poll::Event(ClientEvent::Error(e)) => return Err(e.hresult.to_string().into()),
+//!             Poll::Event(other) => println!("event: {:?}", other),
+//!             // Read once; 0 is EOF (an error if it cut a message short).
+//!             Poll::NeedInput => match sock.read(rx.read_buf()?)? {
+//!                 0 => rx.eof(),
+//!                 got => rx.filled(got),
+//!             },
+//!             Poll::End => return pid.ok_or_else(|| "no reply".into()),
 //!         }
-//!         // 2. Keep the unconsumed bytes, then read more.
-//!         rx.copy_within(start..end, 0);
-//!         end -= start;
-//!         start = 0;
-//!         let got = sock.read(&mut rx[end..])?;
-//!         if got == 0 {
-//!             conn.handle_eof()?; // an error if the peer closed inside a message
-//!             return pid.ok_or_else(|| "no reply".into());
-//!         }
-//!         end += got;
 //!     }
 //! }
 //!
@@ -102,11 +93,12 @@
 //! ## Borrow rules
 //! - Events borrow from the slice given to [`ClientConnection::handle_input`]; they are
 //!   valid until the caller changes that buffer. The machine keeps no reference to it.
-//! - On [`Status::Partial`] nothing was consumed: keep the bytes, append, call again.
+//! - Driving a machine by hand ([`ClientConnection::handle_input`]): on
+//!   [`Status::Partial`] nothing was consumed: keep the bytes, append, call again.
 //!   `needed` says how many contiguous bytes the next event needs (at most one message of
 //!   65,535 bytes, or one environment entry, which Linux lets grow to about 256 KiB in
-//!   UTF-16): a buffer smaller than that is the caller's capacity error, never a silent
-//!   truncation.
+//!   UTF-16): a buffer smaller than that is the caller's capacity error
+//!   ([`recv::BufferTooSmall`]), never a silent truncation.
 //! - EventPipe data arrives as [`ClientEvent::StreamData`] slices of the input: the core
 //!   copies no stream byte.
 //! - Strings are [`wire::Text`] views over the received bytes. Convert them into a buffer
@@ -122,6 +114,7 @@
 //! ## Features
 //! - `std` (default): implement `std::error::Error` for the error types. The crate itself
 //!   never uses std; turn this off for `no_std` targets.
+//! - `alloc`: a growable `Vec<u8>` storage for [`recv::RecvBuffer`] (the only allocation).
 //! - `defmt`: derive `defmt::Format` on public types and log through defmt.
 //! - `arbitrary`: derive `arbitrary::Arbitrary` on requests and responses.
 #![no_std]
@@ -131,12 +124,16 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 pub(crate) mod fmt;
 
 pub mod conn;
 pub mod error;
 pub mod nettrace;
 pub mod payload;
+pub mod recv;
 pub mod transport;
 pub mod wire;
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{capture, drive, each_request, each_response, Rng, RUNTIMES};
+use common::{capture, drive, each_request, each_response, exchange_inputs, Rng};
 use dsipc::payload::*;
 use dsipc::wire::{Hresult, Text, HEADER_LEN};
 use dsipc::{ClientConnection, ClientError, ClientEvent, Command, DecodeError, Status};
@@ -82,58 +82,6 @@ fn oversized_request_is_an_error_not_a_truncation() {
         value: Text::Str(&fits),
     };
     assert_eq!(req.encode(&mut buf), Ok(65_534));
-}
-
-/// Input that makes one exchange: the encoded response, then `tail`.
-fn exchange_inputs() -> Vec<(AnyRequestOwned, Vec<u8>)> {
-    let mut v = Vec::new();
-    each_response(|command, resp| {
-        let mut buf = vec![0u8; resp.encoded_len()];
-        resp.encode(&mut buf).unwrap();
-        if let Response::Ok(Reply::ProcessEnvironment(_)) = resp {
-            buf.extend_from_slice(&0u32.to_le_bytes());
-        }
-        v.push((AnyRequestOwned(command), buf));
-    });
-    for rt in RUNTIMES {
-        for case in ["collect-tracing2", "collect-tracing", "process-info"] {
-            let mut input = capture(rt, &format!("{}.reply.bin", case));
-            if case != "process-info" {
-                input.extend(capture(rt, &format!("{}.stream-head.bin", case)));
-            }
-            let command = if case == "process-info" {
-                Command::ProcessInfo
-            } else {
-                Command::CollectTracing2
-            };
-            v.push((AnyRequestOwned(command), input));
-        }
-    }
-    v.push((
-        AnyRequestOwned(Command::ProcessEnvironment),
-        capture("net8.0.4", "process-environment.reply.bin"),
-    ));
-    v.push((
-        AnyRequestOwned(Command::ProcessInfo3),
-        capture("net8.0.4", "process-info3.reply.bin"),
-    ));
-    v.push((
-        AnyRequestOwned(Command::GenerateCoreDump3),
-        capture("net8.0.4", "generate-core-dump3-bad-dir.reply.bin"),
-    ));
-    v
-}
-
-/// A request that only names a command (the machine types the reply after it).
-struct AnyRequestOwned(Command);
-impl Request for AnyRequestOwned {
-    fn command(&self) -> Command {
-        self.0
-    }
-    fn payload_len(&self) -> usize {
-        0
-    }
-    fn write_payload(&self, _: &mut dsipc::wire::Writer<'_>) {}
 }
 
 #[test]

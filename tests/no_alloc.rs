@@ -312,3 +312,83 @@ fn nettrace_parsing_does_not_allocate() {
     }
     assert!(all_fields > 0);
 }
+
+/// The receive buffer over fixed storage: a reply and a stream read 100 bytes at a time, a
+/// server request, a nettrace stream, the bound error and its text: no allocation.
+#[test]
+fn receive_buffer_does_not_allocate() {
+    use dsipc::nettrace::NettraceParser;
+    use dsipc::recv::{Poll, RecvBuffer, RecvError};
+
+    let mut reply = common::capture("net8.0.4", "collect-tracing2.reply.bin");
+    reply.extend(common::capture(
+        "net8.0.4",
+        "collect-tracing2.stream-head.bin",
+    ));
+    let mut request = vec![0u8; ProcessInfo.encoded_len()];
+    ProcessInfo.encode(&mut request).unwrap();
+    let trace = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/corpus-seeds/nettrace/net8.0.4-first-blocks"
+    ))
+    .unwrap();
+    let trace = &trace[2..];
+    let mut tx = [0u8; 256];
+    let mut storage = [0u8; 64 * 1024];
+    let mut sink = Sink(0);
+    let (mut events, mut stream, mut items) = (0, 0, 0);
+    let n = allocations(|| {
+        // Pushes `data` 100 bytes at a time whenever `poll` asks, then EOF.
+        fn feed<S: dsipc::recv::RecvStorage>(rx: &mut RecvBuffer<S>, data: &[u8], fed: &mut usize) {
+            if *fed == data.len() {
+                rx.eof();
+            } else {
+                let n = rx.push(&data[*fed..(*fed + 100).min(data.len())]).unwrap();
+                *fed += n;
+            }
+        }
+        let mut conn = ClientConnection::new();
+        let _ = conn
+            .send_request(&common::AnyRequestOwned(Command::CollectTracing2), &mut tx)
+            .unwrap();
+        let mut rx = RecvBuffer::new(&mut storage[..]);
+        let mut fed = 0;
+        loop {
+            match rx.poll_client(&mut conn).unwrap() {
+                Poll::Event(dsipc::ClientEvent::StreamData(d)) => stream += d.len(),
+                Poll::Event(_) => events += 1,
+                Poll::NeedInput => feed(&mut rx, &reply, &mut fed),
+                Poll::End => break,
+            }
+        }
+        let mut server = ServerConnection::new();
+        let mut rx = RecvBuffer::new(&mut storage[..]);
+        let mut fed = 0;
+        loop {
+            match rx.poll_server(&mut server).unwrap() {
+                Poll::Event(_) => events += 1,
+                Poll::NeedInput => feed(&mut rx, &request, &mut fed),
+                Poll::End => break,
+            }
+        }
+        let mut p = NettraceParser::with_max_block_size(60 * 1024);
+        let mut rx = RecvBuffer::new(&mut storage[..]);
+        let mut fed = 0;
+        loop {
+            match rx.poll_nettrace(&mut p).unwrap() {
+                Poll::Event(_) => items += 1,
+                Poll::NeedInput => feed(&mut rx, trace, &mut fed),
+                Poll::End => break,
+            }
+        }
+        // The bound error, and its text.
+        let mut conn = ClientConnection::new();
+        let _ = conn.send_request(&ProcessInfo, &mut tx).unwrap();
+        let mut rx = RecvBuffer::new(&mut storage[..10]);
+        let _ = rx.push(&reply[..10]).unwrap();
+        let e: RecvError<dsipc::ClientError> = rx.poll_client(&mut conn).unwrap_err();
+        std::fmt::Write::write_fmt(&mut sink, format_args!("{}", e)).unwrap();
+    });
+    assert!(events >= 2 && stream > 0 && items > 10 && sink.0 > 0);
+    assert_eq!(n, 0, "the receive buffer allocated {} times", n);
+}

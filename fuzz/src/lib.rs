@@ -15,6 +15,7 @@ use std::fmt::{self, Write as _};
 use arbitrary::{Arbitrary, Unstructured};
 use dsipc::conn::{RejectReason, ServerError};
 use dsipc::payload::*;
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc::transport::{
     key_from_proc_stat, DiagnosticPorts, FormatPorts, PipeName, PortConfig, SocketName,
 };
@@ -25,7 +26,7 @@ use dsipc::wire::{
 };
 use dsipc::{
     ClientConnection, ClientError, ClientEvent, Command, EncodeError, HeaderError,
-    ServerConnection, ServerEvent, ServerStatus, Status,
+    ServerConnection, ServerEvent, Status,
 };
 
 /// A harness function: takes the raw fuzzer input, panics on a finding.
@@ -900,8 +901,9 @@ pub fn drive(
         assert_eq!(conn.requires_fd_passing(), user_events);
         conn
     };
-    let mut buf: Vec<u8> = Vec::new();
-    let mut start = 0;
+    // The core's receive buffer: it applies `consumed` and checks the machine's `Partial`
+    // contract (consumes nothing, asks for more than is there) with debug assertions.
+    let mut rx = RecvBuffer::with_limit(Vec::new(), usize::MAX);
     let mut fed = 0;
     let mut env_announced: Option<u32> = None;
     let fail = |conn: &mut ClientConnection, log: &mut Log, e: ClientError| {
@@ -914,74 +916,59 @@ pub fn drive(
         log.error = Some(e);
     };
     loop {
-        loop {
-            let avail = buf.len() - start;
-            match conn.handle_input(&buf[start..]) {
-                Ok(h) => {
-                    assert!(h.consumed <= avail);
-                    match h.status {
-                        Status::Event(ev) => {
-                            start += h.consumed;
-                            if let ClientEvent::Reply(Reply::ProcessEnvironment(e)) = ev {
-                                env_announced = Some(e.incoming_bytes);
-                            }
-                            record(&mut log, ev);
-                            if let ClientEvent::Advertise(a) = ev {
-                                let mut b = [0u8; ADVERTISE_LEN];
-                                assert_eq!(a.emit(&mut b), Ok(ADVERTISE_LEN));
-                                assert_eq!(&b[..], &buf[start - ADVERTISE_LEN..start]);
-                                conn.send_request(request, &mut tx)
-                                    .expect("sample requests encode");
-                            }
-                        }
-                        Status::Partial { needed } => {
-                            assert_eq!(h.consumed, 0, "Partial consumed bytes");
-                            assert!(needed > avail, "Partial with enough bytes");
-                            // One message, or one environment entry (bounded by the
-                            // announced block size, which may exceed 64 KiB).
-                            let bound =
-                                env_announced.map_or(MAX_NEEDED, |a| MAX_NEEDED.max(a as usize));
-                            assert!(
-                                needed <= bound,
-                                "Partial needs {} bytes, over the bound {}",
-                                needed,
-                                bound
-                            );
-                            break;
-                        }
-                        Status::Done => {
-                            assert_eq!(h.consumed, 0);
-                            assert!(conn.is_finished());
-                            break;
-                        }
-                    }
+        let at_eof = rx.is_eof();
+        match rx.poll_client(&mut conn) {
+            Ok(Poll::Event(ev)) => {
+                if at_eof {
+                    // Only the machine's handle_eof speaks after EOF.
+                    assert_eq!(ev, ClientEvent::EndOfStream);
                 }
-                Err(e) => {
-                    fail(&mut conn, &mut log, e);
-                    return log;
+                if let ClientEvent::Reply(Reply::ProcessEnvironment(e)) = ev {
+                    env_announced = Some(e.incoming_bytes);
                 }
-            }
-        }
-        if fed == input.len() {
-            break;
-        }
-        if start > 0 {
-            buf.drain(..start);
-            start = 0;
-        }
-        let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
-        buf.extend_from_slice(&input[fed..fed + n]);
-        fed += n;
-    }
-    if eof {
-        match conn.handle_eof() {
-            Ok(Some(ev)) => {
-                assert_eq!(ev, ClientEvent::EndOfStream);
                 record(&mut log, ev);
-                assert!(conn.is_finished());
+                if let ClientEvent::Advertise(a) = ev {
+                    let mut b = [0u8; ADVERTISE_LEN];
+                    assert_eq!(a.emit(&mut b), Ok(ADVERTISE_LEN));
+                    assert_eq!(&b[..], &input[..ADVERTISE_LEN]);
+                    conn.send_request(request, &mut tx)
+                        .expect("sample requests encode");
+                }
             }
-            Ok(None) => assert!(conn.is_finished()),
-            Err(e) => fail(&mut conn, &mut log, e),
+            // After the end, more bytes are the machine's to judge.
+            Ok(Poll::NeedInput) | Ok(Poll::End) if fed < input.len() => {
+                let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
+                fed += rx.push(&input[fed..fed + n]).expect("unbounded");
+            }
+            Ok(Poll::NeedInput) => {
+                // One message, or one environment entry (bounded by the announced block
+                // size, which may exceed 64 KiB).
+                let bound = env_announced.map_or(MAX_NEEDED, |a| MAX_NEEDED.max(a as usize));
+                assert!(
+                    rx.needed() <= bound,
+                    "Partial needs {} bytes, over the bound {}",
+                    rx.needed(),
+                    bound
+                );
+                if !eof {
+                    break;
+                }
+                assert!(!rx.is_eof(), "NeedInput after EOF");
+                rx.eof();
+            }
+            Ok(Poll::End) => {
+                assert!(conn.is_finished());
+                if eof && !rx.is_eof() {
+                    // Ended by the machine: EOF changes nothing then.
+                    assert_eq!(conn.handle_eof(), Ok(None));
+                }
+                break;
+            }
+            Err(RecvError::Machine(e)) => {
+                fail(&mut conn, &mut log, e);
+                return log;
+            }
+            Err(e) => panic!("{}", e),
         }
     }
     log
@@ -1333,51 +1320,45 @@ pub fn drive_server(
         Err(ServerError::NoRequest)
     );
 
-    let mut buf: Vec<u8> = Vec::new();
-    let mut start = 0;
+    // The core's receive buffer (see `drive`); nothing past one message is ever needed.
+    let mut rx = RecvBuffer::with_limit(Vec::new(), MAX_MESSAGE_LEN);
     let mut fed = 0;
-    'feed: loop {
-        loop {
-            let avail = buf.len() - start;
-            let h = conn.handle_input(&buf[start..]);
-            assert!(h.consumed <= avail);
-            match h.status {
-                ServerStatus::Event(ev) => {
-                    assert!(h.consumed > 0, "event without consuming input: {:?}", ev);
-                    start += h.consumed;
-                    if on_server_event(&mut conn, ev, &mut log, half_close) {
-                        assert!(conn.should_close());
-                        break 'feed;
-                    }
+    loop {
+        let at_eof = rx.is_eof();
+        match rx.poll_server(&mut conn) {
+            Ok(Poll::Event(ev)) => {
+                if at_eof {
+                    assert!(!matches!(ev, ServerEvent::ClientData(_)));
+                    on_server_event(&mut conn, ev, &mut log, false);
+                    continue;
                 }
-                ServerStatus::Partial { needed } => {
-                    assert_eq!(h.consumed, 0, "Partial consumed bytes");
-                    assert!(needed > avail, "Partial with enough bytes");
-                    assert!(needed <= MAX_MESSAGE_LEN, "Partial needs {}", needed);
-                    break;
-                }
-                ServerStatus::Done => {
-                    assert_eq!(h.consumed, 0);
+                if on_server_event(&mut conn, ev, &mut log, half_close) {
                     assert!(conn.should_close());
                     break;
                 }
             }
+            Ok(Poll::NeedInput) | Ok(Poll::End) if fed < input.len() => {
+                let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
+                fed += rx.push(&input[fed..fed + n]).expect("one message fits");
+            }
+            Ok(Poll::NeedInput) if eof && !at_eof => rx.eof(),
+            Ok(Poll::NeedInput) => break,
+            Ok(Poll::End) => {
+                if !at_eof {
+                    assert!(conn.should_close());
+                }
+                break;
+            }
+            Err(e) => panic!("a request needs more than one message: {}", e),
         }
-        if fed == input.len() {
-            break;
-        }
-        if start > 0 {
-            buf.drain(..start);
-            start = 0;
-        }
-        let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
-        buf.extend_from_slice(&input[fed..fed + n]);
-        fed += n;
     }
     if eof {
-        if let Some(ev) = conn.handle_eof() {
-            assert!(!matches!(ev, ServerEvent::ClientData(_)));
-            on_server_event(&mut conn, ev, &mut log, false);
+        if !rx.is_eof() {
+            // The exchange ended before the input did: the EOF comes now.
+            if let Some(ev) = conn.handle_eof() {
+                assert!(!matches!(ev, ServerEvent::ClientData(_)));
+                on_server_event(&mut conn, ev, &mut log, false);
+            }
         }
         assert!(!conn.wants_read());
         // A second EOF changes nothing.

@@ -27,6 +27,7 @@ use dsipc::payload::{
     ProcessInfo, ProcessInfoReply, Provider, Reply, Request, Response, SetEnvironmentVariable,
     TraceFormat,
 };
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc::transport::{key_from_proc_stat, DiagnosticPorts, SocketName};
 use dsipc::wire::{Advertise, Guid, Header, Hresult, Seq, Text, HEADER_LEN};
 use dsipc::{ClientConnection, ClientError, ClientEvent, ServerEvent, ServerStatus, Status};
@@ -264,54 +265,33 @@ macro_rules! check {
     };
 }
 
-/// Feeds `rx` to a client machine `chunk` bytes at a time through a small receive buffer,
-/// the way an adapter does, calling `on_event` for each event and finally EOF.
+/// Feeds `rx` to a client machine `chunk` bytes at a time through the core's receive buffer
+/// over 1 KiB of stack, the way an adapter does, calling `on_event` for each event, then EOF.
 fn pump_client(
     conn: &mut ClientConnection,
     rx: &[u8],
     chunk: usize,
     mut on_event: impl FnMut(&mut ClientConnection, ClientEvent<'_>) -> Result<(), Step>,
 ) -> Result<usize, Step> {
-    let mut buf = [0u8; 1024];
-    let (mut start, mut end, mut fed, mut events) = (0usize, 0usize, 0usize, 0usize);
+    let mut storage = [0u8; 1024];
+    let mut buf = RecvBuffer::new(&mut storage[..]);
+    let (mut fed, mut events) = (0usize, 0usize);
     loop {
-        loop {
-            let h = conn
-                .handle_input(&buf[start..end])
-                .map_err(|_| "client error")?;
-            start += h.consumed;
-            match h.status {
-                Status::Event(ev) => {
-                    events += 1;
-                    on_event(conn, ev)?;
-                }
-                Status::Partial { needed } => {
-                    check!(needed <= buf.len(), "client needs more than its buffer");
-                    break;
-                }
-                Status::Done => break,
+        match buf.poll_client(conn) {
+            Ok(Poll::Event(ev)) => {
+                events += 1;
+                on_event(conn, ev)?;
             }
+            Ok(Poll::NeedInput) | Ok(Poll::End) if fed < rx.len() => {
+                let n = chunk.min(rx.len() - fed);
+                fed += buf.push(&rx[fed..fed + n]).map_err(|_| "client buffer")?;
+            }
+            Ok(Poll::NeedInput) => buf.eof(),
+            Ok(Poll::End) => return Ok(events),
+            Err(RecvError::BufferTooSmall(_)) => return Err("client needs more than its buffer"),
+            Err(_) => return Err("client error"),
         }
-        if fed == rx.len() {
-            break;
-        }
-        buf.copy_within(start..end, 0);
-        end -= start;
-        start = 0;
-        let n = chunk.min(rx.len() - fed).min(buf.len() - end);
-        buf[end..end + n].copy_from_slice(&rx[fed..fed + n]);
-        end += n;
-        fed += n;
     }
-    match conn.handle_eof() {
-        Ok(Some(ev)) => {
-            events += 1;
-            on_event(conn, ev)?;
-        }
-        Ok(None) => {}
-        Err(_) => return Err("client EOF error"),
-    }
-    Ok(events)
 }
 
 /// Serves one request: feeds `rx` to a server machine, answers the request with `respond`
@@ -563,75 +543,65 @@ static NETTRACE: &[u8] = include_bytes!("../../fuzz/corpus-seeds/nettrace/net8.0
 
 fn nettrace() -> Result<usize, Step> {
     use dsipc::nettrace::clr::{self, ClrEvent, ClrProvider};
-    use dsipc::nettrace::{Item, MetadataRecord, NettraceParser, Status as Nt};
+    use dsipc::nettrace::{Item, MetadataRecord, NettraceParser};
     let data = &NETTRACE[2..];
     let mut p = NettraceParser::with_max_block_size(40 * 1024);
-    let mut buf = [0u8; 40 * 1024 + 512];
+    let mut storage = [0u8; 40 * 1024 + 512];
+    let mut buf = RecvBuffer::new(&mut storage[..]);
     let mut metas: [Option<MetadataRecord<'static>>; 64] = [None; 64];
-    let (mut start, mut end, mut fed) = (0usize, 0usize, 0usize);
+    let mut fed = 0usize;
     let (mut items, mut events, mut fields, mut decoded, mut ptr) =
         (0usize, 0usize, 0usize, 0usize, 0u8);
     let mut done = false;
     loop {
-        loop {
-            let h = p
-                .handle_input(&buf[start..end])
-                .map_err(|_| "nettrace error")?;
-            start += h.consumed;
-            match h.status {
-                Nt::Item(item) => {
-                    items += 1;
-                    match item {
-                        Item::Trace(t) => ptr = t.pointer_size,
-                        Item::Metadata(m) => {
-                            // Keep a record that outlives the receive buffer: re-parse the
-                            // same bytes of the static stream.
-                            let raw = find(data, m.raw).ok_or("metadata bytes")?;
-                            let rec =
-                                MetadataRecord::parse(raw, m.format, 0).map_err(|_| "reparse")?;
-                            let slot =
-                                metas.get_mut(m.metadata_id as usize).ok_or("metadata id")?;
-                            *slot = Some(rec);
-                        }
-                        Item::Event(e) => {
-                            events += 1;
-                            let m = metas
-                                .get(e.metadata_id as usize)
-                                .and_then(|m| m.as_ref())
-                                .ok_or("undefined metadata")?;
-                            for f in m.fields.walk(e.payload) {
-                                f.map_err(|_| "field walk")?;
-                                fields += 1;
-                            }
-                            if ClrProvider::from_name(&m.provider_name).is_some() {
-                                let ev = clr::decode_with(m, ptr, e.payload)
-                                    .map_err(|_| "clr decode")?;
-                                if !matches!(ev, ClrEvent::Unknown(_)) {
-                                    decoded += 1;
-                                }
-                            }
-                        }
-                        Item::EndOfStream => done = true,
-                        _ => {}
+        let item = match buf.poll_nettrace(&mut p) {
+            Ok(Poll::Event(item)) => item,
+            Ok(Poll::NeedInput) | Ok(Poll::End) if fed < data.len() => {
+                let n = 1000.min(data.len() - fed);
+                fed += buf
+                    .push(&data[fed..fed + n])
+                    .map_err(|_| "nettrace buffer")?;
+                continue;
+            }
+            Ok(Poll::NeedInput) => {
+                buf.eof();
+                continue;
+            }
+            Ok(Poll::End) => break,
+            Err(RecvError::BufferTooSmall(_)) => return Err("nettrace needs more than its buffer"),
+            Err(_) => return Err("nettrace error"),
+        };
+        items += 1;
+        match item {
+            Item::Trace(t) => ptr = t.pointer_size,
+            Item::Metadata(m) => {
+                // Keep a record that outlives the receive buffer: re-parse the
+                // same bytes of the static stream.
+                let raw = find(data, m.raw).ok_or("metadata bytes")?;
+                let rec = MetadataRecord::parse(raw, m.format, 0).map_err(|_| "reparse")?;
+                let slot = metas.get_mut(m.metadata_id as usize).ok_or("metadata id")?;
+                *slot = Some(rec);
+            }
+            Item::Event(e) => {
+                events += 1;
+                let m = metas
+                    .get(e.metadata_id as usize)
+                    .and_then(|m| m.as_ref())
+                    .ok_or("undefined metadata")?;
+                for f in m.fields.walk(e.payload) {
+                    f.map_err(|_| "field walk")?;
+                    fields += 1;
+                }
+                if ClrProvider::from_name(&m.provider_name).is_some() {
+                    let ev = clr::decode_with(m, ptr, e.payload).map_err(|_| "clr decode")?;
+                    if !matches!(ev, ClrEvent::Unknown(_)) {
+                        decoded += 1;
                     }
                 }
-                Nt::Partial { needed } => {
-                    check!(needed <= buf.len(), "nettrace needs more than its buffer");
-                    break;
-                }
-                Nt::Done => break,
             }
+            Item::EndOfStream => done = true,
+            _ => {}
         }
-        if fed == data.len() {
-            break;
-        }
-        buf.copy_within(start..end, 0);
-        end -= start;
-        start = 0;
-        let n = 1000.min(data.len() - fed).min(buf.len() - end);
-        buf[end..end + n].copy_from_slice(&data[fed..fed + n]);
-        end += n;
-        fed += n;
     }
     p.handle_eof().map_err(|_| "nettrace eof")?;
     check!(done && ptr == 8, "nettrace end marker");

@@ -29,25 +29,29 @@ pub enum ClientEvent<'a> {
     Advertise(Advertise),
 }
 
-/// Outcome of [`ClientConnection::handle_input`].
+/// Outcome of a machine's `handle_input`: [`ClientConnection::handle_input`] (events
+/// [`ClientEvent`]) and [`ServerConnection::handle_input`](crate::ServerConnection::handle_input)
+/// (events [`ServerEvent`](crate::ServerEvent), as [`ServerStatus`](crate::ServerStatus)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Status<'a> {
+pub enum Status<E> {
     /// An event; call again with the unconsumed rest of the input.
-    Event(ClientEvent<'a>),
+    Event(E),
     /// Not an error: at least `needed` contiguous bytes (counted from the first unconsumed
-    /// byte) must be available before the next event. Keep the unconsumed bytes, append
-    /// more, and call again. For a message `needed` is at most 65,535 (the `u16` size
-    /// field) or 34 (an Advertise). For a ProcessEnvironment entry it is the entry's size,
-    /// `4 + 2 × units` (plus 4 for the count before the first entry), never more than the
-    /// size the reply announced: Linux allows one variable of up to 128 KiB, so such an
-    /// entry can need about 256 KiB. Grow the buffer up to a limit you choose, and report
-    /// [`ClientError::BufferTooSmall`] past it.
+    /// byte) must be available before the next event; nothing was consumed. Keep the
+    /// unconsumed bytes, append more, and call again. For a message `needed` is at most
+    /// 65,535 (the `u16` size field) or 34 (an Advertise). For a ProcessEnvironment entry it
+    /// is the entry's size, `4 + 2 × units` (plus 4 for the count before the first entry),
+    /// never more than the size the reply announced: Linux allows one variable of up to
+    /// 128 KiB, so such an entry can need about 256 KiB. Grow the buffer up to a limit you
+    /// choose, and report [`BufferTooSmall`](crate::recv::BufferTooSmall) past it
+    /// ([`RecvBuffer`](crate::recv::RecvBuffer) does).
     Partial {
         /// Contiguous bytes required.
         needed: usize,
     },
-    /// The exchange is over: nothing more is expected and the connection can be closed.
+    /// The exchange is over: nothing more is expected (from the peer) and the connection
+    /// can be closed (a server may still have its answer to send).
     Done,
 }
 
@@ -59,7 +63,7 @@ pub struct Handled<'a> {
     /// Bytes of the input that were used; drop them before the next call.
     pub consumed: usize,
     /// What happened.
-    pub status: Status<'a>,
+    pub status: Status<ClientEvent<'a>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,7 +265,12 @@ impl ClientConnection {
                     status: Status::Event(ClientEvent::StreamData(input)),
                 })
             }
-            State::Environment { .. } => self.handle_environment(input),
+            State::Environment {
+                left,
+                announced,
+                vars,
+                ..
+            } => self.handle_environment(input, left, announced, vars),
         }
     }
 
@@ -371,16 +380,14 @@ impl ClientConnection {
         }
     }
 
-    fn handle_environment<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, ClientError> {
-        let (mut left, announced, vars) = match self.state {
-            State::Environment {
-                left,
-                announced,
-                vars,
-                ..
-            } => (left, announced, vars),
-            _ => return Err(ClientError::Finished),
-        };
+    /// The environment continuation, with the fields of `State::Environment`.
+    fn handle_environment<'a>(
+        &mut self,
+        input: &'a [u8],
+        mut left: u32,
+        announced: u32,
+        vars: Option<u32>,
+    ) -> Result<Handled<'a>, ClientError> {
         let used = u64::from(announced - left);
         let mismatch = |actual: u64| ClientError::EnvironmentSizeMismatch { announced, actual };
         let end = |this: &mut Self, consumed: usize| {

@@ -102,20 +102,8 @@ pub enum ServerEvent<'a> {
     PeerClosed,
 }
 
-/// Outcome of [`ServerConnection::handle_input`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ServerStatus<'a> {
-    /// An event; call again with the unconsumed input.
-    Event(ServerEvent<'a>),
-    /// At least `needed` contiguous bytes are required; nothing was consumed.
-    Partial {
-        /// Contiguous bytes required.
-        needed: usize,
-    },
-    /// Nothing more is expected from the client.
-    Done,
-}
+/// Outcome of [`ServerConnection::handle_input`]: the status type the client shares.
+pub type ServerStatus<'a> = super::Status<ServerEvent<'a>>;
 
 /// What [`ServerConnection::handle_input`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

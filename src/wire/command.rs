@@ -191,6 +191,21 @@ impl Command {
         matches!(self, Command::ServerOk | Command::ServerError)
     }
 
+    /// The .NET major version that first served this command, where a runtime older than
+    /// that rejects it (UNKNOWN_COMMAND) and a client may want to say so: CollectTracing4, 5
+    /// and 6 (.NET 9, 10, 11) and the Process set (.NET 5, when the set arrived; some of its
+    /// commands came later). `None` for the rest (served by every runtime since .NET Core
+    /// 3.0, or unknown).
+    pub fn introduced_in(self) -> Option<u8> {
+        match self {
+            Command::CollectTracing4 => Some(9),
+            Command::CollectTracing5 => Some(10),
+            Command::CollectTracing6 => Some(11),
+            c if c.set() == CommandSet::Process => Some(5),
+            _ => None,
+        }
+    }
+
     /// True for the commands that start an EventPipe session (CollectTracing 1-6).
     pub fn is_collect_tracing(self) -> bool {
         matches!(
@@ -227,6 +242,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn introduced_in_names_the_late_commands() {
+        assert_eq!(Command::CollectTracing4.introduced_in(), Some(9));
+        assert_eq!(Command::CollectTracing6.introduced_in(), Some(11));
+        assert_eq!(Command::ProcessInfo3.introduced_in(), Some(5));
+        assert_eq!(Command::CollectTracing2.introduced_in(), None);
+        assert_eq!(Command::GenerateCoreDump.introduced_in(), None);
+        assert_eq!(Command::from_code(9, 9).introduced_in(), None);
     }
 
     #[test]

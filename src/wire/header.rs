@@ -104,9 +104,11 @@ impl Header {
         })
     }
 
-    /// Payload length (`size - 20`).
+    /// Payload length (`size - 20`). Total: a header built by hand with a size below 20
+    /// (the fields are public) has 0; one from [`Header::parse`] or
+    /// [`Header::for_payload`] never has such a size.
     pub fn payload_len(&self) -> usize {
-        self.size as usize - HEADER_LEN
+        (self.size as usize).saturating_sub(HEADER_LEN)
     }
 
     /// The header as a wire view.
@@ -135,6 +137,14 @@ impl Header {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn payload_len_is_total() {
+        let mut h = super::Header::for_payload(super::Command::ProcessInfo, 3).unwrap();
+        assert_eq!(h.payload_len(), 3);
+        h.size = 5;
+        assert_eq!(h.payload_len(), 0);
+    }
+
     use super::*;
 
     /// The spec's generic OK message.

@@ -3,8 +3,9 @@
 #![allow(dead_code)]
 
 use dsipc::payload::*;
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc::wire::{Guid, Hresult, Seq, Text, Utf16Str};
-use dsipc::{ClientConnection, ClientError, ClientEvent, Status};
+use dsipc::{ClientConnection, ClientError, ClientEvent};
 
 /// Calls `f` with one value of every request type (several for the richer ones).
 pub fn each_request(mut f: impl FnMut(AnyRequest<'_>)) {
@@ -314,8 +315,8 @@ fn record(log: &mut Log, ev: ClientEvent<'_>) {
 }
 
 /// Sends `request` on a fresh machine, then feeds `input` in chunks whose sizes come from
-/// `chunk` (called with the remaining length), the way an adapter would: append to a
-/// buffer, drain events, keep unconsumed bytes. Ends with EOF when `eof` is set.
+/// `chunk` (called with the remaining length) through the core's receive buffer, the way an
+/// adapter does. Ends with EOF when `eof` is set.
 pub fn drive<R: Request + ?Sized>(
     request: &R,
     input: &[u8],
@@ -329,48 +330,83 @@ pub fn drive<R: Request + ?Sized>(
         log.error = Some(e);
         return log;
     }
-    let mut buf: Vec<u8> = Vec::new();
-    let mut start = 0;
-    let mut fed = 0;
+    // Bigger than any environment entry the tests send; it grows from nothing.
+    let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), 1 << 21);
+    let (mut fed, mut ended) = (0, false);
     loop {
-        // Drain.
-        loop {
-            match conn.handle_input(&buf[start..]) {
-                Ok(h) => {
-                    // Partial must never consume: the caller keeps the bytes.
-                    if let Status::Partial { needed } = h.status {
-                        assert_eq!(h.consumed, 0);
-                        assert!(needed > buf.len() - start, "Partial with enough bytes");
-                    }
-                    start += h.consumed;
-                    match h.status {
-                        Status::Event(ev) => record(&mut log, ev),
-                        Status::Partial { .. } | Status::Done => break,
-                    }
-                }
-                Err(e) => {
-                    log.error = Some(e);
-                    return log;
-                }
+        match rx.poll_client(&mut conn) {
+            Ok(Poll::Event(ev)) => record(&mut log, ev),
+            // After the end too: more bytes are the machine's to judge.
+            Ok(Poll::NeedInput) | Ok(Poll::End) if fed < input.len() => {
+                let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
+                let n = rx.push(&input[fed..fed + n]).unwrap();
+                fed += n;
             }
-        }
-        if fed == input.len() {
-            break;
-        }
-        buf.drain(..start);
-        start = 0;
-        let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
-        buf.extend_from_slice(&input[fed..fed + n]);
-        fed += n;
-    }
-    if eof {
-        match conn.handle_eof() {
-            Ok(Some(ev)) => record(&mut log, ev),
-            Ok(None) => {}
-            Err(e) => log.error = Some(e),
+            // All fed: EOF once, if asked for (the machine ends or fails then).
+            Ok(Poll::NeedInput) if eof && !ended => {
+                ended = true;
+                rx.eof();
+            }
+            Ok(_) => return log,
+            Err(RecvError::Machine(e)) => {
+                log.error = Some(e);
+                return log;
+            }
+            Err(e) => panic!("{}", e),
         }
     }
-    log
+}
+
+/// Input that makes one exchange: the encoded response, then `tail`.
+pub fn exchange_inputs() -> Vec<(AnyRequestOwned, Vec<u8>)> {
+    let mut v = Vec::new();
+    each_response(|command, resp| {
+        let mut buf = vec![0u8; resp.encoded_len()];
+        resp.encode(&mut buf).unwrap();
+        if let Response::Ok(Reply::ProcessEnvironment(_)) = resp {
+            buf.extend_from_slice(&0u32.to_le_bytes());
+        }
+        v.push((AnyRequestOwned(command), buf));
+    });
+    for rt in RUNTIMES {
+        for case in ["collect-tracing2", "collect-tracing", "process-info"] {
+            let mut input = capture(rt, &format!("{}.reply.bin", case));
+            if case != "process-info" {
+                input.extend(capture(rt, &format!("{}.stream-head.bin", case)));
+            }
+            let command = if case == "process-info" {
+                dsipc::Command::ProcessInfo
+            } else {
+                dsipc::Command::CollectTracing2
+            };
+            v.push((AnyRequestOwned(command), input));
+        }
+    }
+    v.push((
+        AnyRequestOwned(dsipc::Command::ProcessEnvironment),
+        capture("net8.0.4", "process-environment.reply.bin"),
+    ));
+    v.push((
+        AnyRequestOwned(dsipc::Command::ProcessInfo3),
+        capture("net8.0.4", "process-info3.reply.bin"),
+    ));
+    v.push((
+        AnyRequestOwned(dsipc::Command::GenerateCoreDump3),
+        capture("net8.0.4", "generate-core-dump3-bad-dir.reply.bin"),
+    ));
+    v
+}
+
+/// A request that only names a command (the machine types the reply after it).
+pub struct AnyRequestOwned(pub dsipc::Command);
+impl Request for AnyRequestOwned {
+    fn command(&self) -> dsipc::Command {
+        self.0
+    }
+    fn payload_len(&self) -> usize {
+        0
+    }
+    fn write_payload(&self, _: &mut dsipc::wire::Writer<'_>) {}
 }
 
 /// A tiny deterministic PRNG (xorshift64*), so tests need no extra crates.
@@ -407,3 +443,4 @@ pub fn capture(runtime: &str, name: &str) -> Vec<u8> {
 /// Both captured runtimes.
 pub const RUNTIMES: [&str; 2] = ["net8.0.4", "netcore3.1.23"];
 pub mod nettrace;
+pub use nettrace::Growing;

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use dsipc::nettrace::{Item, NettraceError, NettraceParser, Status};
+use dsipc::nettrace::{Item, NettraceError, NettraceParser};
+use dsipc::recv::{Poll, RecvBuffer, RecvError, RecvStorage};
 
 /// The repository root (this crate's manifest directory).
 pub fn repo() -> PathBuf {
@@ -94,6 +95,24 @@ fn unzip(zip: &Path, out: &Path) {
     assert!(st.success(), "unzip {} failed", zip.display());
 }
 
+/// Growable receive storage (the core implements it for `Vec<u8>` only with its `alloc`
+/// feature, which `cargo test -p dsipc` does not turn on).
+pub struct Growing(pub Vec<u8>);
+
+impl RecvStorage for Growing {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn grow_to(&mut self, len: usize) {
+        if len > self.0.len() {
+            self.0.resize(len, 0);
+        }
+    }
+}
+
 /// How a driver cuts the input.
 #[derive(Clone, Copy, Debug)]
 pub enum Chunking {
@@ -148,8 +167,7 @@ pub fn drive_with(
     mut on_item: impl FnMut(&Item<'_>, u64),
 ) -> Drive {
     let mut p = NettraceParser::with_max_block_size(max_block);
-    let mut buf: Vec<u8> = Vec::new();
-    let mut start = 0usize;
+    let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), usize::MAX);
     let mut fed = 0usize;
     let mut rng = match chunking {
         Chunking::Random(seed, _) => Rng(seed),
@@ -162,63 +180,38 @@ pub fn drive_with(
         max_needed: 0,
     };
     loop {
-        // Drain.
-        loop {
-            match p.handle_input(&buf[start..]) {
-                Ok(h) => {
-                    start += h.consumed;
-                    match h.status {
-                        Status::Item(item) => {
-                            on_item(&item, p.offset());
-                            out.items.push(format!("{:?}", item));
-                        }
-                        Status::Partial { needed } => {
-                            assert_eq!(h.consumed, 0, "Partial consumed bytes");
-                            assert!(
-                                needed > buf.len() - start,
-                                "Partial asks for {} bytes but {} are there",
-                                needed,
-                                buf.len() - start
-                            );
-                            out.max_needed = out.max_needed.max(needed);
-                            break;
-                        }
-                        Status::Done => {
-                            out.done = true;
-                            break;
-                        }
-                    }
-                }
-                Err(e) => {
-                    // The error repeats.
-                    assert_eq!(p.handle_input(&buf[start..]).unwrap_err(), e);
-                    out.error = Some(e);
-                    return out;
-                }
+        match rx.poll_nettrace(&mut p) {
+            Ok(Poll::Event(item)) => {
+                on_item(&item, p.offset());
+                out.items.push(format!("{:?}", item));
             }
-        }
-        if out.done && fed == data.len() {
-            assert!(p.handle_eof().is_ok());
-            return out;
-        }
-        if fed == data.len() {
-            match p.handle_eof() {
-                Ok(()) => unreachable!("handle_eof ok without the end marker"),
-                Err(e) => out.error = Some(e),
+            Ok(Poll::End) if fed == data.len() => {
+                out.done = p.is_done();
+                return out;
             }
-            return out;
+            // After the end marker, more bytes are the parser's TrailingData.
+            Ok(Poll::End) | Ok(Poll::NeedInput) => {
+                out.max_needed = out.max_needed.max(rx.needed());
+                if fed == data.len() {
+                    rx.eof();
+                    continue;
+                }
+                let n = match chunking {
+                    Chunking::Whole => data.len(),
+                    Chunking::Fixed(n) => n,
+                    Chunking::Random(_, max) => 1 + rng.below(max),
+                };
+                let n = n.min(data.len() - fed);
+                fed += rx.push(&data[fed..fed + n]).unwrap();
+            }
+            Err(RecvError::Machine(e)) => {
+                // The error repeats.
+                assert_eq!(p.handle_input(rx.pending()).unwrap_err(), e);
+                out.error = Some(e);
+                return out;
+            }
+            Err(e) => panic!("{}", e),
         }
-        // Compact and read more.
-        buf.drain(..start);
-        start = 0;
-        let n = match chunking {
-            Chunking::Whole => data.len(),
-            Chunking::Fixed(n) => n,
-            Chunking::Random(_, max) => 1 + rng.below(max),
-        };
-        let n = n.min(data.len() - fed);
-        buf.extend_from_slice(&data[fed..fed + n]);
-        fed += n;
     }
 }
 

@@ -13,9 +13,10 @@ use dsipc::payload::{
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
 
-use crate::drive::{self, remaining, Filled, Step};
+use crate::drive::{self, remaining, Filled};
 use crate::session::TraceSession;
 use crate::{Endpoint, Error, Transport};
+use dsipc::recv::Poll;
 
 /// Default timeout: the budget of one method call (connecting, sending, every reply, and
 /// every fallback to an older command version).
@@ -497,21 +498,14 @@ impl<T: Transport> DiagnosticsClient<T> {
     where
         R: Into<AnyRequest<'a>>,
     {
-        use dsipc::payload::{CollectTracing5, CollectTracing6};
         let request: AnyRequest<'a> = request.into();
-        match request {
-            AnyRequest::CollectTracing(_)
-            | AnyRequest::CollectTracing2(_)
-            | AnyRequest::CollectTracing3(_)
-            | AnyRequest::CollectTracing4(_)
-            | AnyRequest::CollectTracing5(CollectTracing5::Streaming(_))
-            | AnyRequest::CollectTracing6(CollectTracing6::Streaming { .. }) => {}
-            AnyRequest::CollectTracing5(_) | AnyRequest::CollectTracing6(_) => {
-                return Err(Error::InvalidArgument(
-                    "user_events sessions need descriptor passing, which this adapter does not do",
-                ))
-            }
-            _ => return Err(Error::InvalidArgument("not a CollectTracing request")),
+        if !request.command().is_collect_tracing() {
+            return Err(Error::InvalidArgument("not a CollectTracing request"));
+        }
+        if request.requires_fd_passing() {
+            return Err(Error::InvalidArgument(
+                "user_events sessions need descriptor passing, which this adapter does not do",
+            ));
         }
         let command = request.command();
         let timeout = self.timeout;
@@ -519,14 +513,14 @@ impl<T: Transport> DiagnosticsClient<T> {
         let mut ex = drive::open(&request, |t| self.transport.connect(t), timeout, deadline)?;
         let session_id = loop {
             match ex.poll()? {
-                Step::Event(ClientEvent::Reply(Reply::SessionId(id))) => break id,
-                Step::Event(other) => return Err(unexpected(command, other)),
-                Step::NeedInput => {
+                Poll::Event(ClientEvent::Reply(Reply::SessionId(id))) => break id,
+                Poll::Event(other) => return Err(unexpected(command, other)),
+                Poll::NeedInput => {
                     if let Filled::TimedOut = ex.fill(remaining(deadline, command, timeout)?)? {
                         return Err(Error::Timeout { command, timeout });
                     }
                 }
-                Step::Done => return Err(Error::UnexpectedReply { command }),
+                Poll::End => return Err(Error::UnexpectedReply { command }),
             }
         };
         Ok(TraceSession::new(ex, session_id, self.clone()))

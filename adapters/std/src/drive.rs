@@ -1,40 +1,31 @@
 //! The one drive loop: feeds a core [`ClientConnection`] from any [`Connection`].
 //!
 //! Every command method goes through [`Exchange`]: encode the request, write it in one
-//! `write_all`, then alternate [`Exchange::poll`] (hand the machine what is buffered) and
-//! [`Exchange::fill`] (read once, with a timeout).
+//! `write_all`, then alternate [`Exchange::poll`] (the core's [`RecvBuffer`] hands the
+//! machine what is buffered) and [`Exchange::fill`] (read once, with a timeout).
 
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
-use dsipc::conn::{ClientConnection, ClientEvent, Status};
+use dsipc::conn::{ClientConnection, ClientEvent};
 use dsipc::payload::Request;
+use dsipc::recv::{BufferTooSmall, Poll, RecvBuffer, RecvError};
 use dsipc::wire::Command;
 
 use crate::{Connection, Error};
 
-/// Largest receive buffer: one message is at most 65,535 bytes (and an environment entry
-/// at most 65,539); the rest lets a read bring in what follows. A connection starts with
-/// 4 KiB (most replies are small) and grows to this size when a message needs it or a
-/// stream starts.
+/// Receive buffer of a stream: one whole message (at most 65,535 bytes) plus 4 KiB, so a
+/// read can bring in what follows. A connection starts with 4 KiB (most replies are small),
+/// doubles when a message needs more, and grows to at least this size when a stream starts.
 pub const RECV_BUFFER_LEN: usize = 64 * 1024 + 4 * 1024;
 
-/// Largest receive buffer: a ProcessEnvironment entry may exceed one message (Linux allows a
-/// 128 KiB variable, about 256 KiB in UTF-16); anything needing more is `BufferTooSmall`.
+/// Bound on the receive buffer: a ProcessEnvironment entry may exceed one message (Linux
+/// allows a 128 KiB variable, about 256 KiB in UTF-16); anything needing more is
+/// [`Error::BufferTooSmall`].
 pub const MAX_RECV_BUFFER_LEN: usize = 512 * 1024;
 
 /// The receive buffer a connection starts with.
 const INITIAL_BUFFER_LEN: usize = 4 * 1024;
-
-/// What [`Exchange::poll`] found.
-pub(crate) enum Step<'a> {
-    /// An event, borrowing the receive buffer.
-    Event(ClientEvent<'a>),
-    /// Nothing complete is buffered: call [`Exchange::fill`].
-    NeedInput,
-    /// The exchange is over.
-    Done,
-}
 
 /// What [`Exchange::fill`] got.
 pub(crate) enum Filled {
@@ -77,12 +68,7 @@ pub(crate) struct Exchange<C> {
     conn: C,
     machine: ClientConnection,
     command: Command,
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
-    /// Contiguous bytes the machine waits for (from `start`).
-    needed: usize,
-    eof: bool,
+    rx: RecvBuffer<Vec<u8>>,
     /// The read timeout set on `conn`.
     read_timeout: Duration,
 }
@@ -99,6 +85,10 @@ pub(crate) fn remaining(
     }
     // A zero timeout is an error for std's sockets; never pass one.
     Ok((deadline - now).max(Duration::from_millis(1)))
+}
+
+fn too_small(e: BufferTooSmall) -> Error {
+    Error::BufferTooSmall { needed: e.needed }
 }
 
 fn is_timeout(e: &io::Error) -> bool {
@@ -155,11 +145,7 @@ impl Prepared {
             conn,
             machine: self.machine.clone(),
             command,
-            buf: std::mem::take(&mut self.buf),
-            start: 0,
-            end: 0,
-            needed: 0,
-            eof: false,
+            rx: RecvBuffer::with_limit(std::mem::take(&mut self.buf), MAX_RECV_BUFFER_LEN),
             read_timeout: timeout,
         })
     }
@@ -167,7 +153,8 @@ impl Prepared {
 
 impl<C> Drop for Exchange<C> {
     fn drop(&mut self) {
-        release_buffer(std::mem::take(&mut self.buf));
+        let rx = std::mem::replace(&mut self.rx, RecvBuffer::new(Vec::new()));
+        release_buffer(rx.into_storage());
     }
 }
 
@@ -184,50 +171,20 @@ impl<C: Connection> Exchange<C> {
     }
 
     /// Hands the machine the buffered bytes and reports one step.
-    pub(crate) fn poll(&mut self) -> Result<Step<'_>, Error> {
-        let handled = self
-            .machine
-            .handle_input(&self.buf[self.start..self.end])
-            .map_err(Error::from_client)?;
-        self.start += handled.consumed;
-        match handled.status {
-            Status::Event(ev) => Ok(Step::Event(ev)),
-            Status::Done => Ok(Step::Done),
-            Status::Partial { needed } => {
-                if self.eof {
-                    return match self.machine.handle_eof().map_err(Error::from_client)? {
-                        Some(ev) => Ok(Step::Event(ev)),
-                        None => Ok(Step::Done),
-                    };
-                }
-                if needed > MAX_RECV_BUFFER_LEN {
-                    return Err(Error::BufferTooSmall { needed });
-                }
-                self.needed = needed;
-                Ok(Step::NeedInput)
-            }
-        }
+    pub(crate) fn poll(&mut self) -> Result<Poll<ClientEvent<'_>>, Error> {
+        self.rx.poll_client(&mut self.machine).map_err(|e| match e {
+            RecvError::BufferTooSmall(b) => too_small(b),
+            RecvError::Machine(e) => Error::from_client(e),
+            _ => Error::UnexpectedReply {
+                command: self.command,
+            },
+        })
     }
 
     /// Reads once (keeping unconsumed bytes), waiting at most `timeout`.
     pub(crate) fn fill(&mut self, timeout: Duration) -> Result<Filled, Error> {
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        if self.needed > self.buf.len()
-            || (self.machine.is_streaming() && self.buf.len() < RECV_BUFFER_LEN)
-        {
-            let want = self.needed.clamp(RECV_BUFFER_LEN, MAX_RECV_BUFFER_LEN);
-            if want > self.buf.len() {
-                self.buf.resize(want, 0);
-            }
-        }
-        if self.end == self.buf.len() {
-            return Err(Error::BufferTooSmall {
-                needed: self.end + 1,
-            });
+        if self.machine.is_streaming() {
+            self.rx.reserve(RECV_BUFFER_LEN);
         }
         // Keep the timeout already set when it is at most 1/8 longer than asked (a deadline
         // drifting by microseconds is not worth a system call per read).
@@ -236,14 +193,15 @@ impl<C: Connection> Exchange<C> {
             self.conn.set_read_timeout(Some(timeout))?;
             self.read_timeout = timeout;
         }
+        let buf = self.rx.read_buf().map_err(too_small)?;
         loop {
-            match self.conn.read(&mut self.buf[self.end..]) {
+            match self.conn.read(buf) {
                 Ok(0) => {
-                    self.eof = true;
+                    self.rx.eof();
                     return Ok(Filled::Progress);
                 }
                 Ok(n) => {
-                    self.end += n;
+                    self.rx.filled(n);
                     return Ok(Filled::Progress);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -274,13 +232,13 @@ where
     let command = ex.command();
     loop {
         match ex.poll()? {
-            Step::Event(ev) => on_event(ev)?,
-            Step::NeedInput => {
+            Poll::Event(ev) => on_event(ev)?,
+            Poll::NeedInput => {
                 if let Filled::TimedOut = ex.fill(remaining(deadline, command, timeout)?)? {
                     return Err(Error::Timeout { command, timeout });
                 }
             }
-            Step::Done => return Ok(()),
+            Poll::End => return Ok(()),
         }
     }
 }

@@ -190,17 +190,6 @@ impl Error {
     }
 }
 
-/// When each command (set) arrived, for "not supported" messages.
-fn arrival_hint(command: Command) -> Option<&'static str> {
-    Some(match command {
-        Command::CollectTracing4 => "CollectTracing4 arrived in .NET 9",
-        Command::CollectTracing5 => "CollectTracing5 arrived in .NET 10",
-        Command::CollectTracing6 => "CollectTracing6 arrived in .NET 11",
-        c if c.set() == CommandSet::Process => "the Process commands arrived in .NET 5",
-        _ => return None,
-    })
-}
-
 /// Writes `s` on one line: line breaks and runs of blanks become one space.
 fn write_one_line(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
     let mut first = true;
@@ -252,8 +241,12 @@ impl fmt::Display for Error {
                     "this runtime does not support {}: it answered {}",
                     command, hresult
                 )?;
-                if let Some(h) = arrival_hint(*command) {
-                    write!(f, "; {}", h)?;
+                match (command.introduced_in(), command.set()) {
+                    (Some(v), CommandSet::Process) => {
+                        write!(f, "; the Process commands arrived in .NET {}", v)?
+                    }
+                    (Some(v), _) => write!(f, "; {} arrived in .NET {}", command.name(), v)?,
+                    (None, _) => {}
                 }
                 Ok(())
             }

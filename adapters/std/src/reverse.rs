@@ -44,7 +44,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use dsipc::conn::{ClientConnection, ClientEvent, Status};
+use dsipc::conn::{ClientConnection, ClientEvent};
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc::wire::{Advertise, Guid, ADVERTISE_LEN};
 use dsipc::ClientError;
 
@@ -237,20 +238,18 @@ fn read_advertise<S: Connection>(
 ) -> Result<Advertise, AcceptError> {
     let deadline = crate::deadline_after(timeout);
     let mut machine = ClientConnection::expecting_advertise();
-    let mut buf = [0u8; ADVERTISE_LEN];
-    let mut got = 0;
+    // Exactly one Advertise of storage: reads cannot take the runtime's next bytes.
+    let mut rx = RecvBuffer::new([0u8; ADVERTISE_LEN]);
     loop {
-        match machine.handle_input(&buf[..got]) {
-            Ok(h) => match h.status {
-                Status::Event(ClientEvent::Advertise(adv)) => return Ok(adv),
-                Status::Partial { .. } => {}
-                _ => {
-                    return Err(AcceptError::BadAdvertise(ClientError::UnexpectedData {
-                        len: got,
-                    }))
-                }
-            },
-            Err(e) => return Err(AcceptError::BadAdvertise(e)),
+        match rx.poll_client(&mut machine) {
+            Ok(Poll::Event(ClientEvent::Advertise(adv))) => return Ok(adv),
+            Ok(Poll::NeedInput) => {}
+            // EOF after nothing, or a short Advertise.
+            Ok(Poll::End) | Ok(Poll::Event(_)) => {
+                return Err(AcceptError::BadAdvertise(ClientError::ClosedBeforeReply))
+            }
+            Err(RecvError::Machine(e)) => return Err(AcceptError::BadAdvertise(e)),
+            Err(e) => return Err(AcceptError::Io(io::Error::new(io::ErrorKind::Other, e))),
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -259,14 +258,12 @@ fn read_advertise<S: Connection>(
         stream
             .set_read_timeout(Some(left.max(Duration::from_millis(1))))
             .map_err(AcceptError::Io)?;
-        match stream.read(&mut buf[got..]) {
-            Ok(0) => {
-                return Err(match machine.handle_eof() {
-                    Err(e) => AcceptError::BadAdvertise(e),
-                    Ok(_) => AcceptError::BadAdvertise(ClientError::ClosedBeforeReply),
-                })
-            }
-            Ok(n) => got += n,
+        let buf = rx
+            .read_buf()
+            .map_err(|e| AcceptError::Io(io::Error::new(io::ErrorKind::Other, e)))?;
+        match stream.read(buf) {
+            Ok(0) => rx.eof(),
+            Ok(n) => rx.filled(n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e)
                 if matches!(

@@ -9,8 +9,9 @@ use dsipc::conn::ClientEvent;
 use dsipc::wire::Command;
 
 use crate::client::{unexpected, DiagnosticsClient};
-use crate::drive::{Exchange, Filled, Step};
+use crate::drive::{Exchange, Filled};
 use crate::{Error, Transport};
+use dsipc::recv::Poll;
 
 /// How often a draining session wakes up when no data arrives, to check stop requests.
 const POLL_TICK: Duration = Duration::from_millis(200);
@@ -238,14 +239,14 @@ impl<T: Transport> TraceSession<T> {
                 s.requested_at
             };
             match self.exchange.poll()? {
-                Step::Event(ClientEvent::StreamData(data)) => {
+                Poll::Event(ClientEvent::StreamData(data)) => {
                     on_data(data)?;
                     self.bytes += data.len() as u64;
                     last_data = Instant::now();
                 }
-                Step::Event(ClientEvent::EndOfStream) => {}
-                Step::Event(other) => return Err(unexpected(command, other)),
-                Step::NeedInput => {
+                Poll::Event(ClientEvent::EndOfStream) => {}
+                Poll::Event(other) => return Err(unexpected(command, other)),
+                Poll::NeedInput => {
                     if let Filled::TimedOut = self.exchange.fill(tick)? {
                         // Quiet: has the runtime gone silent since the stop?
                         if let Some(at) = requested_at {
@@ -258,7 +259,7 @@ impl<T: Transport> TraceSession<T> {
                         }
                     }
                 }
-                Step::Done => {
+                Poll::End => {
                     // The stream ended. A runtime answers a stop before it closes the
                     // stream, so this join returns at once (or within the timeout).
                     if let Some(stopper) = self.stopper.take() {

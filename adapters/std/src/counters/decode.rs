@@ -5,14 +5,21 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dsipc::nettrace::{
-    Format, Item, MetadataRecord, NettraceParser, PayloadFields, Status, TraceHeader, Value as V,
+    Format, Item, MetadataRecord, NettraceParser, PayloadFields, TraceHeader, Value as V,
+    MAX_FRAMING,
 };
+use dsipc::recv::{Poll, RecvBuffer};
 
 use super::events::{Fields, Interpreter, Outcome, Value};
 use super::{CounterEvent, CountersConfig};
 
 /// Largest stream block accepted (the runtime writes blocks of about 100 KB).
 pub(crate) const MAX_BLOCK: usize = 16 * 1024 * 1024;
+
+/// A receive buffer that grows up to one block and its framing.
+fn receive_buffer() -> RecvBuffer<Vec<u8>> {
+    RecvBuffer::with_limit(Vec::new(), MAX_BLOCK + MAX_FRAMING)
+}
 /// Most distinct metadata records kept (a counters session needs a few dozen).
 pub(crate) const MAX_METADATA: usize = 4096;
 /// Deepest nesting of objects flattened.
@@ -60,7 +67,7 @@ pub struct Decoder {
     clock: Option<Clock>,
     latest: Option<SystemTime>,
     parser: NettraceParser,
-    buf: Vec<u8>,
+    rx: RecvBuffer<Vec<u8>>,
     failed: bool,
 }
 
@@ -199,7 +206,7 @@ impl Decoder {
             clock: None,
             latest: None,
             parser: NettraceParser::with_max_block_size(MAX_BLOCK),
-            buf: Vec::new(),
+            rx: receive_buffer(),
             failed: false,
         }
     }
@@ -217,28 +224,32 @@ impl Decoder {
         if self.failed {
             return;
         }
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.extend_from_slice(data);
-        let mut at = 0;
+        // Taken out while items (borrowing it) are handed to `self.item`.
+        let mut rx = std::mem::replace(&mut self.rx, RecvBuffer::new(Vec::new()));
+        let mut data = data;
         loop {
-            let handled = match self.parser.handle_input(&buf[at..]) {
-                Ok(h) => h,
-                Err(e) => {
-                    self.stats.stream_error = Some(e.to_string());
-                    self.failed = true;
-                    buf = Vec::new();
-                    at = 0;
-                    break;
+            let error = match rx.poll_nettrace(&mut self.parser) {
+                Ok(Poll::Event(item)) => {
+                    self.item(item, out);
+                    continue;
                 }
+                // Bytes after the end marker are the parser's TrailingData.
+                Ok(Poll::NeedInput) | Ok(Poll::End) if !data.is_empty() => match rx.push(data) {
+                    Ok(n) => {
+                        data = &data[n..];
+                        continue;
+                    }
+                    Err(e) => e.to_string(),
+                },
+                Ok(Poll::NeedInput) | Ok(Poll::End) => break,
+                Err(e) => e.to_string(),
             };
-            at += handled.consumed;
-            match handled.status {
-                Status::Item(item) => self.item(item, out),
-                Status::Partial { .. } | Status::Done => break,
-            }
+            self.stats.stream_error = Some(error);
+            self.failed = true;
+            rx = RecvBuffer::new(Vec::new());
+            break;
         }
-        buf.drain(..at);
-        self.buf = buf;
+        self.rx = rx;
         self.release(out);
     }
 
