@@ -198,8 +198,9 @@ fn collect_csv_net8_system_runtime_and_meter_rate() {
             "System.Runtime,MyMeter",
             "--refresh-interval",
             "1",
+            // Room for a loaded machine: at least 3 full intervals must arrive.
             "--duration",
-            "5",
+            "8",
             "-o",
             out.to_str().unwrap(),
         ],
@@ -260,8 +261,10 @@ fn collect_json_netcore31() {
             "json",
             "--refresh-interval",
             "1",
+            // Room for a loaded machine: a Core 3.1 runtime's first publication can take
+            // several seconds after the session starts when the CPUs are busy.
             "--duration",
-            "3",
+            "8",
             "-o",
             out.to_str().unwrap(),
         ],
