@@ -4,8 +4,9 @@
 //! (a `[u8; N]`, a `&mut [u8]`, or with the `alloc` feature a `Vec<u8>` that grows). It
 //! hands them to a machine ([`poll_client`](RecvBuffer::poll_client),
 //! [`poll_server`](RecvBuffer::poll_server), [`poll_nettrace`](RecvBuffer::poll_nettrace)),
-//! drops what the machine consumed itself (a caller can no longer forget to), compacts and
-//! grows the storage up to the machine's `needed` within the bound the caller set, and turns
+//! drops what the machine consumed itself (a caller can no longer forget to), compacts, grows
+//! the storage as a message arrives (doubling, never past the bound the caller set: a
+//! `needed` beyond it is [`BufferTooSmall`] at once), and turns
 //! `Partial` after EOF into the machine's `handle_eof`. Every exchange ends the same way:
 //! [`Poll::End`].
 //!
@@ -66,6 +67,9 @@ use crate::conn::{
 };
 use crate::error::ClientError;
 use crate::nettrace::{self, Item, NettraceError, NettraceParser};
+
+/// The smallest size growable storage grows to.
+const MIN_GROWTH: usize = 256;
 
 /// Storage a [`RecvBuffer`] keeps its bytes in. Its length is the buffer's capacity.
 pub trait RecvStorage {
@@ -308,9 +312,13 @@ impl<S: RecvStorage> RecvBuffer<S> {
         }
     }
 
-    /// The spare space to read into: compacts the unconsumed bytes to the front and grows
-    /// the storage (doubling, within the bound) until the machine's `needed` bytes fit and
-    /// at least one byte is free. Call [`filled`](Self::filled) with what was read.
+    /// The spare space to read into: compacts the unconsumed bytes to the front and, when
+    /// no byte is free, grows the storage (doubling, within the bound). Memory follows the
+    /// bytes received, not the sizes a peer announces: a message the machine needs whole
+    /// grows the storage as it arrives. Call [`filled`](Self::filled) with what was read.
+    ///
+    /// Fails when the storage is full and cannot grow: past the bound, or storage that
+    /// cannot grow (`needed` is then the machine's last `needed`, or one more byte).
     pub fn read_buf(&mut self) -> Result<&mut [u8], BufferTooSmall> {
         let cur = &mut self.cur;
         if cur.start > 0 {
@@ -318,22 +326,18 @@ impl<S: RecvStorage> RecvBuffer<S> {
             cur.end -= cur.start;
             cur.start = 0;
         }
-        let want = cur.needed.max(cur.end + 1);
         let cap = self.storage.bytes().len();
-        if want > cap {
-            if want > cur.limit {
-                return Err(BufferTooSmall {
-                    needed: want,
-                    limit: cur.limit,
-                });
+        if cur.end == cap {
+            let needed = cur.needed.max(cap + 1);
+            if cap < cur.limit {
+                self.storage
+                    .grow_to(cap.saturating_mul(2).max(MIN_GROWTH).min(cur.limit));
             }
-            self.storage
-                .grow_to(want.max(cap.saturating_mul(2)).min(cur.limit));
-            let cap = self.storage.bytes().len();
-            if want > cap {
+            let grown = self.storage.bytes().len();
+            if grown == cap {
                 return Err(BufferTooSmall {
-                    needed: want,
-                    limit: cap,
+                    needed,
+                    limit: cap.min(cur.limit),
                 });
             }
         }

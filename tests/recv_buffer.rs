@@ -439,3 +439,33 @@ fn vec_storage_grows_within_the_bound() {
     rx.reserve(1 << 20);
     assert_eq!(rx.capacity(), 1 << 16);
 }
+
+/// Memory follows the bytes received: an environment entry announced at 200 KB of which 10
+/// bytes arrived keeps the storage small, and the bound is checked against the announced
+/// size at once.
+#[test]
+fn growth_follows_the_bytes_not_the_announcement() {
+    let reply = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
+        incoming_bytes: 200_008,
+        future: 0,
+    }));
+    let mut input = vec![0u8; reply.encoded_len()];
+    let _ = reply.encode(&mut input).unwrap();
+    input.extend_from_slice(&1u32.to_le_bytes()); // one variable
+    input.extend_from_slice(&100_000u32.to_le_bytes()); // of 100,000 units
+    input.extend_from_slice(b"A\0=\0");
+    let mut conn = sent(Command::ProcessEnvironment);
+    let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), 1 << 20);
+    let got = run(&mut rx, &input, |_| 3, client_poll(&mut conn));
+    assert!(got.error.unwrap().contains("UnexpectedEof"));
+    assert!(rx.capacity() <= 256, "grew to {}", rx.capacity());
+
+    let mut conn = sent(Command::ProcessEnvironment);
+    let mut rx = RecvBuffer::with_limit(Growing(Vec::new()), 100_000);
+    let got = run(&mut rx, &input, |n| n, client_poll(&mut conn));
+    let want: RecvError<ClientError> = RecvError::BufferTooSmall(BufferTooSmall {
+        needed: 4 + 4 + 200_000,
+        limit: 100_000,
+    });
+    assert_eq!(got.error, Some(format!("{:?}", want)));
+}

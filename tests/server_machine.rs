@@ -10,6 +10,7 @@ use dsipc::conn::{
     ServerEvent, ServerStatus,
 };
 use dsipc::payload::*;
+use dsipc::recv::{Poll, RecvBuffer};
 use dsipc::wire::{Advertise, Guid, Hresult, Text};
 use dsipc::{ClientConnection, ClientError, ClientEvent, Command, Status};
 
@@ -28,38 +29,26 @@ impl Pipe {
     }
 }
 
-/// Feeds the server machine `bytes` in chunks; returns the first event as owned Debug text
-/// and the machine.
+/// Feeds the server machine `bytes` in chunks through the core's receive buffer (no EOF);
+/// returns its events as owned Debug text.
 fn server_events(
     server: &mut ServerConnection,
     bytes: &[u8],
     mut chunk: impl FnMut(usize) -> usize,
 ) -> Vec<String> {
     let mut events = Vec::new();
-    let mut buf: Vec<u8> = Vec::new();
+    let mut rx = RecvBuffer::with_limit(common::Growing(Vec::new()), 1 << 17);
     let mut fed = 0;
     loop {
-        loop {
-            let h = server.handle_input(&buf);
-            match h.status {
-                ServerStatus::Event(e) => {
-                    events.push(format!("{:?}", e));
-                    buf.drain(..h.consumed);
-                }
-                ServerStatus::Partial { needed } => {
-                    assert_eq!(h.consumed, 0);
-                    assert!(needed > buf.len());
-                    break;
-                }
-                ServerStatus::Done => break,
+        match rx.poll_server(server).unwrap() {
+            Poll::Event(e) => events.push(format!("{:?}", e)),
+            // After the end too: more bytes are the machine's to judge.
+            Poll::NeedInput | Poll::End if fed < bytes.len() => {
+                let n = chunk(bytes.len() - fed).clamp(1, bytes.len() - fed);
+                fed += rx.push(&bytes[fed..fed + n]).unwrap();
             }
+            _ => return events,
         }
-        if fed == bytes.len() {
-            return events;
-        }
-        let n = chunk(bytes.len() - fed).clamp(1, bytes.len() - fed);
-        buf.extend_from_slice(&bytes[fed..fed + n]);
-        fed += n;
     }
 }
 

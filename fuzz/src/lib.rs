@@ -1423,8 +1423,7 @@ pub fn server_input(
 
 use dsipc::nettrace::clr::{self, ClrProvider};
 use dsipc::nettrace::{
-    FieldDescriptions, Format, Item, MetadataRecord, NettraceError, NettraceParser,
-    Status as NtStatus, Value,
+    FieldDescriptions, Format, Item, MetadataRecord, NettraceError, NettraceParser, Value,
 };
 
 /// Framing bytes a `Partial` may ask for beyond one block (object header with the longest
@@ -1549,129 +1548,124 @@ pub fn nettrace_drive(
 ) -> NtLog {
     let mut log = NtLog::default();
     let mut p = NettraceParser::with_max_block_size(max_block);
-    let mut buf: Vec<u8> = Vec::new();
-    let mut start = 0;
+    // The core's receive buffer: it applies `consumed` and checks the `Partial` contract
+    // (consumes nothing, asks for more than is there) with debug assertions.
+    let mut rx = RecvBuffer::with_limit(Vec::new(), usize::MAX);
     let mut fed = 0;
     let mut metas: std::collections::HashMap<u32, (Vec<u8>, Format)> = Default::default();
     let mut ptr = 8;
     loop {
-        loop {
-            let h = match p.handle_input(&buf[start..]) {
-                Ok(h) => h,
-                Err(e) => {
-                    show(&e);
+        assert_eq!(
+            p.offset(),
+            (fed - rx.pending().len()) as u64,
+            "offset() is not the bytes consumed"
+        );
+        let at_eof = rx.is_eof();
+        let item = match rx.poll_nettrace(&mut p) {
+            Ok(Poll::Event(i)) => i,
+            Ok(poll @ (Poll::NeedInput | Poll::End)) if fed < input.len() => {
+                if matches!(poll, Poll::NeedInput) {
                     assert!(
-                        e.offset() <= input.len() as u64,
-                        "error offset past the input"
+                        rx.needed() <= max_block + NETTRACE_FRAMING,
+                        "past one block"
                     );
-                    assert_eq!(
-                        p.handle_input(&buf[start..]),
-                        Err(e),
-                        "a failed parser must repeat its error"
-                    );
-                    log.error = Some(NtLog::normalize(e));
-                    return log;
                 }
-            };
-            assert!(h.consumed <= buf.len() - start);
-            start += h.consumed;
-            assert_eq!(
-                p.offset(),
-                (fed - (buf.len() - start)) as u64,
-                "offset() is not the bytes consumed"
-            );
-            let item = match h.status {
-                NtStatus::Item(i) => i,
-                NtStatus::Partial { needed } => {
-                    assert_eq!(h.consumed, 0);
-                    assert!(needed > buf.len() - start, "Partial with enough bytes");
-                    assert!(
-                        needed <= max_block + NETTRACE_FRAMING,
-                        "needed {} past one block",
-                        needed
-                    );
-                    break;
-                }
-                NtStatus::Done => {
-                    assert!(log.done, "Done before EndOfStream");
-                    break;
-                }
-            };
-            log.items.push(format!("{:?}", item));
-            if item == Item::EndOfStream {
-                log.done = true;
+                let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
+                fed += rx.push(&input[fed..fed + n]).expect("unbounded");
+                continue;
             }
-            match item {
-                Item::Trace(t) => {
-                    ptr = t.pointer_size;
-                    for (k, v) in t.key_values.iter() {
-                        write!(Sink, "{}{}", k, v).unwrap();
-                    }
-                    let _ = t.nanos_since_start(i64::MAX);
-                }
-                Item::Metadata(m) => {
-                    write!(Sink, "{}{}", m.provider_name, m.event_name).unwrap();
-                    let again = MetadataRecord::parse(m.raw, m.format, 0)
-                        .expect("a reported record re-parses");
-                    assert_eq!(again.fields.len(), m.fields.len());
-                    metas.insert(m.metadata_id, (m.raw.to_vec(), m.format));
-                }
-                Item::Event(e) => {
-                    if let Some((raw, format)) = metas.get(&e.metadata_id) {
-                        let m = MetadataRecord::parse(raw, *format, 0).unwrap();
-                        walk_payload(&m.fields, e.payload);
-                        if let Ok(ev) = clr::decode_with(&m, ptr, e.payload) {
-                            debug(&ev);
-                            let _ = (ev.name(), ev.as_method(), ev.as_module());
-                        }
-                    }
-                }
-                Item::Stacks(s) => {
-                    let mut n = 0;
-                    for st in s.iter() {
-                        assert!(s.contains(st.id));
-                        assert_eq!(st.ips().count(), st.len());
-                        n += 1;
-                    }
-                    assert_eq!(n, s.count);
-                }
-                Item::SequencePoint(sp) => {
-                    assert_eq!(sp.threads().count(), sp.thread_count as usize)
-                }
-                Item::Threads(t) => {
-                    for r in t.iter() {
-                        debug(&r);
-                        let _ = r.key_values().count();
-                    }
-                }
-                Item::RemoveThreads(r) => assert_eq!(r.iter().count(), r.count as usize),
-                Item::LabelLists(l) => {
-                    let mut n = 0;
-                    for list in l.iter() {
-                        let _ = list.labels().count();
-                        n += 1;
-                    }
-                    assert_eq!(n, l.count);
-                }
-                _ => {}
+            Ok(Poll::NeedInput) => {
+                assert!(
+                    rx.needed() <= max_block + NETTRACE_FRAMING,
+                    "past one block"
+                );
+                rx.eof();
+                continue;
             }
-        }
-        if fed == input.len() {
-            match p.handle_eof() {
-                Ok(()) => assert!(log.done),
-                Err(e) => {
+            Ok(Poll::End) => {
+                assert!(log.done, "Done before EndOfStream");
+                if !at_eof {
+                    assert_eq!(p.handle_eof(), Ok(()));
+                }
+                return log;
+            }
+            Err(RecvError::Machine(e)) => {
+                show(&e);
+                if at_eof {
                     assert!(!log.done);
-                    show(&e);
-                    log.error = Some(NtLog::normalize(e));
+                }
+                assert!(
+                    e.offset() <= input.len() as u64,
+                    "error offset past the input"
+                );
+                assert_eq!(
+                    p.handle_input(rx.pending()),
+                    Err(e),
+                    "a failed parser must repeat its error"
+                );
+                log.error = Some(NtLog::normalize(e));
+                return log;
+            }
+            Err(e) => panic!("{}", e),
+        };
+        log.items.push(format!("{:?}", item));
+        if item == Item::EndOfStream {
+            log.done = true;
+        }
+        match item {
+            Item::Trace(t) => {
+                ptr = t.pointer_size;
+                for (k, v) in t.key_values.iter() {
+                    write!(Sink, "{}{}", k, v).unwrap();
+                }
+                let _ = t.nanos_since_start(i64::MAX);
+            }
+            Item::Metadata(m) => {
+                write!(Sink, "{}{}", m.provider_name, m.event_name).unwrap();
+                let again =
+                    MetadataRecord::parse(m.raw, m.format, 0).expect("a reported record re-parses");
+                assert_eq!(again.fields.len(), m.fields.len());
+                metas.insert(m.metadata_id, (m.raw.to_vec(), m.format));
+            }
+            Item::Event(e) => {
+                if let Some((raw, format)) = metas.get(&e.metadata_id) {
+                    let m = MetadataRecord::parse(raw, *format, 0).unwrap();
+                    walk_payload(&m.fields, e.payload);
+                    if let Ok(ev) = clr::decode_with(&m, ptr, e.payload) {
+                        debug(&ev);
+                        let _ = (ev.name(), ev.as_method(), ev.as_module());
+                    }
                 }
             }
-            return log;
+            Item::Stacks(s) => {
+                let mut n = 0;
+                for st in s.iter() {
+                    assert!(s.contains(st.id));
+                    assert_eq!(st.ips().count(), st.len());
+                    n += 1;
+                }
+                assert_eq!(n, s.count);
+            }
+            Item::SequencePoint(sp) => {
+                assert_eq!(sp.threads().count(), sp.thread_count as usize)
+            }
+            Item::Threads(t) => {
+                for r in t.iter() {
+                    debug(&r);
+                    let _ = r.key_values().count();
+                }
+            }
+            Item::RemoveThreads(r) => assert_eq!(r.iter().count(), r.count as usize),
+            Item::LabelLists(l) => {
+                let mut n = 0;
+                for list in l.iter() {
+                    let _ = list.labels().count();
+                    n += 1;
+                }
+                assert_eq!(n, l.count);
+            }
+            _ => {}
         }
-        buf.drain(..start);
-        start = 0;
-        let n = chunk(input.len() - fed).clamp(1, input.len() - fed);
-        buf.extend_from_slice(&input[fed..fed + n]);
-        fed += n;
     }
 }
 

@@ -37,7 +37,8 @@ pub(crate) enum Filled {
 
 thread_local! {
     /// The last receive buffer this thread released: commands in a row reuse it instead
-    /// of allocating (and faulting in) a fresh one each time. At most 68 KiB per thread.
+    /// of allocating (and faulting in) a fresh one each time. At most [`MAX_RECV_BUFFER_LEN`]
+    /// per thread.
     static SPARE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
