@@ -492,7 +492,7 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// Starts an EventPipe session with any CollectTracing version, and returns once the
     /// runtime has accepted it. Read the stream with [`TraceSession::drain`] or
     /// [`TraceSession::copy_to`]. user_events sessions (CollectTracing5/6 with
-    /// `UserEvents`) need descriptor passing and are refused.
+    /// `UserEvents`) pass a descriptor: use `start_user_events_tracing` (Unix).
     pub fn start_tracing<'a, R>(&self, request: R) -> Result<TraceSession<T>, Error>
     where
         R: Into<AnyRequest<'a>>,
@@ -507,9 +507,7 @@ impl<T: Transport> DiagnosticsClient<T> {
             | AnyRequest::CollectTracing5(CollectTracing5::Streaming(_))
             | AnyRequest::CollectTracing6(CollectTracing6::Streaming { .. }) => {}
             AnyRequest::CollectTracing5(_) | AnyRequest::CollectTracing6(_) => {
-                return Err(Error::InvalidArgument(
-                    "user_events sessions need descriptor passing, which this adapter does not do",
-                ))
+                return Err(crate::fdpass::needs_descriptor())
             }
             _ => return Err(Error::InvalidArgument("not a CollectTracing request")),
         }

@@ -183,6 +183,12 @@ impl<C: Connection> Exchange<C> {
         self.command
     }
 
+    /// The connection (to pass a descriptor after the request: `fdpass.rs`).
+    #[cfg(unix)]
+    pub(crate) fn connection(&self) -> &C {
+        &self.conn
+    }
+
     /// Hands the machine the buffered bytes and reports one step.
     pub(crate) fn poll(&mut self) -> Result<Step<'_>, Error> {
         let handled = self
