@@ -21,8 +21,10 @@ use crate::{CloseReason, Event};
 use crate::{ConnId, Control, Error};
 
 /// Sends the pending descriptor, if any, once the request bytes before it are written:
-/// `Ok` when sent or when the socket is full (it stays pending, the connection waits for
-/// writability); the error of `sendmsg` otherwise (`BrokenPipe` when the peer has closed).
+/// `Ok` when sent, when the socket is full (it stays pending, the connection waits for
+/// writability), or when the peer has closed (the copy is dropped: what the peer said
+/// before closing, such as a runtime's UNKNOWN_COMMAND, and its close come through the read
+/// path, as for any request); the error of `sendmsg` otherwise.
 pub(crate) fn flush_fd(stream: &UnixStream, pending: &mut Option<OwnedFd>) -> io::Result<()> {
     let fd = match pending {
         Some(fd) => fd,
@@ -34,6 +36,17 @@ pub(crate) fn flush_fd(stream: &UnixStream, pending: &mut Option<OwnedFd>) -> io
             Ok(())
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+        // A real runtime that does not know the command answers and closes at once, often
+        // before the descriptor goes out: its answer is in the socket, unread.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            *pending = None;
+            Ok(())
+        }
         Err(e) => Err(e),
     }
 }
@@ -77,9 +90,11 @@ impl Control {
     /// life and stop it with StopTracing.
     ///
     /// Errors: [`Error::NotUserEvents`] for any other request (nothing sent), the rest as
-    /// [`connect`](Self::connect). A peer that closes before the descriptor went out ends
-    /// the connection with [`CloseReason::PeerClosed`]; an older runtime answers
-    /// CollectTracing5 with `UNKNOWN_COMMAND` (without reading the descriptor).
+    /// [`connect`](Self::connect). A peer that closes before the descriptor went out is
+    /// reported like any peer closing on a request: what it answered first, if anything
+    /// (an older runtime answers CollectTracing5 with `UNKNOWN_COMMAND` at once, without
+    /// reading the descriptor), then [`Event::Closed`] (without an answer:
+    /// [`CloseReason::Failed`] with `ClientError::ClosedBeforeReply`).
     pub fn connect_user_events<R, F>(
         &mut self,
         path: impl AsRef<Path>,
@@ -140,6 +155,7 @@ mod tests {
     use super::*;
     use crate::conn::Conn;
     use crate::{CloseReason, Event, Reactor};
+    use dsipc::ClientError;
 
     #[test]
     fn a_pending_descriptor_goes_out_once_and_is_closed() {
@@ -162,18 +178,23 @@ mod tests {
         assert!(rest.is_empty());
     }
 
-    /// A peer that closed before the descriptor went out: the connection closes with
-    /// PeerClosed, and its copy of the descriptor is gone.
-    #[test]
-    fn a_closed_peer_before_the_descriptor_is_peer_closed() {
+    /// A peer that wrote `answer` (if any) and closed before the descriptor went out: what
+    /// the connection reported, in order, once closed; and no copy of the descriptor is left.
+    fn peer_closed_first(answer: Option<dsipc::payload::Response<'_>>) -> (ConnId, Vec<String>) {
         let mut reactor = Reactor::new().unwrap();
         let (a, b) = UnixStream::pair().unwrap();
+        if let Some(r) = answer {
+            let mut out = vec![0u8; r.encoded_len()];
+            let n = r.encode(&mut out).unwrap();
+            std::io::Write::write_all(&mut &b, &out[..n]).unwrap();
+        }
         drop(b);
         let (mut mine, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let mut machine = ClientConnection::new();
         let mut scratch = vec![0u8; 4096];
-        let request = dsipc::payload::ResumeRuntime;
-        let _ = machine.send_request(&request, &mut scratch).unwrap();
+        let _ = machine
+            .send_request(&dsipc::payload::ResumeRuntime, &mut scratch)
+            .unwrap();
         let mut conn = Conn::new(a, Machine::Client(machine), None);
         // The request already went out; only the descriptor is left.
         conn.fd_out = Some(theirs.as_fd().try_clone_to_owned().unwrap());
@@ -181,22 +202,52 @@ mod tests {
         let ctl = reactor.control();
         let id = ctl.insert(conn);
         ctl.sync(id);
-        let mut closed = None;
-        reactor
-            .poll(
-                Some(Duration::from_secs(10)),
-                &mut |_: &mut Control, ev: Event<'_>| {
-                    if let Event::Closed { conn, reason } = ev {
-                        closed = Some((conn, format!("{:?}", reason)));
-                    }
-                },
-            )
-            .unwrap();
-        assert_eq!(closed, Some((id, format!("{:?}", CloseReason::PeerClosed))));
+        let mut seen = Vec::new();
+        let mut closed = false;
+        for _ in 0..100 {
+            if closed {
+                break;
+            }
+            reactor
+                .poll(
+                    Some(Duration::from_millis(100)),
+                    &mut |_: &mut Control, ev: Event<'_>| match ev {
+                        Event::Closed { reason, .. } => {
+                            closed = true;
+                            seen.push(format!("{:?}", reason));
+                        }
+                        Event::Client { event, .. } => seen.push(format!("{:?}", event)),
+                        _ => {}
+                    },
+                )
+                .unwrap();
+        }
+        assert!(closed, "{:?}", seen);
         mine.set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         let mut rest = Vec::new();
         mine.read_to_end(&mut rest).unwrap();
         assert!(rest.is_empty());
+        (id, seen)
+    }
+
+    #[test]
+    fn a_peer_closed_before_the_descriptor_without_answer_is_closed_before_reply() {
+        let (_, seen) = peer_closed_first(None);
+        let expected = CloseReason::Failed(Error::Client(ClientError::ClosedBeforeReply));
+        assert_eq!(seen, [format!("{:?}", expected)]);
+    }
+
+    #[test]
+    fn a_peer_that_answered_before_closing_is_heard() {
+        let unknown = dsipc::wire::Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND;
+        let answer = dsipc::payload::Response::Error(dsipc::payload::ErrorReply::new(unknown));
+        let (_, seen) = peer_closed_first(Some(answer));
+        assert_eq!(seen.len(), 2, "{:?}", seen);
+        assert!(
+            seen[0].contains("CORDIAGIPC_E_UNKNOWN_COMMAND"),
+            "{:?}",
+            seen
+        );
     }
 }
