@@ -86,8 +86,9 @@ impl Control {
     /// connection keeps a copy of the descriptor until it is sent (the caller keeps its
     /// own). Then as [`connect`](Self::connect): the reply (a session id, or an error) as
     /// [`Event::Client`]. A real runtime writes the session's events through the
-    /// descriptor, not on this connection; keep the connection open for the session's
-    /// life and stop it with StopTracing.
+    /// descriptor, not on this connection, and neither closes it when the session stops
+    /// nor stops the session when it closes: stop it with StopTracing (its id is in the
+    /// reply), then close the connection.
     ///
     /// Errors: [`Error::NotUserEvents`] for any other request (nothing sent), the rest as
     /// [`connect`](Self::connect). A peer that closes before the descriptor went out is

@@ -96,9 +96,12 @@ mod unix {
         /// with `SCM_RIGHTS`, and returns once the runtime has accepted the session.
         ///
         /// The runtime registers the session's tracepoints and writes its events through
-        /// that descriptor, not on the connection: the returned session's stream stays
-        /// empty on a real runtime (it ends when the session is stopped, or when the
-        /// connection is dropped). Stop it with its [`StopHandle`](crate::StopHandle).
+        /// that descriptor, not on the connection: on a real runtime the returned session's
+        /// stream stays empty, and (in the runtime's source as of .NET 10) the connection is
+        /// not closed when the session stops, nor is the session stopped when the connection
+        /// closes. So stop it with [`StopHandle::stop`](crate::StopHandle::stop) (from
+        /// [`TraceSession::stop_handle`]) and then drop it, rather than draining it. (The
+        /// testkit's fake runtime streams on it like any session.)
         ///
         /// Errors: [`Error::InvalidArgument`] for any other request (nothing is sent and
         /// no descriptor passed); [`Error::FdNotPassed`] when the descriptor could not be
