@@ -63,7 +63,6 @@ mod host;
 mod pattern;
 #[cfg(unix)]
 mod socket;
-#[cfg(unix)]
 mod user_events;
 
 pub use answer::{Answer, Identity, StreamSpec, Then};
@@ -73,7 +72,6 @@ pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready
 pub use pattern::{check_pattern, fill_pattern, pattern_byte};
 #[cfg(unix)]
 pub use socket::{bind_private, socket_name, stale_socket, ListenError, TempDir};
-#[cfg(unix)]
 pub use user_events::{
     fake_user_events_record, user_events_record, USER_EVENTS_MARKER, USER_EVENTS_VERSION,
 };

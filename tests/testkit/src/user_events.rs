@@ -10,12 +10,19 @@
 //! The descriptor comes through dsipc-std's `unix::recv_with_fd` (dsipc-sockfile): this
 //! crate has no unsafe code.
 
+#[cfg(unix)]
 use std::fs::File;
+#[cfg(unix)]
 use std::io::{self, Write};
-use std::os::unix::io::{AsFd, OwnedFd};
-use std::os::unix::net::UnixStream;
+#[cfg(unix)]
+use std::os::unix::io::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+#[cfg(unix)]
+use std::time::Instant;
 
+use dsipc::payload::Request;
 use dsipc::wire::Hresult;
+use dsipc::AnyRequest;
 
 use crate::answer::Answer;
 
@@ -59,11 +66,52 @@ pub fn fake_user_events_record() -> Vec<u8> {
     user_events_record(0, 1, &[], USER_EVENTS_MARKER)
 }
 
+/// What the fake runtime answers to `request` once the descriptor question is settled: a
+/// user_events request, when the runtime knows the command ([`reads_descriptor`]), first
+/// gets its descriptor from `stream` and the record written through it; if that fails the
+/// answer becomes the error a runtime sends then (see [`take_descriptor`]). Anything else
+/// keeps `configured`. `stopping` and `idle` bound the wait for the descriptor.
+#[cfg(unix)]
+pub(crate) fn descriptor_first<S: AsFd + ?Sized>(
+    stream: &S,
+    request: &AnyRequest<'_>,
+    configured: Answer,
+    idle: Duration,
+    stopping: impl Fn() -> bool,
+) -> Answer {
+    if !request.requires_fd_passing() || !reads_descriptor(&configured) {
+        return configured;
+    }
+    let started = Instant::now();
+    match take_descriptor(stream.as_fd(), || stopping() || started.elapsed() >= idle) {
+        Ok(()) => configured,
+        Err(hresult) => Answer::Error(hresult),
+    }
+}
+
+/// Without Unix sockets no descriptor can come: a runtime that knows the command answers
+/// BAD_ENCODING, as the runtime does when its `ds_ipc_stream_read_fd` fails.
+#[cfg(not(unix))]
+#[allow(dead_code)] // the fake runtime is Unix only for now
+pub(crate) fn descriptor_first<S: ?Sized>(
+    _stream: &S,
+    request: &AnyRequest<'_>,
+    configured: Answer,
+    _idle: Duration,
+    _stopping: impl Fn() -> bool,
+) -> Answer {
+    if request.requires_fd_passing() && reads_descriptor(&configured) {
+        Answer::Error(Hresult::CORDIAGIPC_E_BAD_ENCODING)
+    } else {
+        configured
+    }
+}
+
 /// True when a runtime answering `answer` reads the descriptor first: one that knows the
 /// command does, whatever it answers then; one that does not know it (UNKNOWN_COMMAND, as
 /// .NET 8 answers CollectTracing5), or that crashes, stalls or breaks the protocol on the
 /// request, does not.
-pub(crate) fn reads_descriptor(answer: &Answer) -> bool {
+fn reads_descriptor(answer: &Answer) -> bool {
     match answer {
         Answer::Error(h) => *h != Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND,
         Answer::Close | Answer::Hang | Answer::Raw(_) | Answer::RawThen(..) => false,
@@ -76,8 +124,9 @@ pub(crate) fn reads_descriptor(answer: &Answer) -> bool {
 /// every read timeout of `stream` (the fake's tick). The error is the reply to send instead
 /// of the session's: BAD_ENCODING when no descriptor came (the client closed, sent a plain
 /// byte, or gave up), E_FAIL when it could not be written.
-pub(crate) fn take_descriptor(
-    stream: &UnixStream,
+#[cfg(unix)]
+fn take_descriptor(
+    stream: BorrowedFd<'_>,
     mut give_up: impl FnMut() -> bool,
 ) -> Result<(), Hresult> {
     let fd = receive(stream, &mut give_up).ok_or(Hresult::CORDIAGIPC_E_BAD_ENCODING)?;
@@ -86,10 +135,11 @@ pub(crate) fn take_descriptor(
         .map_err(|_| Hresult::E_FAIL)
 }
 
-fn receive(stream: &UnixStream, give_up: &mut dyn FnMut() -> bool) -> Option<OwnedFd> {
+#[cfg(unix)]
+fn receive(stream: BorrowedFd<'_>, give_up: &mut dyn FnMut() -> bool) -> Option<OwnedFd> {
     let mut byte = [0u8; 1];
     loop {
-        match dsipc_std::unix::recv_with_fd(stream.as_fd(), &mut byte) {
+        match dsipc_std::unix::recv_with_fd(stream, &mut byte) {
             // The runtime takes what came with its one byte, descriptor or not.
             Ok((1, fd)) => return fd,
             Ok(_) => return None,
@@ -104,6 +154,7 @@ fn receive(stream: &UnixStream, give_up: &mut dyn FnMut() -> bool) -> Option<Own
     }
 }
 
+#[cfg(unix)]
 fn is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),

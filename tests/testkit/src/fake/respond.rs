@@ -33,15 +33,14 @@ pub(super) fn answer(
         .cloned()
         .unwrap_or_else(|| shared.default_answer.clone());
     let ok = Response::Ok(Reply::Ok(Hresult::S_OK));
-    if request.requires_fd_passing() && crate::user_events::reads_descriptor(&configured) {
-        let started = Instant::now();
-        let give_up = || shared.stopping() || started.elapsed() >= shared.idle_timeout;
-        if let Err(hresult) = crate::user_events::take_descriptor(&stream, give_up) {
-            let reply = Response::Error(ErrorReply::new(hresult));
-            send(&mut stream, &mut machine, &reply);
-            return;
-        }
-    }
+    // user_events: the descriptor first, as the runtime reads it before it answers.
+    let configured = crate::user_events::descriptor_first(
+        &stream,
+        request,
+        configured,
+        shared.idle_timeout,
+        || shared.stopping(),
+    );
     match configured {
         Answer::IgnoreStop if command == Command::StopTracing => {
             let id = match request {
