@@ -47,6 +47,8 @@ pub(crate) struct Conn {
     /// EOF was seen.
     pub(crate) read_closed: bool,
     pub(crate) deadline: Option<Instant>,
+    /// A user_events descriptor to pass once `tx` is written (`fdpass.rs`).
+    pub(crate) fd_out: Option<std::os::unix::io::OwnedFd>,
 }
 
 impl Conn {
@@ -66,6 +68,7 @@ impl Conn {
             want_writable: false,
             read_closed: false,
             deadline: None,
+            fd_out: None,
         }
     }
 
@@ -85,6 +88,7 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
+        crate::fdpass::flush_fd(&self.stream, &mut self.fd_out)?;
         self.tx_at = 0;
         if self.tx.capacity() > TX_KEEP {
             self.tx = Vec::new();
@@ -111,7 +115,7 @@ impl Conn {
                 Machine::Client(_) => true,
                 Machine::Server(m) => m.wants_read(),
             };
-        let write = !self.tx_empty() || self.want_writable;
+        let write = !self.tx_empty() || self.want_writable || self.fd_out.is_some();
         match (read, write) {
             (true, true) => Some(Interest::READABLE | Interest::WRITABLE),
             (true, false) => Some(Interest::READABLE),

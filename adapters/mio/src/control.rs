@@ -303,7 +303,8 @@ impl Control {
     ///
     /// Errors: [`Error::Client`] if the core refuses the request, [`Error::Io`] if the
     /// connect fails (`WouldBlock` when the listener's backlog is full: try again later),
-    /// [`Error::FdPassingUnsupported`] for user_events sessions.
+    /// [`Error::FdPassingUnsupported`] for user_events sessions (use
+    /// [`connect_user_events`](Self::connect_user_events)).
     pub fn connect<R: Request + ?Sized>(
         &mut self,
         path: impl AsRef<Path>,
@@ -473,7 +474,8 @@ impl Control {
     }
 }
 
-/// Encodes `request` with the client machine, refusing user_events sessions.
+/// Encodes `request` with the client machine, refusing user_events sessions (they go
+/// through `fdpass.rs`).
 pub(crate) fn encode_request<R: Request + ?Sized>(
     machine: &mut ClientConnection,
     request: &R,

@@ -34,8 +34,17 @@ pub enum Error {
     /// A server-side operation on a client connection.
     NotAServer(ConnId),
     /// A user_events session (CollectTracing5/6) needs its file descriptor passed with
-    /// `SCM_RIGHTS`, which this adapter does not do.
+    /// `SCM_RIGHTS`, which [`Control::connect`](crate::Control::connect) and
+    /// [`Control::send_request`](crate::Control::send_request) do not do: use
+    /// [`Control::connect_user_events`](crate::Control::connect_user_events) or
+    /// [`Control::send_user_events_request`](crate::Control::send_user_events_request).
     FdPassingUnsupported,
+    /// A request that is not a user_events session given to an operation that passes a
+    /// descriptor after it (nothing was sent).
+    NotUserEvents {
+        /// The request's command.
+        command: dsipc::Command,
+    },
 }
 
 impl fmt::Display for Error {
@@ -49,7 +58,12 @@ impl fmt::Display for Error {
             Error::NotAClient(c) => write!(f, "connection {} is a server connection", c),
             Error::NotAServer(c) => write!(f, "connection {} is a client connection", c),
             Error::FdPassingUnsupported => f.write_str(
-                "user_events sessions need SCM_RIGHTS descriptor passing, which dsipc-mio does not do",
+                "user_events sessions pass a descriptor with SCM_RIGHTS: use connect_user_events or send_user_events_request",
+            ),
+            Error::NotUserEvents { command } => write!(
+                f,
+                "{} is not a user_events session request: it passes no descriptor",
+                command
             ),
         }
     }

@@ -120,7 +120,9 @@
 //!
 //! ## Limits
 //! Unix sockets only. user_events sessions (CollectTracing5/6 passing a descriptor with
-//! `SCM_RIGHTS`) are refused with [`Error::FdPassingUnsupported`]. A process serving
+//! `SCM_RIGHTS`) go through [`Control::connect_user_events`] (or
+//! [`Control::send_user_events_request`] on a reverse connection); [`Control::connect`]
+//! refuses them with [`Error::FdPassingUnsupported`]. A process serving
 //! 1,000 connections needs about 1,000 descriptors per side: raise `RLIMIT_NOFILE` if
 //! needed.
 #![deny(missing_docs)]
@@ -130,6 +132,7 @@ mod conn;
 mod control;
 mod error;
 mod event;
+mod fdpass;
 mod ids;
 mod listen;
 mod reactor;

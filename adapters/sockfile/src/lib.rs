@@ -12,13 +12,19 @@
 //! `dsipc_std::unix::{bind_private, PrivateListener, SocketFile}` and
 //! `dsipc_std::reverse::ListenError`) and by dsipc-mio, so that the event loop does not
 //! depend on the blocking adapter. Std only, Rust 1.63.
+//!
+//! [`fdpass`] (Unix): passing one descriptor with `SCM_RIGHTS`, as user_events sessions
+//! need; the only module with unsafe code (`sendmsg`/`recvmsg` through libc).
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub mod fdpass;
 #[cfg(unix)]
 mod unix;
 

@@ -13,10 +13,9 @@ use dsipc::payload::{
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
 
-use crate::drive::{self, remaining, Filled};
+use crate::drive;
 use crate::session::TraceSession;
 use crate::{Endpoint, Error, Transport};
-use dsipc::recv::Poll;
 
 /// Default timeout: the budget of one method call (connecting, sending, every reply, and
 /// every fallback to an older command version).
@@ -493,7 +492,7 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// Starts an EventPipe session with any CollectTracing version, and returns once the
     /// runtime has accepted it. Read the stream with [`TraceSession::drain`] or
     /// [`TraceSession::copy_to`]. user_events sessions (CollectTracing5/6 with
-    /// `UserEvents`) need descriptor passing and are refused.
+    /// `UserEvents`) pass a descriptor: use `start_user_events_tracing` (Unix).
     pub fn start_tracing<'a, R>(&self, request: R) -> Result<TraceSession<T>, Error>
     where
         R: Into<AnyRequest<'a>>,
@@ -503,26 +502,13 @@ impl<T: Transport> DiagnosticsClient<T> {
             return Err(Error::InvalidArgument("not a CollectTracing request"));
         }
         if request.requires_fd_passing() {
-            return Err(Error::InvalidArgument(
-                "user_events sessions need descriptor passing, which this adapter does not do",
-            ));
+            return Err(crate::fdpass::needs_descriptor());
         }
         let command = request.command();
         let timeout = self.timeout;
         let deadline = crate::deadline_after(timeout);
         let mut ex = drive::open(&request, |t| self.transport.connect(t), timeout, deadline)?;
-        let session_id = loop {
-            match ex.poll()? {
-                Poll::Event(ClientEvent::Reply(Reply::SessionId(id))) => break id,
-                Poll::Event(other) => return Err(unexpected(command, other)),
-                Poll::NeedInput => {
-                    if let Filled::TimedOut = ex.fill(remaining(deadline, command, timeout)?)? {
-                        return Err(Error::Timeout { command, timeout });
-                    }
-                }
-                Poll::End => return Err(Error::UnexpectedReply { command }),
-            }
-        };
+        let session_id = drive::await_session_id(&mut ex, command, timeout, deadline)?;
         Ok(TraceSession::new(ex, session_id, self.clone()))
     }
 

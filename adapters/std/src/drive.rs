@@ -171,6 +171,12 @@ impl<C: Connection> Exchange<C> {
         self.command
     }
 
+    /// The connection (to pass a descriptor after the request: `fdpass.rs`).
+    #[cfg(unix)]
+    pub(crate) fn connection(&self) -> &C {
+        &self.conn
+    }
+
     /// Hands the machine the buffered bytes and reports one step.
     pub(crate) fn poll(&mut self) -> Result<Poll<ClientEvent<'_>>, Error> {
         self.rx.poll_client(&mut self.machine).map_err(|e| match e {
@@ -260,4 +266,26 @@ where
     let left = remaining(deadline, prepared.command(), timeout)?;
     let conn = connect(left)?;
     prepared.send(conn, left)
+}
+
+/// Reads until the OK reply carrying a session id, by `deadline`: how every EventPipe
+/// session start (plain or user_events) ends.
+pub(crate) fn await_session_id<C: Connection>(
+    ex: &mut Exchange<C>,
+    command: Command,
+    timeout: Duration,
+    deadline: Instant,
+) -> Result<u64, Error> {
+    loop {
+        match ex.poll()? {
+            Poll::Event(ClientEvent::Reply(dsipc::payload::Reply::SessionId(id))) => return Ok(id),
+            Poll::Event(other) => return Err(crate::client::unexpected(command, other)),
+            Poll::NeedInput => {
+                if let Filled::TimedOut = ex.fill(remaining(deadline, command, timeout)?)? {
+                    return Err(Error::Timeout { command, timeout });
+                }
+            }
+            Poll::End => return Err(Error::UnexpectedReply { command }),
+        }
+    }
 }

@@ -98,6 +98,18 @@ pub enum Error {
     },
     /// The caller aborted a trace drain (what arrived until then was delivered).
     Aborted,
+    /// A user_events session (CollectTracing5/6 with `UserEvents`) needs its
+    /// `user_events_data` descriptor passed with `SCM_RIGHTS`, which this platform
+    /// (Windows) cannot do; nothing was sent.
+    FdPassingUnsupported,
+    /// The user_events session's descriptor could not be passed after the request
+    /// (typically: the peer closed the connection first), and the peer answered nothing.
+    FdNotPassed {
+        /// The request.
+        command: Command,
+        /// Why `sendmsg` failed.
+        source: io::Error,
+    },
 }
 
 impl Error {
@@ -186,6 +198,11 @@ impl Error {
                 timeout: *timeout,
             },
             Error::Aborted => Error::Aborted,
+            Error::FdPassingUnsupported => Error::FdPassingUnsupported,
+            Error::FdNotPassed { command, source } => Error::FdNotPassed {
+                command: *command,
+                source: dup(source),
+            },
         }
     }
 }
@@ -293,6 +310,14 @@ impl fmt::Display for Error {
                 timeout.as_secs_f64()
             ),
             Error::Aborted => f.write_str("aborted"),
+            Error::FdPassingUnsupported => f.write_str(
+                "user_events sessions pass a descriptor with SCM_RIGHTS, which this platform cannot do",
+            ),
+            Error::FdNotPassed { command, source } => write!(
+                f,
+                "{}: the user_events_data descriptor could not be passed (the runtime closed the connection?): {}",
+                command, source
+            ),
         }
     }
 }
@@ -303,6 +328,7 @@ impl std::error::Error for Error {
             Error::Io(e) => Some(e),
             Error::Connect { source, .. } => Some(source),
             Error::SearchDir { source, .. } => Some(source),
+            Error::FdNotPassed { source, .. } => Some(source),
             Error::Protocol(e) => Some(e),
             Error::InvalidRequest(e) => Some(e),
             _ => None,

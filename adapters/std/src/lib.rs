@@ -35,6 +35,7 @@
 mod client;
 mod drive;
 mod error;
+mod fdpass;
 mod session;
 mod transport;
 
@@ -50,6 +51,8 @@ pub mod windows;
 pub use client::{DiagnosticsClient, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 pub use error::Error;
+#[cfg(unix)]
+pub use fdpass::PassFd;
 pub use session::{Control, StopHandle, TraceSession};
 pub use transport::{Connection, Endpoint, Transport};
 

@@ -23,6 +23,10 @@ use crate::{Connection, Endpoint, Error, Transport};
 /// (dsipc-mio uses the same code).
 pub use dsipc_sockfile::{bind_private, PrivateListener, SocketFile};
 
+/// Passing one descriptor with `SCM_RIGHTS` (user_events sessions): dsipc-sockfile's,
+/// re-exported (the fake runtime of dsipc-testkit receives with it).
+pub use dsipc_sockfile::fdpass::{recv_with_fd, send_fd};
+
 impl Connection for UnixStream {
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         UnixStream::set_read_timeout(self, timeout)

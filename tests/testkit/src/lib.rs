@@ -11,7 +11,9 @@
 //!   stream), streams EventPipe continuations of a chosen size, stops them on StopTracing
 //!   from another connection (replying only after the stream ended, like the runtime), and
 //!   records every request for assertions. Use it where a real runtime cannot answer:
-//!   CollectTracing4/5/6, StartupProfiler when not suspended, error paths.
+//!   CollectTracing4/5/6, StartupProfiler when not suspended, error paths. For user_events
+//!   sessions it receives the passed descriptor and writes one record through it
+//!   ([`fake_user_events_record`]).
 //! - [`HostedRuntime`]: a real .NET runtime in a child process (`tests/runtime/host.py`
 //!   with the interpreter from `DSIPC_PYTHON`), killed on drop.
 //! - [`bind_private`] (dsipc-std's: mode 0600, a stale socket removed, nothing else ever
@@ -64,6 +66,7 @@ mod pattern;
 #[cfg(unix)]
 mod socket;
 mod unique;
+mod user_events;
 
 pub use answer::{Answer, Identity, StreamSpec, Then};
 pub use fake::{Config, FakeRuntime, Received, ReversePort, StreamEnd, StreamRecord};
@@ -71,6 +74,9 @@ pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready
 pub use pattern::{check_pattern, fill_pattern, pattern_byte};
 #[cfg(unix)]
 pub use socket::{bind_private, socket_name, stale_socket, ListenError, TempDir};
+pub use user_events::{
+    fake_user_events_record, user_events_record, USER_EVENTS_MARKER, USER_EVENTS_VERSION,
+};
 
 /// The core crate, re-exported.
 pub use dsipc;

@@ -65,6 +65,14 @@ fn answer_with(
 ) -> Option<Conn> {
     let command = request.command();
     let ok = Response::Ok(Reply::Ok(Hresult::S_OK));
+    // user_events: the descriptor first, as the runtime reads it before it answers.
+    let configured = crate::user_events::descriptor_first(
+        &stream,
+        request,
+        configured,
+        shared.idle_timeout,
+        || shared.stopping(),
+    );
     match configured {
         Answer::IgnoreStop if command == Command::StopTracing => {
             let id = match request {

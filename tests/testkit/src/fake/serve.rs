@@ -82,6 +82,9 @@ pub(super) fn serve(shared: &Arc<Shared>, mut stream: Conn, reverse: bool) {
     }
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
+    // Read the request exactly, as the runtime does: a descriptor passed after it travels
+    // with the next byte, and a read that took that byte would discard it.
+    let mut want: usize;
     let mut last_input = Instant::now();
     loop {
         let handled = machine.handle_input(&buf);
@@ -121,10 +124,12 @@ pub(super) fn serve(shared: &Arc<Shared>, mut stream: Conn, reverse: bool) {
                 buf.drain(..handled.consumed);
                 continue;
             }
-            ServerStatus::Partial { .. } => {}
+            ServerStatus::Partial { needed } => {
+                want = needed.saturating_sub(buf.len()).clamp(1, chunk.len());
+            }
             ServerStatus::Done => return,
         }
-        match stream.read(&mut chunk) {
+        match stream.read(&mut chunk[..want]) {
             Ok(0) => {
                 if let Some(ServerEvent::Rejected(rejection)) = machine.handle_eof() {
                     reject(

@@ -209,3 +209,10 @@ mod imp {
 
     pub(super) fn close(_s: &PipeStream) {}
 }
+
+#[cfg(unix)]
+impl std::os::unix::io::AsFd for Conn {
+    fn as_fd(&self) -> std::os::unix::io::BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+}

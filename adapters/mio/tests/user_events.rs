@@ -1,0 +1,301 @@
+//! user_events sessions end to end with the reactor: [`Control::connect_user_events`] (and
+//! [`Control::send_user_events_request`] on a reverse connection) pass the
+//! `user_events_data` descriptor after a CollectTracing5/6 user_events request; the
+//! testkit's fake runtime receives it and writes one record through it. The "descriptor" is
+//! one end of a socket pair or a temporary file the test owns. Also: a request that is not
+//! user_events passes nothing, and a real .NET 8 runtime answers UNKNOWN_COMMAND without
+//! keeping the descriptor (needs `DSIPC_PYTHON`; fails without it).
+
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use dsipc::payload::{
+    CollectTracing2, CollectTracing5, CollectTracing6, EventFilter, Provider, Reply, TraceFormat,
+    TracepointConfig, UserEventsProvider, UserEventsSession,
+};
+use dsipc::wire::{Command, Hresult, Seq, Text};
+use dsipc::ClientEvent;
+use dsipc_mio::{ConnId, Control, Error, Event, Reactor};
+use dsipc_testkit::{
+    fake_user_events_record, Answer, Config, FakeRuntime, HostOptions, HostedRuntime, StreamEnd,
+    TempDir,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the client side saw, owned.
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Advertise(ConnId),
+    SessionId(ConnId, u64),
+    Error(ConnId, Hresult),
+    Data(ConnId),
+    Other(ConnId, String),
+    Closed(ConnId, String),
+}
+
+/// Polls until `done` holds for what was seen so far (or fails after [`TIMEOUT`]).
+fn run_until(reactor: &mut Reactor, seen: &mut Vec<Seen>, mut done: impl FnMut(&[Seen]) -> bool) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !done(seen) {
+        assert!(Instant::now() < deadline, "timed out; saw {:?}", seen);
+        reactor
+            .poll(
+                Some(Duration::from_millis(100)),
+                &mut |_: &mut Control, event: Event<'_>| {
+                    let s = match event {
+                        Event::Advertise { conn, .. } => Seen::Advertise(conn),
+                        Event::Client { conn, event } => match event {
+                            ClientEvent::Reply(Reply::SessionId(id)) => Seen::SessionId(conn, id),
+                            ClientEvent::Error(e) => Seen::Error(conn, e.hresult),
+                            ClientEvent::StreamData(_) => Seen::Data(conn),
+                            other => Seen::Other(conn, format!("{:?}", other)),
+                        },
+                        Event::Closed { conn, reason } => {
+                            Seen::Closed(conn, format!("{:?}", reason))
+                        }
+                        _ => return,
+                    };
+                    if seen.last() != Some(&s) || !matches!(s, Seen::Data(_)) {
+                        seen.push(s);
+                    }
+                },
+            )
+            .unwrap();
+    }
+}
+
+fn with_session<T>(f: impl FnOnce(UserEventsSession<'_>) -> T) -> T {
+    let providers = [UserEventsProvider {
+        provider: Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4),
+        filter: EventFilter::default(),
+        tracepoint_config: TracepointConfig {
+            default_tracepoint_name: Text::Str("dotnet_runtime"),
+            tracepoints: Seq::EMPTY,
+        },
+    }];
+    f(UserEventsSession {
+        rundown_keyword: 0,
+        providers: Seq::Slice(&providers),
+    })
+}
+
+fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
+    config.listen_in(dir.path()).start().unwrap()
+}
+
+/// Reads `mine` to its end, which comes once every copy of its peer is closed; the read
+/// timeout turns a leaked copy into a failure instead of a hang.
+fn read_to_eof(mut mine: UnixStream) -> Vec<u8> {
+    mine.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut got = Vec::new();
+    if let Err(e) = mine.read_to_end(&mut got) {
+        panic!(
+            "no EOF ({:?} read): a copy of the passed descriptor is open: {}",
+            got, e
+        );
+    }
+    got
+}
+
+#[test]
+fn a_collect_tracing5_session_passes_the_descriptor_and_streams() {
+    let dir = TempDir::new("ue-mio-ct5").unwrap();
+    let rt = fake(&dir, Config::new());
+    let mut reactor = Reactor::new().unwrap();
+    let (mine, theirs) = UnixStream::pair().unwrap();
+    let conn = with_session(|s| {
+        reactor.control().connect_user_events(
+            rt.socket_path().unwrap(),
+            &CollectTracing5::UserEvents(s),
+            &theirs,
+        )
+    })
+    .unwrap();
+    // The caller's descriptor is its own: the connection sent a copy.
+    drop(theirs);
+    let mut seen = Vec::new();
+    run_until(&mut reactor, &mut seen, |s| s.contains(&Seen::Data(conn)));
+    let id = match seen[0] {
+        Seen::SessionId(c, id) if c == conn => id,
+        ref other => panic!("{:?}", other),
+    };
+    assert_eq!(read_to_eof(mine), fake_user_events_record());
+    assert_eq!(rt.received()[0].command, Some(Command::CollectTracing5));
+    // Closing the connection ends the session in the fake.
+    reactor.control().close(conn);
+    let streams = rt.wait_streams(1, TIMEOUT);
+    assert_eq!(streams[0].session_id, id);
+    assert_eq!(streams[0].end, StreamEnd::PeerClosed);
+}
+
+#[test]
+fn a_collect_tracing6_session_writes_into_a_file_the_test_owns() {
+    let dir = TempDir::new("ue-mio-ct6").unwrap();
+    let rt = fake(&dir, Config::new());
+    let mut reactor = Reactor::new().unwrap();
+    let path = dir.join("user_events_data");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    let conn = with_session(|s| {
+        reactor.control().connect_user_events(
+            rt.socket_path().unwrap(),
+            &CollectTracing6::UserEvents(s),
+            &file,
+        )
+    })
+    .unwrap();
+    let mut seen = Vec::new();
+    run_until(&mut reactor, &mut seen, |s| !s.is_empty());
+    assert!(
+        matches!(seen[0], Seen::SessionId(c, _) if c == conn),
+        "{:?}",
+        seen
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), fake_user_events_record());
+    assert_eq!(rt.received()[0].command, Some(Command::CollectTracing6));
+}
+
+#[test]
+fn a_request_that_is_not_user_events_passes_nothing() {
+    let dir = TempDir::new("ue-mio-not").unwrap();
+    let rt = fake(&dir, Config::new());
+    let mut reactor = Reactor::new().unwrap();
+    let (mine, theirs) = UnixStream::pair().unwrap();
+    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)];
+    let streaming = CollectTracing2 {
+        circular_buffer_mb: 64,
+        format: TraceFormat::NetTrace,
+        request_rundown: false,
+        providers: Seq::Slice(&providers),
+    };
+    match reactor
+        .control()
+        .connect_user_events(rt.socket_path().unwrap(), &streaming, &theirs)
+    {
+        Err(Error::NotUserEvents { command }) => assert_eq!(command, Command::CollectTracing2),
+        other => panic!("{:?}", other),
+    }
+    // And plain connect still refuses user_events requests.
+    let refused = with_session(|s| {
+        reactor
+            .control()
+            .connect(rt.socket_path().unwrap(), &CollectTracing5::UserEvents(s))
+    });
+    assert!(
+        matches!(refused, Err(Error::FdPassingUnsupported)),
+        "{:?}",
+        refused
+    );
+    assert_eq!(reactor.control().connection_count(), 0);
+    drop(theirs);
+    assert_eq!(read_to_eof(mine), b"");
+    assert!(rt.received().is_empty());
+}
+
+#[test]
+fn a_runtime_that_does_not_know_the_command_keeps_no_descriptor() {
+    let dir = TempDir::new("ue-mio-unknown").unwrap();
+    let rt = fake(
+        &dir,
+        Config::new().answer(Command::CollectTracing5, Answer::unknown_command()),
+    );
+    let mut reactor = Reactor::new().unwrap();
+    let (mine, theirs) = UnixStream::pair().unwrap();
+    let conn = with_session(|s| {
+        reactor.control().connect_user_events(
+            rt.socket_path().unwrap(),
+            &CollectTracing5::UserEvents(s),
+            &theirs,
+        )
+    })
+    .unwrap();
+    drop(theirs);
+    let mut seen = Vec::new();
+    run_until(&mut reactor, &mut seen, |s| {
+        s.iter().any(|e| matches!(e, Seen::Closed(..)))
+    });
+    assert_eq!(
+        seen[0],
+        Seen::Error(conn, Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND),
+        "{:?}",
+        seen
+    );
+    assert_eq!(read_to_eof(mine), b"");
+}
+
+#[test]
+fn a_reverse_connection_passes_the_descriptor_too() {
+    let dir = TempDir::new("ue-mio-rev").unwrap();
+    let port = dir.join("port.sock");
+    let mut reactor = Reactor::new().unwrap();
+    reactor.control().listen_reverse(&port).unwrap();
+    let rt = Config::new().reverse_port(&port, false).start().unwrap();
+    let mut seen = Vec::new();
+    run_until(&mut reactor, &mut seen, |s| {
+        s.iter().any(|e| matches!(e, Seen::Advertise(_)))
+    });
+    let conn = match seen[0] {
+        Seen::Advertise(c) => c,
+        ref other => panic!("{:?}", other),
+    };
+    let (mine, theirs) = UnixStream::pair().unwrap();
+    with_session(|s| {
+        reactor
+            .control()
+            .send_user_events_request(conn, &CollectTracing5::UserEvents(s), &theirs)
+    })
+    .unwrap();
+    drop(theirs);
+    run_until(&mut reactor, &mut seen, |s| {
+        s.iter()
+            .any(|e| matches!(e, Seen::SessionId(c, _) if *c == conn))
+    });
+    assert_eq!(read_to_eof(mine), fake_user_events_record());
+    let got = rt.wait_received(1, TIMEOUT);
+    assert!(got[0].reverse);
+    assert_eq!(got[0].command, Some(Command::CollectTracing5));
+}
+
+/// Real .NET 8.0.4 does not know CollectTracing5: UNKNOWN_COMMAND, and no copy of the
+/// descriptor stays anywhere.
+#[test]
+fn real_net8_answers_unknown_command_and_keeps_no_descriptor() {
+    dsipc_testkit::python().expect("DSIPC_PYTHON");
+    let mut host = HostedRuntime::spawn(&HostOptions::net8(120)).expect("spawn the host");
+    let ready = host
+        .wait_ready(Duration::from_secs(60))
+        .expect("the runtime starts");
+    let socket = dsipc_std::unix::find_socket(ready.pid, None).expect("find the socket");
+    let mut reactor = Reactor::new().unwrap();
+    // Several times: the runtime often answers and closes before the descriptor goes out,
+    // sometimes after; either way its answer comes through.
+    for attempt in 0..4 {
+        let (mine, theirs) = UnixStream::pair().unwrap();
+        let conn = with_session(|s| {
+            reactor
+                .control()
+                .connect_user_events(&socket, &CollectTracing5::UserEvents(s), &theirs)
+        })
+        .unwrap();
+        drop(theirs);
+        let mut seen = Vec::new();
+        run_until(&mut reactor, &mut seen, |s| {
+            s.iter().any(|e| matches!(e, Seen::Closed(..)))
+        });
+        assert_eq!(
+            seen[0],
+            Seen::Error(conn, Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND),
+            "attempt {}: {:?}",
+            attempt,
+            seen
+        );
+        assert_eq!(read_to_eof(mine), b"", "attempt {}", attempt);
+    }
+}
