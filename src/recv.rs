@@ -237,6 +237,7 @@ impl Cursor {
     }
 
     /// After an event (`ev` is `Some`) or the machine's `Done` (`None`).
+    #[inline(always)]
     fn step<T, E>(&mut self, consumed: usize, ev: Option<T>) -> Result<Poll<T>, RecvError<E>> {
         debug_assert!(
             consumed <= self.end - self.start,
@@ -420,6 +421,7 @@ impl<S: RecvStorage> RecvBuffer<S> {
 
     /// Drives a nettrace parser one step. EOF before the end-of-stream marker is the
     /// parser's [`NettraceError::Truncated`].
+    #[inline]
     pub fn poll_nettrace(
         &mut self,
         parser: &mut NettraceParser,
@@ -431,7 +433,12 @@ impl<S: RecvStorage> RecvBuffer<S> {
         let input = &self.storage.bytes()[cur.start..cur.end];
         let handled = parser.handle_input(input).map_err(RecvError::Machine)?;
         match handled.status {
-            nettrace::Status::Item(item) => cur.step(handled.consumed, Some(item)),
+            // Built in place: an item is large, and every move is a copy.
+            nettrace::Status::Item(item) => {
+                debug_assert!(handled.consumed <= cur.end - cur.start);
+                cur.start += handled.consumed;
+                Ok(Poll::Event(item))
+            }
             nettrace::Status::Done => cur.step(handled.consumed, None),
             nettrace::Status::Partial { needed } => {
                 debug_assert_eq!(handled.consumed, 0, "Partial consumed bytes");

@@ -5,7 +5,8 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use dsipc::nettrace::{Item, NettraceError, NettraceParser, Status};
+use dsipc::nettrace::{Item, NettraceError, NettraceParser, MAX_FRAMING};
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc_std::nettrace::{Profile, TraceAnalyzer, TraceInfo};
 
 use super::jsonl;
@@ -95,23 +96,16 @@ pub fn analyze(
 ) -> Result<Analysis, String> {
     let mut parser = NettraceParser::with_max_block_size(MAX_BLOCK);
     let mut analyzer = TraceAnalyzer::new();
-    let mut buf: Vec<u8> = vec![0; CHUNK];
-    let (mut start, mut end) = (0usize, 0usize);
-    let mut eof = false;
+    // The core's receive loop: reads of up to 1 MiB, growth only to one block plus its
+    // framing (the parser refuses a larger block before it is read).
+    let mut rx = RecvBuffer::with_limit(vec![0u8; CHUNK], MAX_BLOCK + MAX_FRAMING);
     let mut problem: Option<String> = None;
     let mut line = String::new();
     let mut write_error: Option<std::io::Error> = None;
     loop {
-        let handled = match parser.handle_input(&buf[start..end]) {
-            Ok(h) => h,
-            Err(e) => {
-                problem = Some(describe(&e));
-                break;
-            }
-        };
-        // Matched by reference: the item is large, and moving it out costs a copy per event.
-        match &handled.status {
-            Status::Item(item) => {
+        // Matched by reference: an item is large, and moving it out costs a copy per event.
+        match &rx.poll_nettrace(&mut parser) {
+            Ok(Poll::Event(item)) => {
                 // The header precedes every event: a copy taken before the item is current.
                 let info = match jsonl_out {
                     Some(_) => analyzer.info().copied(),
@@ -126,35 +120,31 @@ pub fn analyze(
                         break;
                     }
                 }
-                start += handled.consumed;
             }
-            &Status::Partial { needed } => {
-                if eof {
-                    if let Err(e) = parser.handle_eof() {
-                        problem = Some(describe(&e));
-                    }
-                    break;
-                }
-                // Compact, grow only to what the parser needs (at most one block plus its
-                // framing, bounded by MAX_BLOCK), read more.
-                buf.copy_within(start..end, 0);
-                end -= start;
-                start = 0;
-                if buf.len() < needed {
-                    buf.resize(needed, 0);
-                }
-                while end < buf.len() {
-                    let n = file
-                        .read(&mut buf[end..])
-                        .map_err(|e| format!("{}: {}", input.display(), e))?;
-                    if n == 0 {
-                        eof = true;
+            Ok(Poll::NeedInput) => {
+                let spare = match rx.read_buf() {
+                    Ok(spare) => spare,
+                    Err(e) => {
+                        problem = Some(e.to_string());
                         break;
                     }
-                    end += n;
+                };
+                match file.read(spare) {
+                    Ok(0) => rx.eof(),
+                    Ok(n) => rx.filled(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("{}: {}", input.display(), e)),
                 }
             }
-            Status::Done => break,
+            Ok(Poll::End) => break,
+            Err(RecvError::Machine(e)) => {
+                problem = Some(describe(&e));
+                break;
+            }
+            Err(e) => {
+                problem = Some(e.to_string());
+                break;
+            }
         }
     }
     if let Some(e) = write_error {
