@@ -138,7 +138,7 @@ pub fn analyze(
             }
             Ok(Poll::End) => break,
             Err(RecvError::Machine(e)) => {
-                problem = Some(describe(&e));
+                problem = Some(describe(e));
                 break;
             }
             Err(e) => {
