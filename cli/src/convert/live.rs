@@ -6,7 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use dsipc::nettrace::{NettraceParser, Status};
+use dsipc::nettrace::{NettraceParser, MAX_FRAMING};
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc_std::nettrace::TraceAnalyzer;
 
 use super::output::{self, Output};
@@ -14,6 +15,12 @@ use super::Selection;
 
 /// Largest block accepted from a live stream (the runtime's blocks are far smaller).
 const MAX_BLOCK: usize = 64 << 20;
+
+/// An empty receive buffer for the stream, growing as bytes arrive up to one block plus its
+/// framing.
+fn new_rx() -> RecvBuffer<Vec<u8>> {
+    RecvBuffer::with_limit(Vec::new(), MAX_BLOCK + MAX_FRAMING)
+}
 
 /// The profile formats `dsipc trace --format` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,9 +81,8 @@ pub struct LiveCounts {
 pub struct LiveProfile {
     parser: NettraceParser,
     analyzer: TraceAnalyzer,
-    /// Received bytes not yet consumed: `buf[start..]`.
-    buf: Vec<u8>,
-    start: usize,
+    /// Received bytes not yet consumed (the core's receive loop, bounded by one block).
+    rx: RecvBuffer<Vec<u8>>,
     /// Bytes fed so far.
     fed: u64,
     /// The end-of-stream object was parsed.
@@ -101,8 +107,7 @@ impl LiveProfile {
         LiveProfile {
             parser: NettraceParser::with_max_block_size(MAX_BLOCK),
             analyzer: TraceAnalyzer::new(),
-            buf: Vec::new(),
-            start: 0,
+            rx: new_rx(),
             fed: 0,
             done: false,
             problem: None,
@@ -126,60 +131,58 @@ impl LiveProfile {
             ));
             return;
         }
-        // Without leftovers, parse straight from `data`; keep only what is not consumed.
-        if self.buf.len() == self.start {
-            self.buf.clear();
-            self.start = 0;
-            let used = self.parse(data);
-            if self.problem.is_none() && !self.done {
-                self.buf.extend_from_slice(&data[used..]);
+        let mut rest = data;
+        while !rest.is_empty() {
+            match self.rx.push(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) => {
+                    self.problem = Some(e.to_string());
+                    return;
+                }
             }
-        } else {
-            // Compact, then append: the buffer holds at most one partial block plus a slice.
-            self.buf.drain(..self.start);
-            self.start = 0;
-            self.buf.extend_from_slice(data);
-            let buf = std::mem::take(&mut self.buf);
-            let used = self.parse(&buf);
-            self.buf = buf;
-            self.start = used;
-            if self.problem.is_some() || self.done {
-                self.buf.clear();
-                self.start = 0;
+            self.peak_buffer = self.peak_buffer.max(self.rx.capacity());
+            if !self.parse() {
+                break;
             }
         }
-        self.peak_buffer = self.peak_buffer.max(self.buf.capacity());
+        if self.done && self.problem.is_none() {
+            let after = self.rx.pending().len() + rest.len();
+            if after > 0 {
+                self.problem = Some(format!(
+                    "{} bytes after the end-of-stream object (offset {})",
+                    after,
+                    self.fed - after as u64
+                ));
+            }
+        }
         // A long stream of small partial blocks must not keep a large allocation around.
-        if self.buf.len() == self.start && self.buf.capacity() > (1 << 20) {
-            self.buf = Vec::new();
-            self.start = 0;
+        if self.rx.pending().is_empty() && self.rx.capacity() > (1 << 20) {
+            self.rx = new_rx();
         }
     }
 
-    /// Parses items from `bytes` until more are needed; returns how many were consumed.
-    fn parse(&mut self, bytes: &[u8]) -> usize {
-        let mut at = 0;
+    /// Parses every complete item buffered; false once parsing is over (the end of the
+    /// stream, or a problem).
+    fn parse(&mut self) -> bool {
         loop {
-            match self.parser.handle_input(&bytes[at..]) {
+            // Matched by reference: an item is large, and moving it out costs a copy.
+            match &self.rx.poll_nettrace(&mut self.parser) {
+                Ok(Poll::Event(item)) => {
+                    self.analyzer.on_item(item);
+                }
+                Ok(Poll::NeedInput) => return true,
+                Ok(Poll::End) => {
+                    self.done = true;
+                    return false;
+                }
+                Err(RecvError::Machine(e)) => {
+                    self.problem = Some(e.to_string());
+                    return false;
+                }
                 Err(e) => {
                     self.problem = Some(e.to_string());
-                    return at;
+                    return false;
                 }
-                Ok(h) => match h.status {
-                    Status::Item(item) => {
-                        self.analyzer.on_item(&item);
-                        at += h.consumed;
-                    }
-                    Status::Partial { .. } => {
-                        at += h.consumed;
-                        return at;
-                    }
-                    Status::Done => {
-                        at += h.consumed;
-                        self.done = true;
-                        return at;
-                    }
-                },
             }
         }
     }
@@ -213,8 +216,14 @@ impl LiveProfile {
     pub fn end(&mut self) -> LiveCounts {
         if self.problem.is_none() && !self.done {
             self.truncated = true;
-            let unparsed = self.buf.len() - self.start;
-            self.problem = Some(match self.parser.handle_eof() {
+            let unparsed = self.rx.pending().len();
+            self.rx.eof();
+            let ended = match &self.rx.poll_nettrace(&mut self.parser) {
+                Err(RecvError::Machine(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
+                Ok(_) => Ok(()),
+            };
+            self.problem = Some(match ended {
                 Err(e) => format!("{} (the trace is truncated)", e),
                 Ok(()) => format!(
                     "the stream ended at offset {} without its end-of-stream object (the trace is truncated; {} bytes of a partial block unparsed)",
