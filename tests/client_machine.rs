@@ -16,8 +16,8 @@ fn every_request_round_trips() {
         let len = req.encode(&mut buf).unwrap();
         assert_eq!(len, buf.len());
         let header = dsipc::wire::Header::parse(&buf).unwrap();
-        assert_eq!(header.command, req.command());
-        let back = AnyRequest::decode(header.command, &buf[HEADER_LEN..])
+        assert_eq!(header.command(), req.command());
+        let back = AnyRequest::decode(header.command(), &buf[HEADER_LEN..])
             .unwrap()
             .unwrap();
         assert_eq!(back, req);
@@ -52,7 +52,7 @@ fn every_response_round_trips() {
         assert_eq!(n, buf.len());
         let header = dsipc::wire::Header::parse(&buf).unwrap();
         let payload = &buf[HEADER_LEN..];
-        let back = match header.command {
+        let back = match header.command() {
             Command::ServerOk => Response::Ok(Reply::decode(command, payload).unwrap().unwrap()),
             Command::ServerError => Response::Error(ErrorReply::decode(command, payload).unwrap()),
             other => panic!("{}", other),

@@ -30,8 +30,8 @@ fn captured_requests_decode_and_reencode_identically() {
             }
             let bytes = std::fs::read(&path).unwrap();
             let header = Header::parse(&bytes).unwrap();
-            assert_eq!(header.size as usize, bytes.len(), "{}", name);
-            let req = AnyRequest::decode(header.command, &bytes[20..])
+            assert_eq!(header.size() as usize, bytes.len(), "{}", name);
+            let req = AnyRequest::decode(header.command(), &bytes[20..])
                 .unwrap_or_else(|e| panic!("{}: {}", name, e))
                 .unwrap_or_else(|| panic!("{}: unknown command", name));
             let mut out = vec![0u8; bytes.len()];

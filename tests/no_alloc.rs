@@ -96,7 +96,7 @@ fn core_operations_do_not_allocate() {
         common::each_request(|req| {
             let len = req.encode(&mut buf).unwrap();
             let h = Header::parse(&buf).unwrap();
-            let back = AnyRequest::decode(h.command, &buf[HEADER_LEN..len])
+            let back = AnyRequest::decode(h.command(), &buf[HEADER_LEN..len])
                 .unwrap()
                 .unwrap();
             assert!(back == req);

@@ -186,8 +186,8 @@ pub fn header(data: &[u8]) {
     match parsed {
         Ok(h) => {
             show(&HeaderErrorFree(h));
-            assert!(h.size as usize >= HEADER_LEN);
-            assert_eq!(h.payload_len(), h.size as usize - HEADER_LEN);
+            assert!(h.size() as usize >= HEADER_LEN);
+            assert_eq!(h.payload_len(), h.size() as usize - HEADER_LEN);
             let mut out = [0u8; HEADER_LEN];
             h.emit(&mut out).unwrap();
             assert_eq!(&out[..], &data[..HEADER_LEN]);
@@ -197,8 +197,8 @@ pub fn header(data: &[u8]) {
                 Err(EncodeError::BufferTooSmall { needed: HEADER_LEN })
             );
             // for_payload agrees with the size field.
-            let again = Header::for_payload(h.command, h.payload_len()).unwrap();
-            assert_eq!((again.size, again.command), (h.size, h.command));
+            let again = Header::for_payload(h.command(), h.payload_len()).unwrap();
+            assert_eq!((again.size(), again.command()), (h.size(), h.command()));
         }
         Err(e) => {
             show(&e);
@@ -232,7 +232,7 @@ impl fmt::Debug for HeaderErrorFree {
 
 impl fmt::Display for HeaderErrorFree {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0.command, f)
+        fmt::Display::fmt(&self.0.command(), f)
     }
 }
 
@@ -286,7 +286,7 @@ pub fn reply(data: &[u8]) {
                 Ok(n) => {
                     assert_eq!(n, buf.len());
                     let h = Header::parse(&buf).unwrap();
-                    assert_eq!(h.command, Command::ServerOk);
+                    assert_eq!(h.command(), Command::ServerOk);
                     let again = &buf[HEADER_LEN..];
                     if payload.is_empty() && r.kind() == ReplyKind::Status {
                         // The spec's 20-byte OK decodes as S_OK and encodes as 24 bytes.
@@ -599,9 +599,9 @@ pub fn roundtrip_request(data: &[u8]) {
         Ok(n) => {
             assert_eq!(n, len);
             let h = Header::parse(&buf).unwrap();
-            assert_eq!(h.size as usize, n);
-            assert_eq!(h.command, req.command());
-            let back = AnyRequest::decode(h.command, &buf[HEADER_LEN..])
+            assert_eq!(h.size() as usize, n);
+            assert_eq!(h.command(), req.command());
+            let back = AnyRequest::decode(h.command(), &buf[HEADER_LEN..])
                 .unwrap()
                 .unwrap();
             assert_eq!(back, req);
@@ -654,9 +654,9 @@ pub fn roundtrip_response(data: &[u8]) {
         Ok(n) => {
             assert_eq!(n, len);
             let h = Header::parse(&buf).unwrap();
-            assert_eq!(h.size as usize, n);
+            assert_eq!(h.size() as usize, n);
             let payload = &buf[HEADER_LEN..];
-            let back = match h.command {
+            let back = match h.command() {
                 Command::ServerOk => {
                     Response::Ok(Reply::decode(command, payload).unwrap().unwrap())
                 }
@@ -1253,7 +1253,7 @@ fn on_server_event(
             let n = conn.poll_transmit(&mut out).unwrap();
             assert_eq!(n, 24);
             let h = Header::parse(&out[..n]).unwrap();
-            assert_eq!(h.command, Command::ServerError);
+            assert_eq!(h.command(), Command::ServerError);
             assert_eq!(
                 ErrorReply::decode(Command::ProcessInfo, &out[HEADER_LEN..n]),
                 Ok(ErrorReply::new(r.hresult))

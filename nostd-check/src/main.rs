@@ -355,8 +355,8 @@ fn run() -> Result<usize, Step> {
     for r in &samples {
         let n = r.encode(&mut req).map_err(|_| "encode request")?;
         let h = Header::parse(&req[..n]).map_err(|_| "parse header")?;
-        check!(h.command == r.command(), "header command");
-        let back = AnyRequest::decode(h.command, &req[HEADER_LEN..n]).map_err(|_| "decode")?;
+        check!(h.command() == r.command(), "header command");
+        let back = AnyRequest::decode(h.command(), &req[HEADER_LEN..n]).map_err(|_| "decode")?;
         check!(back == Some(*r), "request round trip");
     }
 

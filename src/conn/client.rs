@@ -302,7 +302,7 @@ impl ClientConnection {
             Ok(h) => h,
             Err(_) => return Err(self.fail(ClientError::SizeTooSmall { size: view.size() })),
         };
-        let total = header.size as usize;
+        let total = header.size() as usize;
         if input.len() < total {
             return partial(&mut self.state, total);
         }
@@ -316,7 +316,7 @@ impl ClientConnection {
             },
             _ => ClientError::InvalidPayload { request, detail: e },
         };
-        let response = match header.command {
+        let response = match header.command() {
             Command::ServerOk => match Reply::decode(request, payload) {
                 Ok(Some(r)) => Response::Ok(r),
                 Ok(None) => {

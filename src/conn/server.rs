@@ -357,7 +357,7 @@ impl ServerConnection {
                 );
             }
         };
-        let total = header.size as usize;
+        let total = header.size() as usize;
         if input.len() < total {
             return partial(self, total);
         }
@@ -368,7 +368,7 @@ impl ServerConnection {
                 RejectReason::BadMagic { found: view.magic },
             );
         }
-        let command = header.command;
+        let command = header.command();
         let payload = &input[HEADER_LEN..total];
         let request = match AnyRequest::decode(command, payload) {
             Ok(Some(r)) => r,
@@ -399,7 +399,7 @@ impl ServerConnection {
             consumed: total,
             status: ServerStatus::Event(ServerEvent::Request {
                 request,
-                reserved: header.reserved,
+                reserved: header.reserved(),
             }),
         }
     }

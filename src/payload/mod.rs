@@ -80,7 +80,7 @@ pub(crate) fn encode_message(
     write: impl FnOnce(&mut Writer<'_>),
 ) -> Result<usize, EncodeError> {
     let header = Header::for_payload(command, payload_len)?;
-    let total = header.size as usize;
+    let total = header.size() as usize;
     let buf = out
         .get_mut(..total)
         .ok_or(EncodeError::BufferTooSmall { needed: total })?;

@@ -57,15 +57,27 @@ impl HeaderView {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Header {
-    /// Size of the whole message (header included).
-    pub size: u16,
-    /// The command (request) or the reply kind (ServerOk / ServerError).
-    pub command: Command,
-    /// The reserved field as received (0 when emitted by this crate).
-    pub reserved: u16,
+    size: u16,
+    command: Command,
+    reserved: u16,
 }
 
 impl Header {
+    /// Size of the whole message (header included): at least 20, always.
+    pub fn size(&self) -> u16 {
+        self.size
+    }
+
+    /// The command (request) or the reply kind (ServerOk / ServerError).
+    pub fn command(&self) -> Command {
+        self.command
+    }
+
+    /// The reserved field as received (0 when emitted by this crate).
+    pub fn reserved(&self) -> u16 {
+        self.reserved
+    }
+
     /// A header for `command` with a payload of `payload_len` bytes.
     pub fn for_payload(command: Command, payload_len: usize) -> Result<Header, EncodeError> {
         let size = HEADER_LEN + payload_len;
@@ -104,9 +116,9 @@ impl Header {
         })
     }
 
-    /// Payload length (`size - 20`). Total: a header built by hand with a size below 20
-    /// (the fields are public) has 0; one from [`Header::parse`] or
-    /// [`Header::for_payload`] never has such a size.
+    /// Payload length (`size - 20`). A `Header` cannot be built with a size below 20 (its
+    /// fields are private: [`Header::parse`], [`Header::from_view_unchecked_magic`] and
+    /// [`Header::for_payload`] validate), so this never underflows.
     pub fn payload_len(&self) -> usize {
         (self.size as usize).saturating_sub(HEADER_LEN)
     }
@@ -138,11 +150,15 @@ impl Header {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn payload_len_is_total() {
-        let mut h = super::Header::for_payload(super::Command::ProcessInfo, 3).unwrap();
-        assert_eq!(h.payload_len(), 3);
-        h.size = 5;
-        assert_eq!(h.payload_len(), 0);
+    fn a_header_is_valid_by_construction() {
+        let h = super::Header::for_payload(super::Command::ProcessInfo, 3).unwrap();
+        assert_eq!((h.size(), h.payload_len()), (23, 3));
+        // The only other ways in validate the size.
+        let mut bytes = [0u8; 20];
+        h.emit(&mut bytes).unwrap();
+        bytes[14] = 5;
+        assert!(super::Header::parse(&bytes).is_err());
+        assert!(super::Header::for_payload(super::Command::ProcessInfo, 65_516).is_err());
     }
 
     use super::*;

@@ -111,10 +111,10 @@ fn process_info_round_trip_over_named_pipe() {
     let mut head = [0u8; HEADER_LEN];
     pipe.read_exact(&mut head).expect("read header");
     let header = Header::parse(&head).expect("valid header");
-    assert_eq!(header.command, Command::ProcessInfo);
+    assert_eq!(header.command(), Command::ProcessInfo);
     let mut payload = vec![0u8; header.payload_len()];
     pipe.read_exact(&mut payload).expect("read payload");
-    let request = AnyRequest::decode(header.command, &payload).expect("decode request");
+    let request = AnyRequest::decode(header.command(), &payload).expect("decode request");
     assert_eq!(request, Some(AnyRequest::ProcessInfo(ProcessInfo)));
     // The client's bytes are exactly what the encoder makes.
     let mut expected = [0u8; 64];
