@@ -412,3 +412,50 @@ fn machine_state_fits_in_256_bytes() {
     println!("size_of::<ClientConnection>() = {}", size);
     assert!(size <= 256, "{}", size);
 }
+
+/// A request of the caller's own, for a command this crate does not know (a newer
+/// runtime's): its OK reply is surfaced raw, its error reply decoded, never a failure.
+#[test]
+fn replies_to_unknown_commands_are_surfaced_raw() {
+    struct Future;
+    impl Request for Future {
+        fn command(&self) -> Command {
+            Command::Unknown {
+                command_set: 0x02,
+                command_id: 0x42,
+            }
+        }
+        fn payload_len(&self) -> usize {
+            1
+        }
+        fn write_payload(&self, w: &mut dsipc::wire::Writer<'_>) {
+            w.bytes(&[7]);
+        }
+    }
+    let mut conn = ClientConnection::new();
+    let mut out = [0u8; 64];
+    let n = conn.send_request(&Future, &mut out).unwrap();
+    assert_eq!(&out[16..n], &[0x02, 0x42, 0, 0, 7]);
+    let reply = message(Command::ServerOk, &[1, 2, 3]);
+    let h = conn.handle_input(&reply).unwrap();
+    assert_eq!(h.consumed, reply.len());
+    match h.status {
+        Status::Event(ClientEvent::Reply(Reply::Raw(p))) => assert_eq!(p, &[1, 2, 3]),
+        other => panic!("{:?}", other),
+    }
+    assert_eq!(conn.handle_eof().unwrap(), None);
+    assert!(conn.is_finished());
+    // The same reply, one byte at a time, gives the same event.
+    let log = drive(&Future, &reply, |_| 1, true);
+    assert!(log.error.is_none(), "{:?}", log);
+    // An error reply to it is the usual typed error reply.
+    let mut conn = ClientConnection::new();
+    conn.send_request(&Future, &mut out).unwrap();
+    let err = message(Command::ServerError, &0x8013_1384u32.to_le_bytes());
+    match conn.handle_input(&err).unwrap().status {
+        Status::Event(ClientEvent::Error(e)) => {
+            assert_eq!(e.hresult, Hresult(0x8013_1384u32 as i32))
+        }
+        other => panic!("{:?}", other),
+    }
+}

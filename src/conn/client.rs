@@ -319,17 +319,9 @@ impl ClientConnection {
         let response = match header.command() {
             Command::ServerOk => match Reply::decode(request, payload) {
                 Ok(Some(r)) => Response::Ok(r),
-                Ok(None) => {
-                    // Unknown request command (sent as a raw AnyRequest of an unknown code is
-                    // impossible, but be defensive): hand back the status shape if it fits.
-                    return Err(self.fail(ClientError::InvalidPayload {
-                        request,
-                        detail: DecodeError::InvalidValue {
-                            field: "command",
-                            value: u64::from(request.code().0) << 8 | u64::from(request.code().1),
-                        },
-                    }));
-                }
+                // A command this crate does not know (the caller's own `Request`): the
+                // payload as sent, for the caller to decode.
+                Ok(None) => Response::Ok(Reply::Raw(payload)),
                 Err(e) => return Err(self.fail(map(e))),
             },
             Command::ServerError => match ErrorReply::decode(request, payload) {

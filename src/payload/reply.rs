@@ -21,6 +21,8 @@ pub enum ReplyKind {
     ProcessInfo3,
     /// ProcessEnvironment's size announcement, followed by the environment block.
     ProcessEnvironment,
+    /// The payload as sent: the reply to a command this crate does not know.
+    Raw,
 }
 
 impl ReplyKind {
@@ -148,6 +150,9 @@ pub enum Reply<'a> {
     ProcessInfo3(ProcessInfo3Reply<'a>),
     /// ProcessEnvironment's size announcement.
     ProcessEnvironment(ProcessEnvironmentReply),
+    /// The OK reply to a command this crate does not know (a [`Request`](super::Request)
+    /// of the caller's own, for a command of a newer runtime): its payload as sent.
+    Raw(&'a [u8]),
 }
 
 /// An error reply (header 0xFFFF): an HRESULT, and for GenerateCoreDump3 createdump's message.
@@ -309,6 +314,7 @@ impl<'a> Reply<'a> {
                 incoming_bytes: r.u32("incoming_bytes")?,
                 future: r.u16("future")?,
             }),
+            ReplyKind::Raw => Reply::Raw(r.bytes("payload", payload.len())?),
         };
         r.finish()?;
         Ok(Some(reply))
@@ -323,6 +329,7 @@ impl<'a> Reply<'a> {
             Reply::ProcessInfo2(_) => ReplyKind::ProcessInfo2,
             Reply::ProcessInfo3(_) => ReplyKind::ProcessInfo3,
             Reply::ProcessEnvironment(_) => ReplyKind::ProcessEnvironment,
+            Reply::Raw(_) => ReplyKind::Raw,
         }
     }
 
@@ -334,6 +341,7 @@ impl<'a> Reply<'a> {
             Reply::ProcessInfo2(p) => p.len(),
             Reply::ProcessInfo3(p) => p.len(),
             Reply::ProcessEnvironment(_) => 6,
+            Reply::Raw(b) => b.len(),
         }
     }
 
@@ -348,6 +356,7 @@ impl<'a> Reply<'a> {
                 w.u32(e.incoming_bytes);
                 w.u16(e.future);
             }
+            Reply::Raw(b) => w.bytes(b),
         }
     }
 }
