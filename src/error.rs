@@ -242,12 +242,41 @@ pub enum ClientError {
     },
     /// A reverse-port connection did not start with a valid 34-byte Advertise.
     BadAdvertise(crate::wire::AdvertiseError),
-    /// Misuse: a request on a reverse-port connection before the Advertise arrived.
+    /// The caller misused the machine (a bug in the driving code, not the peer's doing);
+    /// the machine is unchanged.
+    Misuse(UsageError),
+}
+
+/// A [`ClientConnection`](crate::ClientConnection) used out of order by its caller: never
+/// caused by the peer's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum UsageError {
+    /// A request on a reverse-port connection before the Advertise arrived.
     AdvertiseNotReceived,
-    /// Misuse: input or EOF was handed to the machine before a request was sent.
+    /// Input or EOF was handed to the machine before a request was sent.
     NotSent,
-    /// Misuse: a second request on one connection (the protocol allows one per connection).
+    /// A second request on one connection (the protocol allows one per connection).
     AlreadySent,
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            UsageError::AdvertiseNotReceived => "the runtime has not advertised itself yet",
+            UsageError::NotSent => "no request has been sent on this connection",
+            UsageError::AlreadySent => "a request was already sent (one command per connection)",
+        })
+    }
+}
+
+impl ClientError {
+    /// True if the caller misused the machine ([`ClientError::Misuse`]), false for what the
+    /// peer sent or did (and for encoding errors of the request itself).
+    pub fn is_misuse(&self) -> bool {
+        matches!(self, ClientError::Misuse(_))
+    }
 }
 
 impl fmt::Display for ClientError {
@@ -307,13 +336,7 @@ impl fmt::Display for ClientError {
                 needed
             ),
             ClientError::BadAdvertise(e) => write!(f, "bad advertise: {}", e),
-            ClientError::AdvertiseNotReceived => {
-                write!(f, "the runtime has not advertised itself yet")
-            }
-            ClientError::NotSent => write!(f, "no request has been sent on this connection"),
-            ClientError::AlreadySent => {
-                write!(f, "a request was already sent (one command per connection)")
-            }
+            ClientError::Misuse(u) => write!(f, "misuse: {}", u),
         }
     }
 }
@@ -331,6 +354,7 @@ mod std_impls {
     impl std::error::Error for EncodeError {}
     impl std::error::Error for HeaderError {}
     impl std::error::Error for ClientError {}
+    impl std::error::Error for UsageError {}
     impl std::error::Error for crate::wire::TranscodeError {}
     impl std::error::Error for crate::wire::AdvertiseError {}
     impl std::error::Error for crate::wire::ParseGuidError {}

@@ -145,7 +145,7 @@ pub struct ReadmeDoctests;
 pub use conn::{
     ClientConnection, ClientEvent, Handled, ServerConnection, ServerEvent, ServerStatus, Status,
 };
-pub use error::{ClientError, DecodeError, EncodeError, HeaderError};
+pub use error::{ClientError, DecodeError, EncodeError, HeaderError, UsageError};
 pub use nettrace::{NettraceError, NettraceParser};
 pub use payload::{AnyRequest, ErrorReply, Reply, Request, Response};
 pub use wire::{Command, Guid, Hresult, Text};

@@ -6,7 +6,7 @@ mod common;
 use common::{capture, drive, each_request, each_response, exchange_inputs, Rng};
 use dsipc::payload::*;
 use dsipc::wire::{Hresult, Text, HEADER_LEN};
-use dsipc::{ClientConnection, ClientError, ClientEvent, Command, DecodeError, Status};
+use dsipc::{ClientConnection, ClientError, ClientEvent, Command, DecodeError, Status, UsageError};
 
 #[test]
 fn every_request_round_trips() {
@@ -286,9 +286,12 @@ fn misuse_and_final_states() {
     let mut conn = ClientConnection::new();
     assert_eq!(
         conn.handle_input(&[1, 2, 3]).unwrap_err(),
-        ClientError::NotSent
+        ClientError::Misuse(UsageError::NotSent)
     );
-    assert_eq!(conn.handle_eof().unwrap_err(), ClientError::NotSent);
+    assert_eq!(
+        conn.handle_eof().unwrap_err(),
+        ClientError::Misuse(UsageError::NotSent)
+    );
     let mut tx = [0u8; 8];
     // Too small: the machine stays unsent and says what it needs.
     assert_eq!(
@@ -301,7 +304,7 @@ fn misuse_and_final_states() {
     assert_eq!(conn.send_request(&ProcessInfo, &mut tx), Ok(20));
     assert_eq!(
         conn.send_request(&ProcessInfo, &mut tx),
-        Err(ClientError::AlreadySent)
+        Err(ClientError::Misuse(UsageError::AlreadySent))
     );
     // A failed machine repeats its error.
     let bad = [0u8; 20];

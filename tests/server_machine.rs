@@ -12,7 +12,7 @@ use dsipc::conn::{
 use dsipc::payload::*;
 use dsipc::recv::{Poll, RecvBuffer};
 use dsipc::wire::{Advertise, Guid, Hresult, Text};
-use dsipc::{ClientConnection, ClientError, ClientEvent, Command, Status};
+use dsipc::{ClientConnection, ClientError, ClientEvent, Command, Status, UsageError};
 
 /// Moves bytes from one side to the other in chunks, like a socket would.
 struct Pipe {
@@ -368,7 +368,7 @@ fn reverse_port_flow() {
         let mut tx = [0u8; 64];
         assert_eq!(
             monitor.send_request(&ResumeRuntime, &mut tx),
-            Err(ClientError::AdvertiseNotReceived)
+            Err(ClientError::Misuse(UsageError::AdvertiseNotReceived))
         );
         let mut got = None;
         let mut buf = Vec::new();

@@ -619,7 +619,7 @@ pub fn roundtrip_request(data: &[u8]) {
             assert_eq!(again, buf);
             assert_eq!(
                 conn.send_request(&req, &mut again),
-                Err(ClientError::AlreadySent)
+                Err(ClientError::Misuse(dsipc::UsageError::AlreadySent))
             );
         }
         Err(e @ EncodeError::InvalidField { .. }) => {
@@ -885,7 +885,7 @@ pub fn drive(
         let mut conn = ClientConnection::expecting_advertise();
         assert_eq!(
             conn.send_request(request, &mut tx),
-            Err(ClientError::AdvertiseNotReceived)
+            Err(ClientError::Misuse(dsipc::UsageError::AdvertiseNotReceived))
         );
         conn
     } else {

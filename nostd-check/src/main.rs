@@ -520,7 +520,8 @@ fn run() -> Result<usize, Step> {
         "ports"
     );
     let mut line = Line::new();
-    write!(line, "{}", ClientError::NotSent).map_err(|_| "format error")?;
+    write!(line, "{}", ClientError::Misuse(dsipc::UsageError::NotSent))
+        .map_err(|_| "format error")?;
     check!(line.len > 0, "error text");
 
     // 8. A real nettrace stream (the first blocks of a .NET 8 trace, up to its first event

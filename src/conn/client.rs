@@ -1,7 +1,7 @@
 //! The client side of one diagnostic connection: one request, one reply, then the optional
 //! continuation (an EventPipe stream or the ProcessEnvironment block).
 
-use crate::error::{ClientError, DecodeError};
+use crate::error::{ClientError, DecodeError, UsageError};
 use crate::fmt::{debug, trace};
 use crate::payload::{ErrorReply, Reply, Request, Response};
 use crate::wire::{
@@ -141,7 +141,7 @@ impl ClientConnection {
     /// Encodes `request` into `out` (header and payload, to be written in **one** write:
     /// .NET Core 3.1 reads each part with a single read) and returns its length.
     ///
-    /// Errors: [`ClientError::AlreadySent`] on a second call (one command per connection);
+    /// Errors: [`ClientError::Misuse`]([`UsageError::AlreadySent`](crate::UsageError::AlreadySent)) on a second call (one command per connection);
     /// [`ClientError::Encode`] if the request is invalid or `out` is too small (the error
     /// says how many bytes are needed; the machine stays unsent and can be retried).
     #[must_use = "the returned length of bytes must be sent"]
@@ -152,8 +152,10 @@ impl ClientConnection {
     ) -> Result<usize, ClientError> {
         match self.state {
             State::Idle | State::Advertised => {}
-            State::AwaitAdvertise { .. } => return Err(ClientError::AdvertiseNotReceived),
-            _ => return Err(ClientError::AlreadySent),
+            State::AwaitAdvertise { .. } => {
+                return Err(ClientError::Misuse(UsageError::AdvertiseNotReceived))
+            }
+            _ => return Err(ClientError::Misuse(UsageError::AlreadySent)),
         }
         let n = request.encode(out)?;
         let command = request.command();
@@ -233,7 +235,7 @@ impl ClientConnection {
                 consumed: 0,
                 status: Status::Partial { needed: 1 },
             }),
-            State::Idle => Err(ClientError::NotSent),
+            State::Idle => Err(ClientError::Misuse(UsageError::NotSent)),
             // A runtime sends nothing after its Advertise until it gets a command.
             State::Advertised => {
                 let len = input.len();
@@ -277,7 +279,7 @@ impl ClientConnection {
     fn handle_reply<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, ClientError> {
         let request = match self.command {
             Some(c) => c,
-            None => return Err(ClientError::NotSent),
+            None => return Err(ClientError::Misuse(UsageError::NotSent)),
         };
         let partial = |state: &mut State, needed: usize| {
             *state = State::AwaitReply {
@@ -475,7 +477,7 @@ impl ClientConnection {
                 self.state = State::Done;
                 Ok(None)
             }
-            State::Idle => Err(ClientError::NotSent),
+            State::Idle => Err(ClientError::Misuse(UsageError::NotSent)),
             State::Failed(e) => Err(e),
             State::Done | State::AwaitClose => {
                 self.state = State::Done;

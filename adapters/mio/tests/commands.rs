@@ -327,7 +327,9 @@ fn misuse_is_typed() {
     ));
     assert!(matches!(
         reactor.control().send_request(client, &ProcessInfo),
-        Err(Error::Client(dsipc::ClientError::AlreadySent))
+        Err(Error::Client(dsipc::ClientError::Misuse(
+            dsipc::UsageError::AlreadySent
+        )))
     ));
     let mut server = None;
     let mut results = Vec::new();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use dsipc::payload::*;
 use dsipc::wire::{Guid, Hresult, Seq, Text};
-use dsipc::{ClientError, ClientEvent, Command, Request};
+use dsipc::{ClientError, ClientEvent, Command, Request, UsageError};
 use dsipc_mio::{CloseReason, ConnId, Control, Error, Event, Reactor};
 use dsipc_testkit::{Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
 use support::{run_until, Log, Peer};
@@ -448,7 +448,7 @@ fn client_error_paths() {
         reactor.control().connect(rt.socket_path().unwrap(), &req),
         Err(Error::FdPassingUnsupported)
     ));
-    let _ = (ClientError::NotSent, CloseReason::Done);
+    let _ = (ClientError::Misuse(UsageError::NotSent), CloseReason::Done);
 }
 
 /// The fake runtime records what a raw client sends, rejections included.
