@@ -1,8 +1,8 @@
 //! Decoding a CLR event's payload with its built-in layout.
 
-use super::super::metadata::MetadataRecord;
 use super::*;
 use crate::error::DecodeError;
+use crate::nettrace::metadata::MetadataRecord;
 use crate::wire::{Guid, Reader};
 
 /// Payload reader with the extra primitives CLR layouts need.

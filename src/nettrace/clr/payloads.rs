@@ -1,6 +1,6 @@
 //! The payloads of the CLR events with built-in layouts, as typed, borrowed views.
 
-use super::super::text::TraceStr;
+use crate::nettrace::text::TraceStr;
 use crate::wire::Guid;
 
 /// What a SampleProfiler sample caught the thread doing.
