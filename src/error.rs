@@ -160,8 +160,8 @@ impl fmt::Display for HeaderError {
 
 /// A protocol violation or misuse reported by [`ClientConnection`](crate::conn::ClientConnection).
 ///
-/// After any error other than [`ClientError::Encode`], [`ClientError::BufferTooSmall`] and the
-/// misuse variants, the machine is failed and returns the same error on every later call.
+/// After any error other than [`ClientError::Encode`] and the misuse variants, the machine
+/// is failed and returns the same error on every later call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -231,14 +231,6 @@ pub enum ClientError {
     UnexpectedData {
         /// How many unexpected bytes were offered.
         len: usize,
-    },
-    /// A single message needs `needed` contiguous bytes, more than the caller's buffer holds.
-    /// Never returned by the core (it reports `Status::Partial`); the receive buffer reports
-    /// [`recv::BufferTooSmall`](crate::recv::BufferTooSmall). Kept for dsipc-mio, which still
-    /// keeps its own buffers; to be removed when it drives [`crate::recv::RecvBuffer`].
-    BufferTooSmall {
-        /// Contiguous bytes needed.
-        needed: usize,
     },
     /// A reverse-port connection did not start with a valid 34-byte Advertise.
     BadAdvertise(crate::wire::AdvertiseError),
@@ -330,11 +322,6 @@ impl fmt::Display for ClientError {
             ClientError::UnexpectedData { len } => {
                 write!(f, "peer sent {} bytes where none were expected", len)
             }
-            ClientError::BufferTooSmall { needed } => write!(
-                f,
-                "receive buffer too small: a message needs {} contiguous bytes",
-                needed
-            ),
             ClientError::BadAdvertise(e) => write!(f, "bad advertise: {}", e),
             ClientError::Misuse(u) => write!(f, "misuse: {}", u),
         }

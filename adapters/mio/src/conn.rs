@@ -8,6 +8,7 @@ use mio::net::{UnixListener, UnixStream};
 use mio::Interest;
 
 use dsipc::conn::ServerConnection;
+use dsipc::recv::RecvBuffer;
 use dsipc::wire::Advertise;
 use dsipc::ClientConnection;
 use dsipc_sockfile::SocketFile;
@@ -30,14 +31,8 @@ pub(crate) struct Conn {
     pub(crate) listener: Option<ListenerId>,
     /// What the runtime advertised (reverse connections).
     pub(crate) advertise: Option<Advertise>,
-    /// Input not consumed yet (a message split across reads).
-    pub(crate) pending_rx: Vec<u8>,
-    /// Contiguous bytes the machine needs before its next event (0: no partial item).
-    pub(crate) rx_needed: usize,
-    /// The connection's own read buffer while an item larger than the shared one is
-    /// assembled (empty otherwise); its first `own_len` bytes are input not consumed yet.
-    pub(crate) own_rx: Vec<u8>,
-    pub(crate) own_len: usize,
+    /// Input not consumed yet (`read.rs` drives the machine through it).
+    pub(crate) rx: RecvBuffer<Vec<u8>>,
     /// Output not written yet, from `tx_at`.
     pub(crate) tx: Vec<u8>,
     pub(crate) tx_at: usize,
@@ -58,10 +53,7 @@ impl Conn {
             machine,
             listener,
             advertise: None,
-            pending_rx: Vec::new(),
-            rx_needed: 0,
-            own_rx: Vec::new(),
-            own_len: 0,
+            rx: crate::read::empty_rx(),
             tx: Vec::new(),
             tx_at: 0,
             registered: None,

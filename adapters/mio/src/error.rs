@@ -27,6 +27,9 @@ pub enum Error {
     Server(ServerError),
     /// A reply or environment block could not be encoded.
     Encode(EncodeError),
+    /// An item (an environment entry) needs more contiguous bytes than a connection's
+    /// receive buffer may hold ([`MAX_READ_BUFFER_LEN`](crate::MAX_READ_BUFFER_LEN)).
+    BufferTooSmall(dsipc::recv::BufferTooSmall),
     /// The connection is closed (or the id was never issued).
     UnknownConnection(ConnId),
     /// A client-side operation on a server connection.
@@ -54,6 +57,7 @@ impl fmt::Display for Error {
             Error::Client(e) => write!(f, "client: {}", e),
             Error::Server(e) => write!(f, "server: {}", e),
             Error::Encode(e) => write!(f, "encode: {}", e),
+            Error::BufferTooSmall(e) => e.fmt(f),
             Error::UnknownConnection(c) => write!(f, "connection {} is closed", c),
             Error::NotAClient(c) => write!(f, "connection {} is a server connection", c),
             Error::NotAServer(c) => write!(f, "connection {} is a client connection", c),
@@ -76,6 +80,7 @@ impl std::error::Error for Error {
             Error::Client(e) => Some(e),
             Error::Server(e) => Some(e),
             Error::Encode(e) => Some(e),
+            Error::BufferTooSmall(e) => Some(e),
             _ => None,
         }
     }

@@ -20,11 +20,12 @@
 //!   reverse port.
 //!
 //! Each connection is registered for exactly what its machine wants (read, write, both),
-//! re-registered only when that changes. Reads go into one shared 256 KiB buffer until
-//! `WouldBlock` (edge-triggered), and only the bytes of a message split across reads are
-//! kept per connection (an environment entry larger than the shared buffer, up to
-//! [`MAX_READ_BUFFER_LEN`], is read into a buffer of that connection's own); output the socket does not take at once is kept and written on
-//! writability. Nothing spins: an idle reactor sleeps in `epoll_wait`. Nothing panics on
+//! re-registered only when that changes. Each connection reads until `WouldBlock`
+//! (edge-triggered) into its own [`dsipc::recv::RecvBuffer`], which drives its machine
+//! and hands events out borrowing the bytes read (no copy); the buffer starts empty and
+//! grows with what arrives (to [`READ_BUFFER_LEN`] for a stream, to
+//! [`MAX_READ_BUFFER_LEN`] for an item needed in one piece). Output the socket does not
+//! take at once is kept and written on writability. Nothing spins: an idle reactor sleeps in `epoll_wait`. Nothing panics on
 //! peer input: protocol violations close that connection with a typed
 //! [`CloseReason::Failed`].
 //!

@@ -9,23 +9,22 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll, Token, Waker};
 
 use dsipc::conn::ServerConnection;
-use dsipc::{ClientConnection, ClientError};
+use dsipc::ClientConnection;
 
 use crate::conn::{Conn, Listener, Machine, Queued};
-use crate::read::{own_buffer, read_step, Next, READ_BUDGET};
-use crate::{CloseReason, Error};
+use crate::read::{empty_rx, read_conn};
 use crate::{ConnId, Control, Event, Handler, ListenerId, ListenerKind};
 
-/// Size of the shared read buffer. Any message (at most 65,535 bytes) fits, with room for a
-/// large read after it. A connection whose next item needs more (a ProcessEnvironment entry
-/// of a variable over 128 KiB, up to [`MAX_READ_BUFFER_LEN`]) reads into a buffer of its own
-/// until that item is complete.
+/// The most a connection's receive buffer grows to for throughput: each connection's
+/// buffer starts empty and doubles when a read fills it (a stream), up to this size. Only an
+/// item that needs more in one piece (a ProcessEnvironment entry of a variable over
+/// 128 KiB) grows it further, up to [`MAX_READ_BUFFER_LEN`].
 pub const READ_BUFFER_LEN: usize = 256 * 1024;
 
 /// The largest item a connection may need in one piece: the same bound as dsipc-std's
 /// `MAX_RECV_BUFFER_LEN` (512 KiB: a Linux environment variable is at most 128 KiB,
 /// 256 KiB in UTF-16; a test checks they agree). Past it the connection fails with
-/// [`ClientError::BufferTooSmall`].
+/// [`Error::BufferTooSmall`](crate::Error::BufferTooSmall).
 pub const MAX_READ_BUFFER_LEN: usize = 512 * 1024;
 
 /// Connections accepted per readiness event before the others get their turn.
@@ -49,7 +48,6 @@ pub struct Reactor {
     poll: Poll,
     events: Events,
     ready: Vec<(Token, bool, bool)>,
-    scratch: Vec<u8>,
     control: Control,
     waker: Option<Arc<Waker>>,
 }
@@ -76,7 +74,6 @@ impl Reactor {
             poll,
             events: Events::with_capacity(events.max(1)),
             ready: Vec::with_capacity(events.max(1)),
-            scratch: vec![0u8; READ_BUFFER_LEN],
             control: Control::new(registry),
             waker: None,
         })
@@ -282,72 +279,19 @@ impl Reactor {
         delivered
     }
 
-    /// Reads until `WouldBlock`, EOF or the budget; feeds the machine; dispatches. Reads
-    /// go into the shared buffer, or into one of the connection's own while its next item
-    /// needs more than the shared buffer holds (up to [`MAX_READ_BUFFER_LEN`]).
+    /// Reads until `WouldBlock`, EOF or the budget into the connection's receive buffer;
+    /// feeds the machine; dispatches.
     fn read_conn<H: Handler + ?Sized>(&mut self, id: ConnId, handler: &mut H) -> usize {
-        let Reactor {
-            scratch, control, ..
-        } = self;
-        let mut delivered = 0;
-        let (mut own, mut end) = match control.get_mut(id) {
-            // A large item in progress stays in the connection's own buffer between reads
-            // (no copy per readiness event, however slowly the peer sends).
-            Ok(c) if !c.read_closed && !c.own_rx.is_empty() => {
-                (Some(std::mem::take(&mut c.own_rx)), c.own_len)
-            }
-            Ok(c) if !c.read_closed => {
-                let n = c.pending_rx.len();
-                let mut own = own_buffer(c.rx_needed.max(n + 1));
-                let buf = match own.as_mut() {
-                    Some(v) => v.as_mut_slice(),
-                    None => scratch.as_mut_slice(),
-                };
-                buf[..n].copy_from_slice(&c.pending_rx);
-                c.pending_rx.clear();
-                (own, n)
-            }
+        let control = &mut self.control;
+        // Out of the connection while the handler (which may use `control`) borrows it.
+        let mut rx = match control.get_mut(id) {
+            Ok(c) if !c.read_closed => std::mem::replace(&mut c.rx, empty_rx()),
             _ => return 0,
         };
-        let mut budget = READ_BUDGET;
-        loop {
-            let buf = match own.as_mut() {
-                Some(v) => v.as_mut_slice(),
-                None => scratch.as_mut_slice(),
-            };
-            let step = read_step(control, id, buf, &mut end, &mut budget, handler);
-            delivered += step.delivered;
-            match step.next {
-                Next::Stop => return delivered,
-                Next::Keep => break,
-                Next::Grow(needed) => {
-                    // The item in buf[..end] needs a larger buffer: the connection's own.
-                    let mut bigger = match own_buffer(needed) {
-                        Some(v) if v.len() > buf.len() => v,
-                        _ => {
-                            control.finish(
-                                id,
-                                CloseReason::Failed(Error::Client(ClientError::BufferTooSmall {
-                                    needed,
-                                })),
-                            );
-                            return delivered;
-                        }
-                    };
-                    bigger[..end].copy_from_slice(&buf[..end]);
-                    own = Some(bigger);
-                }
-            }
-        }
+        let delivered = read_conn(control, id, &mut rx, handler);
         if let Ok(c) = control.get_mut(id) {
-            match own {
-                // Still assembling a large item: keep its buffer.
-                Some(v) if c.rx_needed > READ_BUFFER_LEN || end >= READ_BUFFER_LEN => {
-                    c.own_rx = v;
-                    c.own_len = end;
-                }
-                Some(v) => c.pending_rx.extend_from_slice(&v[..end]),
-                None => c.pending_rx.extend_from_slice(&scratch[..end]),
+            if !c.read_closed {
+                c.rx = rx;
             }
         }
         delivered

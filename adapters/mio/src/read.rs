@@ -1,10 +1,11 @@
-//! The read path: reading a connection into the shared (or its own) buffer, feeding its
-//! machine, and handing every event to the handler.
+//! The read path: reading a connection into its receive buffer, driving its machine
+//! through it, and handing every event (borrowing the buffer: no copy) to the handler.
 
 use std::io::{self, Read};
 
-use dsipc::conn::{ServerEvent, ServerStatus};
-use dsipc::{ClientError, ClientEvent, Status};
+use dsipc::conn::ServerEvent;
+use dsipc::recv::{BufferTooSmall, Poll, RecvBuffer, RecvError};
+use dsipc::ClientEvent;
 
 use crate::conn::{Conn, Machine};
 use crate::reactor::{MAX_READ_BUFFER_LEN, READ_BUFFER_LEN};
@@ -15,74 +16,60 @@ use crate::{ConnId, Control, Event, Handler};
 /// (the rest is read on the next [`Reactor::poll`], which then does not block).
 pub(crate) const READ_BUDGET: usize = 1024 * 1024;
 
-/// What [`read_step`] leaves to do.
-pub(crate) enum Next {
-    /// The connection is closed (or its EOF handled): nothing to keep.
-    Stop,
-    /// `WouldBlock` or budget spent: keep `buf[..end]` for the next readiness.
-    Keep,
-    /// The next item needs this many bytes, more than the buffer holds.
-    Grow(usize),
+/// A connection's receive buffer before its first read: no memory until bytes arrive; it
+/// grows with them up to [`MAX_READ_BUFFER_LEN`].
+pub(crate) fn empty_rx() -> RecvBuffer<Vec<u8>> {
+    RecvBuffer::with_limit(Vec::new(), MAX_READ_BUFFER_LEN)
 }
 
-pub(crate) struct Step {
-    pub(crate) delivered: usize,
-    pub(crate) next: Next,
+fn too_small(control: &mut Control, id: ConnId, e: BufferTooSmall) {
+    control.finish(id, CloseReason::Failed(Error::BufferTooSmall(e)));
 }
 
-/// A buffer of the connection's own when `needed` bytes do not fit the shared one (`None`
-/// when they do); at most [`MAX_READ_BUFFER_LEN`].
-pub(crate) fn own_buffer(needed: usize) -> Option<Vec<u8>> {
-    if needed <= READ_BUFFER_LEN {
-        return None;
-    }
-    Some(vec![0u8; needed.min(MAX_READ_BUFFER_LEN)])
-}
-
-/// Reads into `buf[*end..]` and dispatches until `WouldBlock`, EOF, the budget, or an item
-/// that needs more than `buf` holds. Unconsumed input stays at the front, in `buf[..*end]`.
-pub(crate) fn read_step<H: Handler + ?Sized>(
+/// Feeds what `rx` holds to the connection's machine and reads until `WouldBlock`, EOF,
+/// or the budget. Returns how many events were handed out.
+pub(crate) fn read_conn<H: Handler + ?Sized>(
     control: &mut Control,
     id: ConnId,
-    buf: &mut [u8],
-    end: &mut usize,
-    budget: &mut usize,
+    rx: &mut RecvBuffer<Vec<u8>>,
     handler: &mut H,
-) -> Step {
+) -> usize {
     let mut delivered = 0;
-    let mut start = 0;
-    let stop = |delivered| Step {
-        delivered,
-        next: Next::Stop,
-    };
+    let mut budget = READ_BUDGET;
     loop {
-        let needed = match control.get(id) {
-            Ok(c) => c.rx_needed,
-            Err(_) => return stop(delivered),
-        };
-        if needed > buf.len() || *end == buf.len() {
-            // An empty read buffer would read as EOF: a larger one is needed first.
-            return Step {
-                delivered,
-                next: Next::Grow(needed.max(*end + 1)),
-            };
+        if !feed(control, id, rx, handler, &mut delivered) {
+            return delivered;
+        }
+        if budget == 0 {
+            control.again.push(id);
+            return delivered;
         }
         let c = match control.get_mut(id) {
             Ok(c) => c,
-            Err(_) => return stop(delivered),
+            Err(_) => return delivered,
         };
-        let mut eof = false;
-        let mut would_block = false;
-        let got = c.stream.read(&mut buf[*end..]);
+        let buf = match rx.read_buf() {
+            Ok(buf) => buf,
+            Err(e) => {
+                too_small(control, id, e);
+                return delivered;
+            }
+        };
+        let room = buf.len();
+        let got = c.stream.read(buf);
         control.stats.reads += 1;
         match got {
-            Ok(0) => eof = true,
+            Ok(0) => return delivered + on_eof(control, id, handler),
             Ok(n) => {
-                *end += n;
-                *budget = budget.saturating_sub(n);
+                rx.filled(n);
+                budget = budget.saturating_sub(n);
+                // A read that filled the buffer (a stream): larger reads from now on.
+                if n == room {
+                    rx.reserve(rx.capacity().saturating_mul(2).min(READ_BUFFER_LEN));
+                }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => would_block = true,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return delivered,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 let reason = match e.kind() {
                     io::ErrorKind::ConnectionReset => CloseReason::PeerClosed,
@@ -92,144 +79,102 @@ pub(crate) fn read_step<H: Handler + ?Sized>(
                     }),
                 };
                 control.finish(id, reason);
-                return stop(delivered);
+                return delivered;
             }
         }
-        delivered += dispatch(control, id, &buf[..*end], &mut start, handler);
-        if !control.is_open(id) {
-            return stop(delivered);
-        }
-        // Keep what was not consumed at the front.
-        buf.copy_within(start..*end, 0);
-        *end -= start;
-        start = 0;
-        if eof {
-            return stop(delivered + on_eof(control, id, handler));
-        }
-        if would_block {
-            break;
-        }
-        if *budget == 0 {
-            control.again.push(id);
-            break;
-        }
-    }
-    Step {
-        delivered,
-        next: Next::Keep,
     }
 }
 
-/// Feeds `input[*start..]` to the connection's machine and hands out every event; returns
-/// how many. The connection may be closed afterwards (protocol error, or the handler).
-pub(crate) fn dispatch<H: Handler + ?Sized>(
+/// Polls the connection's machine through `rx` and hands out every event until it needs
+/// more input. False when the connection is closed (protocol error, or the handler).
+fn feed<H: Handler + ?Sized>(
     control: &mut Control,
     id: ConnId,
-    input: &[u8],
-    start: &mut usize,
+    rx: &mut RecvBuffer<Vec<u8>>,
     handler: &mut H,
-) -> usize {
-    let mut delivered = 0;
+    delivered: &mut usize,
+) -> bool {
     loop {
         let c = match control.get_mut(id) {
             Ok(c) => c,
             // Closed by the handler: drop the rest.
-            Err(_) => {
-                *start = input.len();
-                return delivered;
-            }
+            Err(_) => return false,
         };
-        let rest = &input[*start..];
         match &mut c.machine {
-            Machine::Client(m) => match m.handle_input(rest) {
-                Ok(h) => {
-                    *start += h.consumed;
-                    match h.status {
-                        Status::Event(ClientEvent::Advertise(advertise)) => {
-                            c.rx_needed = 0;
-                            c.advertise = Some(advertise);
-                            match c.listener {
-                                Some(listener) => handler.on_event(
-                                    control,
-                                    Event::Advertise {
-                                        listener,
-                                        conn: id,
-                                        advertise,
-                                    },
-                                ),
-                                None => handler.on_event(
-                                    control,
-                                    Event::Client {
-                                        conn: id,
-                                        event: ClientEvent::Advertise(advertise),
-                                    },
-                                ),
-                            }
-                            delivered += 1;
-                        }
-                        Status::Event(event) => {
-                            c.rx_needed = 0;
-                            handler.on_event(control, Event::Client { conn: id, event });
-                            delivered += 1;
-                        }
-                        Status::Partial { needed } => {
-                            if needed > MAX_READ_BUFFER_LEN {
-                                control.finish(
-                                    id,
-                                    CloseReason::Failed(Error::Client(
-                                        ClientError::BufferTooSmall { needed },
-                                    )),
-                                );
-                                return delivered;
-                            }
-                            c.rx_needed = needed;
-                            return delivered;
-                        }
-                        Status::Done => return delivered,
-                    }
+            Machine::Client(m) => match rx.poll_client(m) {
+                Ok(Poll::Event(ClientEvent::Advertise(advertise))) => {
+                    c.advertise = Some(advertise);
+                    let event = match c.listener {
+                        Some(listener) => Event::Advertise {
+                            listener,
+                            conn: id,
+                            advertise,
+                        },
+                        None => Event::Client {
+                            conn: id,
+                            event: ClientEvent::Advertise(advertise),
+                        },
+                    };
+                    handler.on_event(control, event);
+                    *delivered += 1;
+                }
+                Ok(Poll::Event(event)) => {
+                    handler.on_event(control, Event::Client { conn: id, event });
+                    *delivered += 1;
+                }
+                // `End`: the exchange is complete; later bytes are the machine's to judge.
+                Ok(Poll::NeedInput) | Ok(Poll::End) => return true,
+                // A reverse connection whose runtime sends before being asked, or a reply
+                // that breaks the protocol.
+                Err(RecvError::Machine(e)) => {
+                    control.finish(id, CloseReason::Failed(Error::Client(e)));
+                    return false;
+                }
+                Err(RecvError::BufferTooSmall(e)) => {
+                    too_small(control, id, e);
+                    return false;
                 }
                 Err(e) => {
-                    // A reverse connection whose runtime sends before being asked, or a
-                    // reply that breaks the protocol.
-                    control.finish(id, CloseReason::Failed(Error::Client(e)));
-                    return delivered;
+                    debug_assert!(false, "unknown receive error {:?}", e);
+                    return false;
                 }
             },
-            Machine::Server(m) => {
-                let h = m.handle_input(rest);
-                *start += h.consumed;
-                match h.status {
-                    ServerStatus::Event(ServerEvent::Request { request, reserved }) => {
-                        handler.on_event(
-                            control,
-                            Event::Request {
-                                conn: id,
-                                request,
-                                reserved,
-                            },
-                        );
-                        delivered += 1;
-                    }
-                    ServerStatus::Event(ServerEvent::Rejected(rejection)) => {
-                        queue_rejection(c);
-                        handler.on_event(
-                            control,
-                            Event::Rejected {
-                                conn: id,
-                                rejection,
-                            },
-                        );
-                        delivered += 1;
-                    }
-                    // Bytes after the request: the runtime does not read them either.
-                    ServerStatus::Event(_) => {}
-                    ServerStatus::Partial { .. } => return delivered,
-                    ServerStatus::Done => {
-                        *start = input.len();
-                        return delivered;
-                    }
+            Machine::Server(m) => match rx.poll_server(m) {
+                Ok(Poll::Event(ServerEvent::Request { request, reserved })) => {
+                    handler.on_event(
+                        control,
+                        Event::Request {
+                            conn: id,
+                            request,
+                            reserved,
+                        },
+                    );
+                    *delivered += 1;
                 }
-            }
+                Ok(Poll::Event(ServerEvent::Rejected(rejection))) => {
+                    queue_rejection(c);
+                    handler.on_event(
+                        control,
+                        Event::Rejected {
+                            conn: id,
+                            rejection,
+                        },
+                    );
+                    *delivered += 1;
+                }
+                Ok(Poll::Event(_)) => {}
+                Ok(Poll::NeedInput) => return true,
+                // Bytes after the request: the runtime does not read them either.
+                Ok(Poll::End) => {
+                    let storage = std::mem::replace(rx, empty_rx()).into_storage();
+                    *rx = RecvBuffer::with_limit(storage, MAX_READ_BUFFER_LEN);
+                    return true;
+                }
+                Err(e) => {
+                    too_small(control, id, e);
+                    return false;
+                }
+            },
         }
     }
 }
@@ -254,8 +199,6 @@ pub(crate) fn on_eof<H: Handler + ?Sized>(
         Err(_) => return 0,
     };
     c.read_closed = true;
-    c.pending_rx.clear();
-    c.own_rx = Vec::new();
     let mut delivered = 0;
     let reason = match &mut c.machine {
         Machine::Client(m) => {

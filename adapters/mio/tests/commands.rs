@@ -579,8 +579,8 @@ fn replies_arriving_byte_by_byte() {
     assert!(reactor.control().stats().reads > 150);
 }
 
-/// An environment entry larger than the shared read buffer that arrives in small pieces,
-/// one readiness event each: it stays in the connection's own buffer between reads and
+/// An environment entry larger than READ_BUFFER_LEN that arrives in small pieces, one
+/// readiness event each: it stays in the connection's receive buffer between reads and
 /// arrives whole.
 #[test]
 fn a_large_entry_arriving_in_pieces() {

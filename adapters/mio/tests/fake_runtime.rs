@@ -491,9 +491,9 @@ fn fake_runtime_records_rejections() {
         .all(|r| r.rejection.is_some() && r.request().is_none()));
 }
 
-/// An environment entry larger than the shared read buffer (a 200,000-unit value: a
-/// 400,014-byte entry, Linux allows 128 Ki characters) is read into a buffer of the
-/// connection's own; the entries around it and other connections are unaffected. Past
+/// An environment entry larger than READ_BUFFER_LEN (a 200,000-unit value: a 400,014-byte
+/// entry, Linux allows 128 Ki characters) grows that connection's receive buffer; the
+/// entries around it and other connections are unaffected. Past
 /// dsipc-std's bound (512 KiB) the connection fails with a typed BufferTooSmall.
 #[test]
 fn environment_entries_larger_than_the_read_buffer() {
@@ -504,8 +504,7 @@ fn environment_entries_larger_than_the_read_buffer() {
         Config::new().environment(&["BEFORE=1", &big, "AFTER=2"]),
     );
     let mut reactor = Reactor::new().unwrap();
-    // Twice: the own buffer is dropped after the entry, and a second connection at the
-    // same time reads a normal reply.
+    // Twice, with a second connection at the same time reading a normal reply.
     for _ in 0..2 {
         let env = reactor
             .control()

@@ -139,7 +139,6 @@ impl Error {
                 Error::BufferTooSmall { needed }
             }
             ClientError::Encode(e) => Error::InvalidRequest(e),
-            ClientError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
             other => Error::Protocol(other),
         }
     }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dsipc::conn::{Rejection, ServerConnection, ServerEvent, ServerStatus};
+use dsipc::conn::{Rejection, ServerConnection, ServerEvent};
 use dsipc::payload::{Request, Response};
+use dsipc::recv::{Poll, RecvBuffer};
 use dsipc::wire::HeaderView;
 
 use super::respond::answer;
@@ -80,22 +81,19 @@ pub(super) fn serve(shared: &Arc<Shared>, mut stream: Conn, reverse: bool) {
     if stream.set_read_timeout(Some(TICK)).is_err() {
         return;
     }
-    let mut buf: Vec<u8> = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    // Read the request exactly, as the runtime does: a descriptor passed after it travels
-    // with the next byte, and a read that took that byte would discard it.
-    let mut want: usize;
+    // Any request fits: its header's size field is 16 bits.
+    let mut rx = RecvBuffer::with_limit(Vec::new(), usize::from(u16::MAX));
     let mut last_input = Instant::now();
     loop {
-        let handled = machine.handle_input(&buf);
-        match handled.status {
-            ServerStatus::Event(ServerEvent::Request { request, reserved }) => {
-                let bytes = buf[..handled.consumed].to_vec();
+        // Reads stop at the request's end (below), so what is buffered is the request so far.
+        let received = rx.pending().to_vec();
+        let rejection = match rx.poll_server(&mut machine) {
+            Ok(Poll::Event(ServerEvent::Request { request, reserved })) => {
                 shared.update(|s| {
                     s.received.push(Received {
                         connection,
                         reverse,
-                        bytes,
+                        bytes: received,
                         command: Some(request.command()),
                         reserved,
                         rejection: None,
@@ -107,56 +105,64 @@ pub(super) fn serve(shared: &Arc<Shared>, mut stream: Conn, reverse: bool) {
                 answer(shared, stream, machine, &request, reverse);
                 return;
             }
-            ServerStatus::Event(ServerEvent::Rejected(rejection)) => {
-                reject(
-                    shared,
-                    &mut stream,
-                    &mut machine,
-                    &buf,
-                    connection,
-                    reverse,
-                    rejection,
-                );
-                stream.finish();
+            Ok(Poll::Event(ServerEvent::Rejected(rejection))) => rejection,
+            Ok(Poll::Event(_)) => continue,
+            Ok(Poll::NeedInput) => {
+                if read_request(shared, &mut stream, &mut rx, &mut last_input) {
+                    continue;
+                }
+                // Stopping, idle too long, or a failed read: dropped unanswered.
                 return;
             }
-            ServerStatus::Event(_) => {
-                buf.drain(..handled.consumed);
-                continue;
-            }
-            ServerStatus::Partial { needed } => {
-                want = needed.saturating_sub(buf.len()).clamp(1, chunk.len());
-            }
-            ServerStatus::Done => return,
+            Ok(Poll::End) | Err(_) => return,
+        };
+        reject(
+            shared,
+            &mut stream,
+            &mut machine,
+            &received,
+            connection,
+            reverse,
+            rejection,
+        );
+        // After EOF the client reads the rejection from a half-closed socket.
+        if !rx.is_eof() {
+            stream.finish();
         }
-        match stream.read(&mut chunk[..want]) {
-            Ok(0) => {
-                if let Some(ServerEvent::Rejected(rejection)) = machine.handle_eof() {
-                    reject(
-                        shared,
-                        &mut stream,
-                        &mut machine,
-                        &buf,
-                        connection,
-                        reverse,
-                        rejection,
-                    );
-                }
-                return;
-            }
-            Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
-                last_input = Instant::now();
-            }
-            Err(e) if is_timeout(&e) => {
-                if shared.stopping() || last_input.elapsed() >= shared.idle_timeout {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
+        return;
     }
+}
+
+/// Reads into `rx` no more than the machine needs to complete the request, as the runtime
+/// does: a descriptor passed after the request travels with the next byte, and a read that
+/// took that byte would discard it. False when the connection is to be dropped: the stop
+/// flag, the idle timeout, a failed read.
+fn read_request(
+    shared: &Shared,
+    stream: &mut Conn,
+    rx: &mut RecvBuffer<Vec<u8>>,
+    last_input: &mut Instant,
+) -> bool {
+    let want = rx.needed().saturating_sub(rx.pending().len()).max(1);
+    rx.reserve(rx.needed());
+    let buf = match rx.read_buf() {
+        Ok(buf) => buf,
+        Err(_) => return false,
+    };
+    let want = want.min(buf.len());
+    match stream.read(&mut buf[..want]) {
+        Ok(0) => rx.eof(),
+        Ok(n) => {
+            rx.filled(n);
+            *last_input = Instant::now();
+        }
+        Err(e) if is_timeout(&e) => {
+            return !(shared.stopping() || last_input.elapsed() >= shared.idle_timeout)
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+        Err(_) => return false,
+    }
+    true
 }
 
 pub(super) fn reject(
