@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{configure_python, dsipc_limit, repo_root, run, sample, temp_dir, Run};
-use dsipc_testkit::{HostOptions, HostedRuntime};
+use common::{dsipc_limit, regex_host, repo_root, run, sample, temp_dir, Run};
 
 /// `dsipc ARGS`: conversions of the 30 MB sample in a debug build need more than the
 /// default limit.
@@ -378,19 +377,12 @@ fn golden_captures_report_regex_on_top() {
 }
 
 fn trace_regex_host(runtime: &str) {
-    configure_python();
-    let mut opts = HostOptions::net8(120);
-    opts.runtime = runtime.to_string();
-    opts.args.push("--regex".into());
-    let mut host = HostedRuntime::spawn(&opts).expect("spawn host");
-    let ready = host
-        .wait_ready(Duration::from_secs(90))
-        .expect("host READY");
+    let (mut host, pid) = regex_host(runtime, 120);
     let dir = temp_dir(runtime);
     let trace = dir.join("regex.nettrace");
     let r = dsipc(&[
         "trace",
-        &ready.pid.to_string(),
+        &pid.to_string(),
         "--duration",
         "3",
         "--format",
@@ -434,7 +426,7 @@ fn trace_regex_host(runtime: &str) {
     let top = pprof_top(&pprof);
     assert!(top.contains("RegexInterpreter"), "{}", top);
     if let Some(keep) = std::env::var_os("DSIPC_KEEP_CAPTURE") {
-        let dest = PathBuf::from(keep).join(format!("regex-{}.nettrace", ready.runtime));
+        let dest = PathBuf::from(keep).join(format!("regex-{}.nettrace", runtime));
         fs::copy(&trace, &dest).unwrap();
     }
     let _ = fs::remove_dir_all(&dir);

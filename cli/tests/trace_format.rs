@@ -15,25 +15,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{configure_python, dsipc_limit, me, names_in, repo_root, run, s, temp_dir, Run};
+use common::{dsipc_limit, me, names_in, regex_host, repo_root, run, s, temp_dir, Run};
 use dsipc::Command as Cmd;
-use dsipc_testkit::{Answer, Config, FakeRuntime, HostOptions, HostedRuntime, StreamSpec, TempDir};
+use dsipc_testkit::{Answer, Config, FakeRuntime, StreamSpec, TempDir};
 
 /// `dsipc ARGS`, with room for a debug build's conversions.
 fn dsipc(args: &[&str]) -> Run {
     dsipc_limit(args, Duration::from_secs(120))
-}
-
-fn regex_host(runtime: &str) -> (HostedRuntime, u32) {
-    configure_python();
-    let mut opts = HostOptions::net8(180);
-    opts.runtime = runtime.to_string();
-    opts.args.push("--regex".into());
-    let mut host = HostedRuntime::spawn(&opts).expect("spawn host");
-    let ready = host
-        .wait_ready(Duration::from_secs(90))
-        .expect("host READY");
-    (host, ready.pid)
 }
 
 /// Folded lines as a multiset (ordering aside); panics on a malformed line.
@@ -70,7 +58,7 @@ fn convert(trace: &Path, format: &str, out: &Path) {
 }
 
 fn trace_every_format(runtime: &str) {
-    let (mut host, pid) = regex_host(runtime);
+    let (mut host, pid) = regex_host(runtime, 180);
     let dir = temp_dir(runtime);
     let pid = pid.to_string();
     for (format, ext) in [
@@ -238,7 +226,7 @@ impl Tracing {
 /// `dsipc convert` of the kept trace, and the command says it is truncated.
 #[test]
 fn net8_killed_mid_trace_writes_the_profile_of_what_arrived() {
-    let (mut host, pid) = regex_host("net8");
+    let (mut host, pid) = regex_host("net8", 180);
     let dir = temp_dir("killed");
     let trace = dir.join("t.nettrace");
     let profile = dir.join("t.folded");

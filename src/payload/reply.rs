@@ -247,15 +247,8 @@ impl<'a> ProcessInfo3Reply<'a> {
         };
         Ok(ProcessInfo3Reply {
             version,
-            process_id: v2.process_id,
-            runtime_cookie: v2.runtime_cookie,
-            command_line: v2.command_line,
-            os: v2.os,
-            arch: v2.arch,
-            managed_entrypoint_assembly_name: v2.managed_entrypoint_assembly_name,
-            clr_product_version: v2.clr_product_version,
-            runtime_identifier,
             extension,
+            ..crate::conn::process_info3_from_v2(&v2, runtime_identifier)
         })
     }
 

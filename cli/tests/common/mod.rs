@@ -285,3 +285,17 @@ pub fn configure_python() {
 pub fn run(program: &str, args: &[&str], limit: Duration) -> Run {
     run_program(Path::new(program), &os(args), None, limit)
 }
+
+/// A real runtime (`runtime`: `net8` or `netcore31`) hosted busy in Regex backtracking
+/// (`host.py --regex`), ready; killed when dropped after `lifetime_secs` at most.
+pub fn regex_host(runtime: &str, lifetime_secs: u32) -> (dsipc_testkit::HostedRuntime, u32) {
+    configure_python();
+    let mut opts = dsipc_testkit::HostOptions::net8(lifetime_secs);
+    opts.runtime = runtime.to_string();
+    opts.args.push("--regex".into());
+    let mut host = dsipc_testkit::HostedRuntime::spawn(&opts).expect("spawn host");
+    let ready = host
+        .wait_ready(Duration::from_secs(90))
+        .expect("host READY");
+    (host, ready.pid)
+}
