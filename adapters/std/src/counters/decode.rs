@@ -2,6 +2,7 @@
 //! counter events.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dsipc::nettrace::{
@@ -51,8 +52,9 @@ pub struct DecodeStats {
 
 #[derive(Debug)]
 struct Meta {
-    provider: String,
-    name: String,
+    /// Shared, not copied, by every event of the record.
+    provider: Arc<str>,
+    name: Arc<str>,
     raw: Vec<u8>,
     format: Format,
     interesting: bool,
@@ -270,8 +272,10 @@ impl Decoder {
                     Ok(rec) if !rec.fields_malformed => flatten(rec.fields.walk(e.payload), 0),
                     _ => None,
                 };
-                let provider = meta.provider.clone();
-                let name = meta.name.clone();
+                // Reference counts, not string copies: the borrow of `self.metadata` must
+                // end before `on_fields` takes `self`.
+                let provider = Arc::clone(&meta.provider);
+                let name = Arc::clone(&meta.name);
                 self.on_fields(&provider, &name, fields, e.timestamp, out);
             }
             _ => {}
@@ -303,9 +307,9 @@ impl Decoder {
             self.stats.metadata_dropped += 1;
             return;
         }
-        let provider: String = m.provider_name.chars_lossy().collect();
-        let name: String = m.event_name.chars_lossy().collect();
-        let interesting = name == "EventCounters" || provider == super::METRICS_PROVIDER;
+        let provider: Arc<str> = m.provider_name.chars_lossy().collect::<String>().into();
+        let name: Arc<str> = m.event_name.chars_lossy().collect::<String>().into();
+        let interesting = &*name == "EventCounters" || &*provider == super::METRICS_PROVIDER;
         self.metadata.insert(
             id,
             Meta {
