@@ -10,11 +10,9 @@ use dsipc::nettrace::{NettraceParser, MAX_FRAMING};
 use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc_std::nettrace::TraceAnalyzer;
 
+use super::analyze::MAX_BLOCK;
 use super::output::{self, Output};
 use super::Selection;
-
-/// Largest block accepted from a live stream (the runtime's blocks are far smaller).
-const MAX_BLOCK: usize = 64 << 20;
 
 /// An empty receive buffer for the stream, growing as bytes arrive up to one block plus its
 /// framing.
