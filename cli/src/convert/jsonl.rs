@@ -32,6 +32,10 @@ fn push_f64(out: &mut String, v: f64) {
     }
 }
 
+fn push_num(out: &mut String, v: impl std::fmt::Display) {
+    let _ = write!(out, "{}", v);
+}
+
 /// Appends one value as JSON.
 pub fn push_value(out: &mut String, v: &Value<'_>, depth: u32) -> Result<(), FieldError> {
     match *v {
@@ -42,30 +46,14 @@ pub fn push_value(out: &mut String, v: &Value<'_>, depth: u32) -> Result<(), Fie
                 .collect();
             out.push_str(&json_string(&s));
         }
-        Value::I8(x) => {
-            let _ = write!(out, "{}", x);
-        }
-        Value::U8(x) | Value::Utf8CodeUnit(x) => {
-            let _ = write!(out, "{}", x);
-        }
-        Value::I16(x) => {
-            let _ = write!(out, "{}", x);
-        }
-        Value::U16(x) => {
-            let _ = write!(out, "{}", x);
-        }
-        Value::I32(x) => {
-            let _ = write!(out, "{}", x);
-        }
-        Value::U32(x) => {
-            let _ = write!(out, "{}", x);
-        }
-        Value::I64(x) | Value::VarInt(x) => {
-            let _ = write!(out, "{}", x);
-        }
-        Value::U64(x) | Value::VarUInt(x) | Value::DateTime(x) => {
-            let _ = write!(out, "{}", x);
-        }
+        Value::I8(x) => push_num(out, x),
+        Value::U8(x) | Value::Utf8CodeUnit(x) => push_num(out, x),
+        Value::I16(x) => push_num(out, x),
+        Value::U16(x) => push_num(out, x),
+        Value::I32(x) => push_num(out, x),
+        Value::U32(x) => push_num(out, x),
+        Value::I64(x) | Value::VarInt(x) => push_num(out, x),
+        Value::U64(x) | Value::VarUInt(x) | Value::DateTime(x) => push_num(out, x),
         Value::F32(x) => push_f64(out, f64::from(x)),
         Value::F64(x) => push_f64(out, x),
         Value::Guid(g) => out.push_str(&json_string(&format!("{}", g))),
@@ -142,12 +130,6 @@ impl<'o> Obj<'o> {
         push_f64(self.key(k), v);
         self
     }
-    fn opt(&mut self, k: &str, v: Option<impl std::fmt::Display>) -> &mut Self {
-        if let Some(v) = v {
-            self.num(k, v);
-        }
-        self
-    }
     fn text(&mut self, k: &str, v: TraceStr<'_>) -> &mut Self {
         push_trace_str(self.key(k), v);
         self
@@ -159,6 +141,46 @@ impl<'o> Obj<'o> {
     }
     fn end(&mut self) {
         self.out.push('}');
+    }
+}
+
+/// One field of a built-in layout, for [`Obj::fields`].
+enum J<'a> {
+    /// An unsigned integer.
+    U(u64),
+    /// A float.
+    F(f64),
+    /// A string.
+    T(TraceStr<'a>),
+    /// An optional field the event's version does not carry: left out.
+    Skip,
+}
+
+fn u<'a>(v: impl Into<u64>) -> J<'a> {
+    J::U(v.into())
+}
+
+fn opt<'a>(v: Option<impl Into<u64>>) -> J<'a> {
+    v.map_or(J::Skip, u)
+}
+
+impl<'o> Obj<'o> {
+    /// Appends each present field of a table of `(name, value)`.
+    fn fields(&mut self, table: &[(&str, J<'_>)]) {
+        for (k, v) in table {
+            match *v {
+                J::U(x) => {
+                    self.num(k, x);
+                }
+                J::F(x) => {
+                    self.float(k, x);
+                }
+                J::T(x) => {
+                    self.text(k, x);
+                }
+                J::Skip => {}
+            }
+        }
     }
 }
 
@@ -179,54 +201,54 @@ fn push_clr(out: &mut String, ev: &ClrEvent<'_>) -> bool {
         ClrEvent::MethodLoadVerbose(m)
         | ClrEvent::MethodUnloadVerbose(m)
         | ClrEvent::MethodDCStartVerbose(m)
-        | ClrEvent::MethodDCStopVerbose(m) => {
-            o.num("MethodID", m.method_id)
-                .num("ModuleID", m.module_id)
-                .num("MethodStartAddress", m.method_start_address)
-                .num("MethodSize", m.method_size)
-                .num("MethodToken", m.method_token)
-                .num("MethodFlags", m.method_flags)
-                .text("MethodNamespace", m.method_namespace)
-                .text("MethodName", m.method_name)
-                .text("MethodSignature", m.method_signature)
-                .opt("ClrInstanceID", m.clr_instance_id)
-                .opt("ReJITID", m.rejit_id);
-        }
+        | ClrEvent::MethodDCStopVerbose(m) => o.fields(&[
+            ("MethodID", u(m.method_id)),
+            ("ModuleID", u(m.module_id)),
+            ("MethodStartAddress", u(m.method_start_address)),
+            ("MethodSize", u(m.method_size)),
+            ("MethodToken", u(m.method_token)),
+            ("MethodFlags", u(m.method_flags)),
+            ("MethodNamespace", J::T(m.method_namespace)),
+            ("MethodName", J::T(m.method_name)),
+            ("MethodSignature", J::T(m.method_signature)),
+            ("ClrInstanceID", opt(m.clr_instance_id)),
+            ("ReJITID", opt(m.rejit_id)),
+        ]),
         ClrEvent::ModuleLoad(m)
         | ClrEvent::ModuleUnload(m)
         | ClrEvent::ModuleDCStart(m)
-        | ClrEvent::ModuleDCStop(m) => {
-            o.num("ModuleID", m.module_id)
-                .num("AssemblyID", m.assembly_id)
-                .num("ModuleFlags", m.module_flags)
-                .text("ModuleILPath", m.module_il_path)
-                .text("ModuleNativePath", m.module_native_path)
-                .opt("ClrInstanceID", m.clr_instance_id);
-        }
+        | ClrEvent::ModuleDCStop(m) => o.fields(&[
+            ("ModuleID", u(m.module_id)),
+            ("AssemblyID", u(m.assembly_id)),
+            ("ModuleFlags", u(m.module_flags)),
+            ("ModuleILPath", J::T(m.module_il_path)),
+            ("ModuleNativePath", J::T(m.module_native_path)),
+            ("ClrInstanceID", opt(m.clr_instance_id)),
+        ]),
         ClrEvent::DomainModuleLoad(m)
         | ClrEvent::DomainModuleDCStart(m)
-        | ClrEvent::DomainModuleDCStop(m) => {
-            o.num("ModuleID", m.module_id)
-                .num("AssemblyID", m.assembly_id)
-                .num("AppDomainID", m.app_domain_id)
-                .num("ModuleFlags", m.module_flags)
-                .text("ModuleILPath", m.module_il_path)
-                .text("ModuleNativePath", m.module_native_path)
-                .opt("ClrInstanceID", m.clr_instance_id);
-        }
-        ClrEvent::GcStart(g) => {
-            o.num("Count", g.count)
-                .opt("Depth", g.depth)
-                .num("Reason", g.reason)
-                .opt("Type", g.gc_type)
-                .opt("ClrInstanceID", g.clr_instance_id)
-                .opt("ClientSequenceNumber", g.client_sequence_number);
-        }
-        ClrEvent::GcStop(g) => {
-            o.num("Count", g.count)
-                .num("Depth", g.depth)
-                .opt("ClrInstanceID", g.clr_instance_id);
-        }
+        | ClrEvent::DomainModuleDCStop(m) => o.fields(&[
+            ("ModuleID", u(m.module_id)),
+            ("AssemblyID", u(m.assembly_id)),
+            ("AppDomainID", u(m.app_domain_id)),
+            ("ModuleFlags", u(m.module_flags)),
+            ("ModuleILPath", J::T(m.module_il_path)),
+            ("ModuleNativePath", J::T(m.module_native_path)),
+            ("ClrInstanceID", opt(m.clr_instance_id)),
+        ]),
+        ClrEvent::GcStart(g) => o.fields(&[
+            ("Count", u(g.count)),
+            ("Depth", opt(g.depth)),
+            ("Reason", u(g.reason)),
+            ("Type", opt(g.gc_type)),
+            ("ClrInstanceID", opt(g.clr_instance_id)),
+            ("ClientSequenceNumber", opt(g.client_sequence_number)),
+        ]),
+        ClrEvent::GcStop(g) => o.fields(&[
+            ("Count", u(g.count)),
+            ("Depth", u(g.depth)),
+            ("ClrInstanceID", opt(g.clr_instance_id)),
+        ]),
         ClrEvent::GcHeapStats(h) => {
             for (i, v) in h.generation_size.iter().enumerate() {
                 o.num(&format!("GenerationSize{}", i), v);
@@ -234,86 +256,85 @@ fn push_clr(out: &mut String, ev: &ClrEvent<'_>) -> bool {
             for (i, v) in h.total_promoted_size.iter().enumerate() {
                 o.num(&format!("TotalPromotedSize{}", i), v);
             }
-            o.num("FinalizationPromotedSize", h.finalization_promoted_size)
-                .num("FinalizationPromotedCount", h.finalization_promoted_count)
-                .num("PinnedObjectCount", h.pinned_object_count)
-                .num("SinkBlockCount", h.sink_block_count)
-                .num("GCHandleCount", h.gc_handle_count)
-                .opt("ClrInstanceID", h.clr_instance_id)
-                .opt("GenerationSize4", h.generation_size_4)
-                .opt("TotalPromotedSize4", h.total_promoted_size_4);
+            o.fields(&[
+                ("FinalizationPromotedSize", u(h.finalization_promoted_size)),
+                (
+                    "FinalizationPromotedCount",
+                    u(h.finalization_promoted_count),
+                ),
+                ("PinnedObjectCount", u(h.pinned_object_count)),
+                ("SinkBlockCount", u(h.sink_block_count)),
+                ("GCHandleCount", u(h.gc_handle_count)),
+                ("ClrInstanceID", opt(h.clr_instance_id)),
+                ("GenerationSize4", opt(h.generation_size_4)),
+                ("TotalPromotedSize4", opt(h.total_promoted_size_4)),
+            ]);
         }
-        ClrEvent::GcAllocationTick(a) => {
-            o.num("AllocationAmount", a.allocation_amount)
-                .num("AllocationKind", a.allocation_kind)
-                .opt("ClrInstanceID", a.clr_instance_id)
-                .opt("AllocationAmount64", a.allocation_amount64)
-                .opt("TypeID", a.type_id);
-            if let Some(t) = a.type_name {
-                o.text("TypeName", t);
-            }
-            o.opt("HeapIndex", a.heap_index)
-                .opt("Address", a.address)
-                .opt("ObjectSize", a.object_size);
-        }
-        ClrEvent::GcSuspendEeStart(s) => {
-            o.num("Reason", s.reason)
-                .opt("Count", s.count)
-                .opt("ClrInstanceID", s.clr_instance_id);
-        }
+        ClrEvent::GcAllocationTick(a) => o.fields(&[
+            ("AllocationAmount", u(a.allocation_amount)),
+            ("AllocationKind", u(a.allocation_kind)),
+            ("ClrInstanceID", opt(a.clr_instance_id)),
+            ("AllocationAmount64", opt(a.allocation_amount64)),
+            ("TypeID", opt(a.type_id)),
+            ("TypeName", a.type_name.map_or(J::Skip, J::T)),
+            ("HeapIndex", opt(a.heap_index)),
+            ("Address", opt(a.address)),
+            ("ObjectSize", opt(a.object_size)),
+        ]),
+        ClrEvent::GcSuspendEeStart(s) => o.fields(&[
+            ("Reason", u(s.reason)),
+            ("Count", opt(s.count)),
+            ("ClrInstanceID", opt(s.clr_instance_id)),
+        ]),
         ClrEvent::GcSuspendEeStop(c)
         | ClrEvent::GcRestartEeStart(c)
-        | ClrEvent::GcRestartEeStop(c) => {
-            o.opt("ClrInstanceID", c.clr_instance_id);
-        }
-        ClrEvent::ExceptionThrown(x) => {
-            o.text("ExceptionType", x.exception_type)
-                .text("ExceptionMessage", x.exception_message)
-                .opt("ExceptionEIP", x.exception_eip)
-                .opt("ExceptionHRESULT", x.exception_hresult)
-                .opt("ExceptionFlags", x.exception_flags)
-                .opt("ClrInstanceID", x.clr_instance_id);
-        }
-        ClrEvent::ContentionStart(c) => {
-            o.num("ContentionFlags", c.contention_flags)
-                .num("ClrInstanceID", c.clr_instance_id)
-                .opt("LockID", c.lock_id)
-                .opt("AssociatedObjectID", c.associated_object_id)
-                .opt("LockOwnerThreadID", c.lock_owner_thread_id);
-        }
-        ClrEvent::ContentionStop(c) => {
-            o.num("ContentionFlags", c.contention_flags)
-                .num("ClrInstanceID", c.clr_instance_id);
-            if let Some(d) = c.duration_ns {
-                o.float("DurationNs", d);
-            }
-        }
-        ClrEvent::ThreadPoolAdjustmentSample(t) => {
-            o.float("Throughput", t.throughput)
-                .num("ClrInstanceID", t.clr_instance_id);
-        }
-        ClrEvent::ThreadPoolAdjustment(t) => {
-            o.float("AverageThroughput", t.average_throughput)
-                .num("NewWorkerThreadCount", t.new_worker_thread_count)
-                .num("Reason", t.reason)
-                .num("ClrInstanceID", t.clr_instance_id);
-        }
-        ClrEvent::ThreadPoolAdjustmentStats(t) => {
-            o.float("Duration", t.duration)
-                .float("Throughput", t.throughput)
-                .float("ThreadWave", t.thread_wave)
-                .float("ThroughputWave", t.throughput_wave)
-                .float("ThroughputErrorEstimate", t.throughput_error_estimate)
-                .float(
-                    "AverageThroughputErrorEstimate",
-                    t.average_throughput_error_estimate,
-                )
-                .float("ThroughputRatio", t.throughput_ratio)
-                .float("Confidence", t.confidence)
-                .float("NewControlSetting", t.new_control_setting)
-                .num("NewThreadWaveMagnitude", t.new_thread_wave_magnitude)
-                .num("ClrInstanceID", t.clr_instance_id);
-        }
+        | ClrEvent::GcRestartEeStop(c) => o.fields(&[("ClrInstanceID", opt(c.clr_instance_id))]),
+        ClrEvent::ExceptionThrown(x) => o.fields(&[
+            ("ExceptionType", J::T(x.exception_type)),
+            ("ExceptionMessage", J::T(x.exception_message)),
+            ("ExceptionEIP", opt(x.exception_eip)),
+            ("ExceptionHRESULT", opt(x.exception_hresult)),
+            ("ExceptionFlags", opt(x.exception_flags)),
+            ("ClrInstanceID", opt(x.clr_instance_id)),
+        ]),
+        ClrEvent::ContentionStart(c) => o.fields(&[
+            ("ContentionFlags", u(c.contention_flags)),
+            ("ClrInstanceID", u(c.clr_instance_id)),
+            ("LockID", opt(c.lock_id)),
+            ("AssociatedObjectID", opt(c.associated_object_id)),
+            ("LockOwnerThreadID", opt(c.lock_owner_thread_id)),
+        ]),
+        ClrEvent::ContentionStop(c) => o.fields(&[
+            ("ContentionFlags", u(c.contention_flags)),
+            ("ClrInstanceID", u(c.clr_instance_id)),
+            ("DurationNs", c.duration_ns.map_or(J::Skip, J::F)),
+        ]),
+        ClrEvent::ThreadPoolAdjustmentSample(t) => o.fields(&[
+            ("Throughput", J::F(t.throughput)),
+            ("ClrInstanceID", u(t.clr_instance_id)),
+        ]),
+        ClrEvent::ThreadPoolAdjustment(t) => o.fields(&[
+            ("AverageThroughput", J::F(t.average_throughput)),
+            ("NewWorkerThreadCount", u(t.new_worker_thread_count)),
+            ("Reason", u(t.reason)),
+            ("ClrInstanceID", u(t.clr_instance_id)),
+        ]),
+        ClrEvent::ThreadPoolAdjustmentStats(t) => o.fields(&[
+            ("Duration", J::F(t.duration)),
+            ("Throughput", J::F(t.throughput)),
+            ("ThreadWave", J::F(t.thread_wave)),
+            ("ThroughputWave", J::F(t.throughput_wave)),
+            ("ThroughputErrorEstimate", J::F(t.throughput_error_estimate)),
+            (
+                "AverageThroughputErrorEstimate",
+                J::F(t.average_throughput_error_estimate),
+            ),
+            ("ThroughputRatio", J::F(t.throughput_ratio)),
+            ("Confidence", J::F(t.confidence)),
+            ("NewControlSetting", J::F(t.new_control_setting)),
+            ("NewThreadWaveMagnitude", u(t.new_thread_wave_magnitude)),
+            ("ClrInstanceID", u(t.clr_instance_id)),
+        ]),
         _ => {
             // No layout: undo the opening brace.
             o.out.pop();
