@@ -12,25 +12,23 @@ mod common;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::FromRawFd;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{bin, dsipc, me, names_in, run_program, s, vm_hwm_kib, wait_bounded, LIMIT};
+use common::{
+    bin, dsipc, dsipc_in, fake, me, names_in, run_program, s, trace_in, vm_hwm_kib, wait_bounded,
+    Live, LIMIT,
+};
 use dsipc::wire::{Hresult, Text};
 use dsipc::Command as Cmd;
 use dsipc_testkit::{
     check_pattern, stale_socket, Answer, Config, FakeRuntime, StreamSpec, TempDir,
 };
-
-fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
-    config.listen_in(dir.path()).start().expect("fake runtime")
-}
 
 /// The N of "kept the N bytes" in dsipc's message.
 fn kept_bytes(stderr: &str) -> u64 {
@@ -76,7 +74,7 @@ fn trace_refused_leaves_an_existing_file_a_symlink_and_a_fifo_alone() {
     // An existing file.
     let f = files.path().join("f");
     fs::write(&f, b"keep").unwrap();
-    let r = dsipc(&["trace", &me(), "-o", s(&f), "--tmpdir", s(dir.path())]);
+    let r = trace_in(dir.path(), &f, &[]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("0x80004005"), "{}", r.stderr);
     assert_eq!(fs::read(&f).unwrap(), b"keep");
@@ -85,7 +83,7 @@ fn trace_refused_leaves_an_existing_file_a_symlink_and_a_fifo_alone() {
     fs::write(&target, b"keep too").unwrap();
     let link = files.path().join("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let r = dsipc(&["trace", &me(), "-o", s(&link), "--tmpdir", s(dir.path())]);
+    let r = trace_in(dir.path(), &link, &[]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(fs::symlink_metadata(&link)
         .unwrap()
@@ -102,13 +100,13 @@ fn trace_refused_leaves_an_existing_file_a_symlink_and_a_fifo_alone() {
         .custom_flags(libc::O_NONBLOCK)
         .open(&fifo)
         .unwrap();
-    let r = dsipc(&["trace", &me(), "-o", s(&fifo), "--tmpdir", s(dir.path())]);
+    let r = trace_in(dir.path(), &fifo, &[]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
     // A new file: not created, and nothing left beside it.
     let new = files.path().join("new.nettrace");
     let before = names_in(files.path());
-    let r = dsipc(&["trace", &me(), "-o", s(&new), "--tmpdir", s(dir.path())]);
+    let r = trace_in(dir.path(), &new, &[]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(!new.exists());
     assert_eq!(names_in(files.path()), before);
@@ -125,7 +123,7 @@ fn trace_against_a_stale_or_silent_socket_leaves_the_file_alone() {
     let pid = std::process::id();
     stale_socket(stale.path(), u64::from(pid), start_key(pid)).unwrap();
     for out in [&f, &new] {
-        let r = dsipc(&["trace", &me(), "-o", s(out), "--tmpdir", s(stale.path())]);
+        let r = trace_in(stale.path(), out, &[]);
         assert_eq!(r.code, Some(1), "{}", r.stderr);
         assert!(r.stderr.contains("cannot connect"), "{}", r.stderr);
     }
@@ -133,20 +131,8 @@ fn trace_against_a_stale_or_silent_socket_leaves_the_file_alone() {
     assert!(!new.exists());
     // Silent: accepts, never answers CollectTracing.
     let dir = TempDir::new("dsipc-h1si").unwrap();
-    let _rt = fake(
-        &dir,
-        Config::new().answer(Cmd::CollectTracing2, Answer::Hang),
-    );
-    let r = dsipc(&[
-        "trace",
-        &me(),
-        "-o",
-        s(&f),
-        "--timeout",
-        "0.5",
-        "--tmpdir",
-        s(dir.path()),
-    ]);
+    let _rt = fake(&dir, hanging(Cmd::CollectTracing2));
+    let r = trace_in(dir.path(), &f, &["--timeout", "0.5"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("timed out"), "{}", r.stderr);
     assert_eq!(fs::read(&f).unwrap(), b"keep");
@@ -165,7 +151,7 @@ fn trace_overwrites_an_existing_file_and_creates_a_new_one_once_the_session_runs
     fs::write(&f, vec![b'x'; 10_000]).unwrap();
     let new = files.path().join("new.nettrace");
     for out in [&f, &new] {
-        let r = dsipc(&["trace", &me(), "-o", s(out), "--tmpdir", s(dir.path())]);
+        let r = trace_in(dir.path(), out, &[]);
         assert_eq!(r.code, Some(0), "{}", r.stderr);
         let bytes = fs::read(out).unwrap();
         assert_eq!(bytes.len(), 1002);
@@ -186,7 +172,7 @@ fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
     let _rt = fake(&dir, Config::new().stream(StreamSpec::bytes(300_000)));
     let files = TempDir::new("dsipc-h2f").unwrap();
     let out = files.path().join("t.nettrace");
-    let r = dsipc(&["trace", &me(), "-o", s(&out), "--tmpdir", s(dir.path())]);
+    let r = trace_in(dir.path(), &out, &[]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("truncated"), "{}", r.stderr);
     assert!(!r.stdout.clone().contains("wrote"), "{}", r.stdout.clone());
@@ -198,7 +184,7 @@ fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
         &dir2,
         Config::new().stream(StreamSpec::bytes(300_000).with_end_marker()),
     );
-    let r = dsipc(&["trace", &me(), "-o", s(&out), "--tmpdir", s(dir2.path())]);
+    let r = trace_in(dir2.path(), &out, &[]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(
         r.stdout.clone().contains("wrote 300002 bytes"),
@@ -209,105 +195,45 @@ fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
 
 // ---- 9.3 and 9.16: Ctrl-C synchronised on dsipc's lines; a second one keeps the data ----
 
-/// A `dsipc trace` whose stderr lines arrive on a channel.
-struct Tracing {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
+/// `dsipc trace <this pid> -o OUT ARGS --tmpdir DIR`, its stderr lines on a channel.
+fn tracing(dir: &TempDir, out: &Path, args: &[&str]) -> Live {
+    let pid = me();
+    let mut a = vec![
+        "trace",
+        pid.as_str(),
+        "-o",
+        s(out),
+        "--tmpdir",
+        s(dir.path()),
+    ];
+    a.extend_from_slice(args);
+    Live::dsipc(&a)
 }
 
-impl Tracing {
-    fn start(args: &[&str]) -> Tracing {
-        let mut child = Command::new(bin())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).split(b'\n').map_while(Result::ok) {
-                if tx
-                    .send(String::from_utf8_lossy(&line).into_owned())
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        });
-        Tracing {
-            child,
-            lines: rx,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits for a stderr line containing `what`.
-    fn wait_line(&mut self, what: &str) {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    let hit = l.contains(what);
-                    self.seen.push(l);
-                    if hit {
-                        return;
-                    }
-                }
-                Err(_) => {
-                    let _ = self.child.kill();
-                    panic!("no line with {:?}; got {:?}", what, self.seen);
-                }
-            }
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
-    }
-
-    fn finish(mut self) -> (Option<i32>, String) {
-        let status = wait_bounded(&mut self.child, "dsipc trace", LIMIT).0;
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.seen.push(l);
-        }
-        (status.code(), self.seen.join("\n"))
-    }
+/// A fake runtime whose answer to `cmd` never comes.
+fn hanging(cmd: Cmd) -> Config {
+    Config::new().answer(cmd, Answer::Hang)
 }
 
 #[test]
 fn second_ctrl_c_flushes_what_was_received_says_so_and_exits() {
     let dir = TempDir::new("dsipc-h3").unwrap();
     // The stop is never answered, so only the second Ctrl-C ends the drain.
-    let rt = fake(&dir, Config::new().answer(Cmd::StopTracing, Answer::Hang));
+    let rt = fake(&dir, hanging(Cmd::StopTracing));
     let files = TempDir::new("dsipc-h3f").unwrap();
     let out = files.path().join("t.nettrace");
-    let mut t = Tracing::start(&[
-        "trace",
-        &me(),
-        "-o",
-        s(&out),
-        "--timeout",
-        "60",
-        "--tmpdir",
-        s(dir.path()),
-    ]);
-    t.wait_line("dsipc: tracing pid");
+    let mut t = tracing(&dir, &out, &["--timeout", "60"]);
+    t.stderr_line("dsipc: tracing pid", LIMIT);
     t.signal(libc::SIGINT);
-    t.wait_line("stopping the session");
+    t.stderr_line("stopping the session", LIMIT);
     // The stop reached the runtime (which keeps streaming and never answers).
     let got = rt.wait_received(2, LIMIT);
     assert_eq!(got[1].command, Some(Cmd::StopTracing));
-    t.signal(libc::SIGINT);
-    let (code, stderr) = t.finish();
-    assert_eq!(code, Some(130), "{}", stderr);
-    assert!(stderr.contains("interrupted again"), "{}", stderr);
+    let r = t.interrupt(LIMIT);
+    assert_eq!(r.code, Some(130), "{}", r.stderr);
+    assert!(r.stderr.contains("interrupted again"), "{}", r.stderr);
     // Every byte received is in the file (up to 256 KiB were buffered), nothing else.
-    let n = kept_bytes(&stderr);
+    let n = kept_bytes(&r.stderr);
     eprintln!("kept {} bytes", n);
     assert_pattern_file(&out, n);
 }
@@ -315,31 +241,18 @@ fn second_ctrl_c_flushes_what_was_received_says_so_and_exits() {
 #[test]
 fn second_ctrl_c_before_the_runtime_answers_leaves_nothing_behind() {
     let dir = TempDir::new("dsipc-h3s").unwrap();
-    let rt = fake(
-        &dir,
-        Config::new().answer(Cmd::CollectTracing2, Answer::Hang),
-    );
+    let rt = fake(&dir, hanging(Cmd::CollectTracing2));
     let files = TempDir::new("dsipc-h3sf").unwrap();
     let out = files.path().join("t.nettrace");
-    let mut t = Tracing::start(&[
-        "trace",
-        &me(),
-        "-o",
-        s(&out),
-        "--timeout",
-        "60",
-        "--tmpdir",
-        s(dir.path()),
-    ]);
+    let mut t = tracing(&dir, &out, &["--timeout", "60"]);
     // The request arrived: dsipc waits for the answer.
     let got = rt.wait_received(1, LIMIT);
     assert_eq!(got[0].command, Some(Cmd::CollectTracing2));
     t.signal(libc::SIGINT);
-    t.wait_line("has not answered yet");
-    t.signal(libc::SIGINT);
-    let (code, stderr) = t.finish();
-    assert_eq!(code, Some(130), "{}", stderr);
-    assert!(stderr.contains("nothing was written"), "{}", stderr);
+    t.stderr_line("has not answered yet", LIMIT);
+    let r = t.interrupt(LIMIT);
+    assert_eq!(r.code, Some(130), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing was written"), "{}", r.stderr);
     assert!(
         names_in(files.path()).is_empty(),
         "{:?}",
@@ -358,11 +271,10 @@ fn first_ctrl_c_stops_and_drains_to_the_end() {
     );
     let files = TempDir::new("dsipc-h3bf").unwrap();
     let out = files.path().join("t.nettrace");
-    let mut t = Tracing::start(&["trace", &me(), "-o", s(&out), "--tmpdir", s(dir.path())]);
-    t.wait_line("dsipc: tracing pid");
-    t.signal(libc::SIGINT);
-    let (code, stderr) = t.finish();
-    assert_eq!(code, Some(0), "{}", stderr);
+    let mut t = tracing(&dir, &out, &[]);
+    t.stderr_line("dsipc: tracing pid", LIMIT);
+    let r = t.interrupt(LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     let bytes = fs::read(&out).unwrap();
     assert!(bytes.ends_with(&[0x06, 0x01]), "not drained to the end");
     assert_eq!(check_pattern(0, &bytes[..bytes.len() - 2]), None);
@@ -375,18 +287,7 @@ fn keeps_streaming(stop: Answer, label: &str, expect: &[&str]) {
     let _rt = fake(&dir, Config::new().answer(Cmd::StopTracing, stop));
     let files = TempDir::new("dsipc-h4f").unwrap();
     let out = files.path().join("t.nettrace");
-    let r = dsipc(&[
-        "trace",
-        &me(),
-        "-o",
-        s(&out),
-        "--duration",
-        "0.2",
-        "--timeout",
-        "1",
-        "--tmpdir",
-        s(dir.path()),
-    ]);
+    let r = trace_in(dir.path(), &out, &["--duration", "0.2", "--timeout", "1"]);
     assert_eq!(r.code, Some(1), "{}: {}", label, r.stderr);
     for e in expect {
         assert!(
@@ -432,7 +333,7 @@ fn env_refuses_a_runtime_announcing_gigabytes_with_the_typed_error() {
             Answer::EnvironmentAnnouncing(u32::MAX),
         ),
     );
-    let r = dsipc(&["env", &me(), "--tmpdir", s(dir.path())]);
+    let r = dsipc_in(dir.path(), &["env", &me()]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr.contains(
@@ -450,18 +351,11 @@ fn env_refuses_a_runtime_announcing_gigabytes_with_the_typed_error() {
             Answer::EnvironmentAnnouncing(64 << 20),
         ),
     );
-    let r = dsipc(&["env", &me(), "--tmpdir", s(dir2.path())]);
+    let r = dsipc_in(dir2.path(), &["env", &me()]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("limit of 16777216"), "{}", r.stderr);
     // The bound is configurable.
-    let r = dsipc(&[
-        "env",
-        &me(),
-        "--max-bytes",
-        "100",
-        "--tmpdir",
-        s(dir.path()),
-    ]);
+    let r = dsipc_in(dir.path(), &["env", &me(), "--max-bytes", "100"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("limit of 100 bytes"), "{}", r.stderr);
 }
@@ -574,7 +468,7 @@ fn ps_probes_silent_sockets_in_parallel_under_one_deadline() {
             )
         })
         .collect();
-    let r = dsipc(&["ps", "--timeout", "0.5", "--tmpdir", s(dir.path())]);
+    let r = dsipc_in(dir.path(), &["ps", "--timeout", "0.5"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let out = r.stdout.clone();
     for c in &sleepers.0 {
@@ -640,7 +534,7 @@ fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
         // SAFETY: chown with a valid C string.
         assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
     }
-    let r = dsipc(&["ps", "--tmpdir", s(dir.path())]);
+    let r = dsipc_in(dir.path(), &["ps"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let out = r.stdout.clone();
     let listed = |pid: u32| {
@@ -650,7 +544,7 @@ fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
     assert!(listed(good.id()), "{}", out);
     assert!(!listed(victim), "planted socket listed:\n{}", out);
     assert!(!out.contains("planted"), "{}", out);
-    let r = dsipc(&["info", &victim.to_string(), "--tmpdir", s(dir.path())]);
+    let r = dsipc_in(dir.path(), &["info", &victim.to_string()]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         !r.stdout.clone().contains("planted"),
@@ -671,7 +565,7 @@ fn info_and_dump_timeout_bounds_all_fallbacks_together() {
             .like_netcore31()
             .reply_delay(Duration::from_millis(600)),
     );
-    let r = dsipc(&["info", &me(), "--timeout", "1", "--tmpdir", s(dir.path())]);
+    let r = dsipc_in(dir.path(), &["info", &me(), "--timeout", "1"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     // Per attempt, all three would fit (0.6 s < 1 s) and end with "does not support".
     assert!(r.stderr.contains("timed out after 1.0 s"), "{}", r.stderr);
@@ -685,16 +579,10 @@ fn info_and_dump_timeout_bounds_all_fallbacks_together() {
             .answer(Cmd::GenerateCoreDump2, Answer::unknown_command())
             .reply_delay(Duration::from_millis(600)),
     );
-    let r = dsipc(&[
-        "dump",
-        &me(),
-        "-o",
-        "/tmp/never.dmp",
-        "--timeout",
-        "1",
-        "--tmpdir",
-        s(dir.path()),
-    ]);
+    let r = dsipc_in(
+        dir.path(),
+        &["dump", &me(), "-o", "/tmp/never.dmp", "--timeout", "1"],
+    );
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("timed out after 1.0 s"), "{}", r.stderr);
     assert!(rt.received().len() <= 2, "{:?}", rt.received());
@@ -1001,7 +889,7 @@ fn missing_or_unreadable_tmpdir_is_named_with_the_os_error() {
     let files = TempDir::new("dsipc-h13").unwrap();
     let f = files.path().join("file");
     fs::write(&f, b"").unwrap();
-    let r = dsipc(&["ps", "--tmpdir", s(&f)]);
+    let r = dsipc_in(&f, &["ps"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("Not a directory"), "{}", r.stderr);
 }

@@ -4,149 +4,73 @@
 //! real-runtime test fails, never skips, without it).
 #![cfg(target_os = "linux")]
 
+mod common;
 #[path = "../../adapters/std/tests/reverse_support/mod.rs"]
 mod reverse_support;
 #[path = "../../adapters/std/tests/support/mod.rs"]
 mod support;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::thread::{self, JoinHandle};
+use std::process::Command;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use dsipc::payload::{Reply, Response};
 use dsipc::wire::{Advertise, Guid, Hresult, ADVERTISE_LEN};
 use dsipc::{Command as Cmd, Request, ServerConnection, ServerEvent, ServerStatus};
 
-use dsipc_testkit::{Answer, Config};
+use common::{bin, s, temp_dir, Live};
+use dsipc_testkit::{Answer, Config, FakeRuntime};
 use reverse_support::SpawnedHost;
-use support::temp_path;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// A running `dsipc monitor`.
-struct Monitor {
-    child: Child,
-    lines: Receiver<String>,
-    err_lines: Receiver<String>,
-    stderr: Option<JoinHandle<String>>,
+/// `dsipc monitor ARGS`, adjusted by `adjust` before it starts.
+fn monitor_with(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Live {
+    let mut cmd = Command::new(bin());
+    cmd.arg("monitor").args(args);
+    adjust(&mut cmd);
+    Live::spawn(cmd)
 }
 
-impl Monitor {
-    fn start(args: &[&str]) -> Monitor {
-        Monitor::spawn(args, |_| {})
-    }
-
-    fn spawn(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Monitor {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsipc"));
-        cmd.arg("monitor")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        adjust(&mut cmd);
-        let mut child = cmd.spawn().expect("spawn dsipc monitor");
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let (err_tx, err_lines) = mpsc::channel();
-        let stderr = thread::spawn(move || {
-            let mut s = String::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                s.push_str(&line);
-                s.push('\n');
-                let _ = err_tx.send(line);
-            }
-            s
-        });
-        Monitor {
-            child,
-            lines,
-            err_lines,
-            stderr: Some(stderr),
-        }
-    }
-
-    /// Waits (bounded) for a stderr line containing `what`.
-    fn stderr_line(&mut self, what: &str, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.err_lines.recv_timeout(left) {
-                Ok(l) if l.contains(what) => return l,
-                Ok(l) => eprintln!("monitor stderr: {}", l),
-                Err(e) => panic!(
-                    "no stderr line with {:?} within {:?} ({:?})",
-                    what, timeout, e
-                ),
-            }
-        }
-    }
-
-    /// The next stdout line (bounded wait).
-    fn line(&mut self, timeout: Duration) -> String {
-        match self.lines.recv_timeout(timeout) {
-            Ok(l) => {
-                eprintln!("monitor: {}", l);
-                l
-            }
-            Err(e) => panic!(
-                "no line from dsipc monitor within {:?} ({:?}); alive={}",
-                timeout,
-                e,
-                matches!(self.child.try_wait(), Ok(None))
-            ),
-        }
-    }
-
-    /// Waits (bounded) for the process to exit by itself.
-    fn wait(&mut self, limit: Duration) -> (ExitStatus, String) {
-        let t = Instant::now();
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if t.elapsed() > limit {
-                let _ = self.child.kill();
-                panic!("dsipc monitor still running after {:?}", limit);
-            }
-            thread::sleep(Duration::from_millis(10));
-        };
-        let err = self.stderr.take().unwrap().join().unwrap();
-        eprintln!("monitor stderr:\n{}", err);
-        (status, err)
-    }
-
-    /// Ctrl-C, then waits (bounded) for the exit.
-    fn interrupt(&mut self) -> (ExitStatus, String) {
-        // SAFETY: kill(2) on our own child's pid.
-        assert_eq!(
-            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) },
-            0
-        );
-        self.wait(Duration::from_secs(10))
-    }
+/// `dsipc monitor --listen DIR/p.sock ARGS` in a fresh directory named after `tag`, once its
+/// socket is there: (directory, socket path, monitor).
+fn listening(tag: &str, args: &[&str]) -> (PathBuf, PathBuf, Live) {
+    let dir = temp_dir(tag);
+    let port = dir.join("p.sock");
+    let mut a = vec!["--listen", port.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let mon = monitor_with(&a, |_| {});
+    wait_for_socket(&port);
+    (dir, port, mon)
 }
 
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// Ctrl-C: the monitor exits 0 (bounded wait) and removes its socket `port`; then `dir` goes.
+fn stop_cleanly(mut mon: Live, dir: &Path, port: &Path) {
+    let r = mon.interrupt(Duration::from_secs(10));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!port.exists(), "the socket file is removed on Ctrl-C");
+    let _ = fs::remove_dir_all(dir);
+}
+
+/// A real .NET 8 runtime started suspended, connecting to the monitor's `port`.
+fn suspended_host(port: &Path) -> SpawnedHost {
+    let ports = format!("{},connect,suspend", port.display());
+    SpawnedHost::start(&[("DOTNET_DiagnosticPorts", ports.as_str())])
+}
+
+/// A fake runtime `pid` on the reverse `port` that never answers ResumeRuntime.
+fn never_resumed(port: &Path, pid: u64) -> FakeRuntime {
+    Config::new()
+        .pid(pid)
+        .reverse_port(port, true)
+        .answer(Cmd::ResumeRuntime, Answer::Hang)
+        .start()
+        .unwrap()
 }
 
 fn wait_for_socket(path: &Path) {
@@ -159,12 +83,6 @@ fn wait_for_socket(path: &Path) {
         );
         thread::sleep(Duration::from_millis(10));
     }
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = temp_path(tag);
-    fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// The runtime's side of one reverse connection: Advertise, then (if `serve`) one command,
@@ -203,11 +121,7 @@ fn runtime_connection(port: &Path, adv: Advertise, serve: bool) -> (Option<Cmd>,
 
 #[test]
 fn resumes_each_runtime_once_holds_reconnects_and_ctrl_c_removes_the_socket() {
-    let dir = temp_dir("mon");
-    let port = dir.join("port.sock");
-    let port_s = port.to_str().unwrap();
-    let mut mon = Monitor::start(&["--listen", port_s, "--resume", "--json"]);
-    wait_for_socket(&port);
+    let (dir, port, mut mon) = listening("mon", &["--resume", "--json"]);
     assert_eq!(
         fs::metadata(&port).unwrap().permissions().mode() & 0o777,
         0o600
@@ -253,20 +167,14 @@ fn resumes_each_runtime_once_holds_reconnects_and_ctrl_c_removes_the_socket() {
     assert!(third.contains("\"resumed\":true"), "{}", third);
 
     // Ctrl-C: a clean exit, the socket file is gone, held connections are closed.
-    let (status, stderr) = mon.interrupt();
-    assert_eq!(status.code(), Some(0), "{}", stderr);
-    assert!(!port.exists(), "the socket file is removed on Ctrl-C");
+    stop_cleanly(mon, &dir, &port);
     held.set_read_timeout(Some(WAIT)).unwrap();
     assert_eq!(held.read(&mut byte).unwrap(), 0, "held connection closed");
-    let _ = fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn without_resume_text_lines_and_nothing_is_sent() {
-    let dir = temp_dir("mon-text");
-    let port = dir.join("p");
-    let mut mon = Monitor::start(&["--listen", port.to_str().unwrap()]);
-    wait_for_socket(&port);
+    let (dir, port, mut mon) = listening("mon-text", &[]);
     let adv = Advertise {
         runtime_cookie: Guid::from_fields(1, 2, 3, [4; 8]),
         process_id: 99,
@@ -286,10 +194,8 @@ fn without_resume_text_lines_and_nothing_is_sent() {
         "nothing is sent without --resume"
     );
     // SIGTERM works like Ctrl-C.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(mon.child.id() as libc::pid_t, libc::SIGTERM) };
-    let (status, _) = mon.wait(Duration::from_secs(10));
-    assert_eq!(status.code(), Some(0));
+    mon.signal(libc::SIGTERM);
+    assert_eq!(mon.wait(Duration::from_secs(10)).code, Some(0));
     assert!(!port.exists());
     let _ = fs::remove_dir_all(&dir);
 }
@@ -299,29 +205,22 @@ fn refuses_to_replace_a_file_and_needs_listen() {
     let dir = temp_dir("mon-refuse");
     let file = dir.join("precious");
     fs::write(&file, b"data").unwrap();
-    let mut mon = Monitor::start(&["--listen", file.to_str().unwrap()]);
-    let (status, stderr) = mon.wait(WAIT);
-    assert_eq!(status.code(), Some(1));
-    assert!(stderr.contains("not a socket"), "{}", stderr);
+    let r = monitor_with(&["--listen", file.to_str().unwrap()], |_| {}).wait(WAIT);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("not a socket"), "{}", r.stderr);
     assert_eq!(fs::read(&file).unwrap(), b"data");
 
-    let mut mon = Monitor::start(&[]);
-    let (status, stderr) = mon.wait(WAIT);
-    assert_eq!(status.code(), Some(2));
-    assert!(stderr.contains("--listen"), "{}", stderr);
+    let r = monitor_with(&[], |_| {}).wait(WAIT);
+    assert_eq!(r.code, Some(2));
+    assert!(r.stderr.contains("--listen"), "{}", r.stderr);
     let _ = fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn resumes_a_real_suspended_net8_runtime() {
-    let dir = temp_dir("mon-real");
-    let port = dir.join("port.sock");
-    let port_s = port.to_str().unwrap().to_string();
-    let mut mon = Monitor::start(&["--listen", &port_s, "--resume", "--json"]);
-    wait_for_socket(&port);
-    let ports = format!("{},connect,suspend", port_s);
+    let (dir, port, mut mon) = listening("mon-real", &["--resume", "--json"]);
     let t = Instant::now();
-    let mut host = SpawnedHost::start(&[("DOTNET_DiagnosticPorts", ports.as_str())]);
+    let mut host = suspended_host(&port);
 
     let first = mon.line(Duration::from_secs(90));
     assert!(
@@ -357,11 +256,8 @@ fn resumes_a_real_suspended_net8_runtime() {
         first
     );
 
-    let (status, stderr) = mon.interrupt();
-    assert_eq!(status.code(), Some(0), "{}", stderr);
-    assert!(!port.exists());
+    stop_cleanly(mon, &dir, &port);
     drop(host);
-    let _ = fs::remove_dir_all(&dir);
 }
 
 // ---- hostile peers (issue 9, item 5) ------------------------------------------------------
@@ -404,10 +300,7 @@ fn advertise(pid: u64, n: u8) -> Advertise {
 /// while they are all still connected (their deadline, `--timeout 60`, is far away): no peer
 /// waits for another.
 fn silent_peers_do_not_delay_an_advertise(n: usize) {
-    let dir = temp_dir("mon-silent");
-    let port = dir.join("p.sock");
-    let mut mon = Monitor::start(&["--listen", port.to_str().unwrap(), "--timeout", "60"]);
-    wait_for_socket(&port);
+    let (dir, port, mut mon) = listening("mon-silent", &["--timeout", "60"]);
     let silent = silent_peers(&port, n);
     let (_, runtime) = runtime_connection(&port, advertise(777, 1), false);
     let line = mon.line(WAIT);
@@ -420,9 +313,7 @@ fn silent_peers_do_not_delay_an_advertise(n: usize) {
         );
     }
     assert!(still_open(&runtime), "the runtime's connection is held");
-    let (status, stderr) = mon.interrupt();
-    assert_eq!(status.code(), Some(0), "{}", stderr);
-    let _ = fs::remove_dir_all(&dir);
+    stop_cleanly(mon, &dir, &port);
 }
 
 #[test]
@@ -437,47 +328,26 @@ fn two_hundred_silent_peers_do_not_delay_an_advertise() {
 
 #[test]
 fn ctrl_c_with_silent_peers_connected_exits_promptly() {
-    let dir = temp_dir("mon-silent-int");
-    let port = dir.join("p.sock");
-    let mut mon = Monitor::start(&["--listen", port.to_str().unwrap(), "--timeout", "600"]);
-    wait_for_socket(&port);
+    let (dir, port, mut mon) = listening("mon-silent-int", &["--timeout", "600"]);
     let silent = silent_peers(&port, 200);
     // The monitor is past the silent peers once it reports a runtime that came after them.
     let (_, _runtime) = runtime_connection(&port, advertise(778, 2), false);
     let line = mon.line(WAIT);
     assert!(line.starts_with("pid=778 "), "{}", line);
     // The bound is the point: silent peers have 600 s left, Ctrl-C must not wait for them.
-    let (status, stderr) = mon.interrupt();
-    assert_eq!(status.code(), Some(0), "{}", stderr);
-    assert!(!port.exists());
+    stop_cleanly(mon, &dir, &port);
     for s in &silent {
         assert!(
             closed_by_monitor(s),
             "the monitor closes every connection on exit"
         );
     }
-    let _ = fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_runtime_that_never_answers_resume_does_not_delay_another() {
-    let dir = temp_dir("mon-hang");
-    let port = dir.join("p.sock");
-    let mut mon = Monitor::start(&[
-        "--listen",
-        port.to_str().unwrap(),
-        "--resume",
-        "--json",
-        "--timeout",
-        "600",
-    ]);
-    wait_for_socket(&port);
-    let stuck = Config::new()
-        .pid(1001)
-        .reverse_port(&port, true)
-        .answer(Cmd::ResumeRuntime, Answer::Hang)
-        .start()
-        .unwrap();
+    let (dir, port, mut mon) = listening("mon-hang", &["--resume", "--json", "--timeout", "600"]);
+    let stuck = never_resumed(&port, 1001);
     // The monitor sent it ResumeRuntime, which it will never answer.
     let got = stuck.wait_received(1, WAIT);
     assert_eq!(got[0].command, Some(Cmd::ResumeRuntime));
@@ -503,32 +373,16 @@ fn a_runtime_that_never_answers_resume_does_not_delay_another() {
         1,
         "one resume in flight, not retried"
     );
-    let (status, stderr) = mon.interrupt();
-    assert_eq!(status.code(), Some(0), "{}", stderr);
+    stop_cleanly(mon, &dir, &port);
     drop(stuck);
     drop(fine);
-    let _ = fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_resume_that_times_out_is_reported_and_tried_again() {
-    let dir = temp_dir("mon-hang-to");
-    let port = dir.join("p.sock");
-    let mut mon = Monitor::start(&[
-        "--listen",
-        port.to_str().unwrap(),
-        "--resume",
-        "--json",
-        "--timeout",
-        "0.3",
-    ]);
-    wait_for_socket(&port);
-    let stuck = Config::new()
-        .pid(1003)
-        .reverse_port(&port, true)
-        .answer(Cmd::ResumeRuntime, Answer::Hang)
-        .start()
-        .unwrap();
+    let (dir, port, mut mon) =
+        listening("mon-hang-to", &["--resume", "--json", "--timeout", "0.3"]);
+    let stuck = never_resumed(&port, 1003);
     let first = mon.line(WAIT);
     assert!(first.contains("\"pid\":1003,"), "{}", first);
     assert!(first.contains("\"resumed\":false"), "{}", first);
@@ -543,10 +397,8 @@ fn a_resume_that_times_out_is_reported_and_tried_again() {
     };
     assert!(again.contains("\"reconnect\":true"), "{}", again);
     assert!(stuck.wait_resumed(WAIT));
-    let (status, _) = mon.interrupt();
-    assert_eq!(status.code(), Some(0));
+    stop_cleanly(mon, &dir, &port);
     drop(stuck);
-    let _ = fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -554,17 +406,8 @@ fn a_resume_that_times_out_is_reported_and_tried_again() {
 // advertised yet.
 #[cfg_attr(not(feature = "mio"), ignore)]
 fn the_cap_closes_the_oldest_idle_connections_first() {
-    let dir = temp_dir("mon-cap");
-    let port = dir.join("p.sock");
-    let mut mon = Monitor::start(&[
-        "--listen",
-        port.to_str().unwrap(),
-        "--timeout",
-        "600",
-        "--max-connections",
-        "4",
-    ]);
-    wait_for_socket(&port);
+    let (dir, port, mut mon) =
+        listening("mon-cap", &["--timeout", "600", "--max-connections", "4"]);
     let silent = silent_peers(&port, 10);
     let (_, runtime) = runtime_connection(&port, advertise(901, 3), false);
     let line = mon.line(WAIT);
@@ -593,13 +436,13 @@ fn the_cap_closes_the_oldest_idle_connections_first() {
         assert!(closed_by_monitor(s));
     }
     assert!(still_open(&more[2]) && still_open(&more[3]));
-    let (status, _) = mon.interrupt();
-    assert_eq!(status.code(), Some(0));
+    let r = mon.interrupt(Duration::from_secs(10));
+    assert_eq!(r.code, Some(0));
 
-    let mut mon = Monitor::start(&["--listen", port.to_str().unwrap(), "--max-connections", "0"]);
-    let (status, stderr) = mon.wait(WAIT);
-    assert_eq!(status.code(), Some(2), "{}", stderr);
-    assert!(stderr.contains("--max-connections"), "{}", stderr);
+    let args = ["--listen", port.to_str().unwrap(), "--max-connections", "0"];
+    let r = monitor_with(&args, |_| {}).wait(WAIT);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--max-connections"), "{}", r.stderr);
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -614,11 +457,10 @@ fn survives_running_out_of_descriptors_and_still_resumes_a_real_runtime() {
     use std::os::unix::process::CommandExt;
     let dir = temp_dir("mon-emfile");
     let port = dir.join("p.sock");
-    let port_s = port.to_str().unwrap().to_string();
-    let mut mon = Monitor::spawn(
+    let mut mon = monitor_with(
         &[
             "--listen",
-            &port_s,
+            s(&port),
             "--resume",
             "--json",
             "--timeout",
@@ -649,8 +491,7 @@ fn survives_running_out_of_descriptors_and_still_resumes_a_real_runtime() {
         "the monitor exited"
     );
 
-    let ports = format!("{},connect,suspend", port_s);
-    let mut host = SpawnedHost::start(&[("DOTNET_DiagnosticPorts", ports.as_str())]);
+    let mut host = suspended_host(&port);
     let first = mon.line(Duration::from_secs(90));
     assert!(
         first.contains(&format!("\"pid\":{},", host.pid)),
@@ -664,8 +505,6 @@ fn survives_running_out_of_descriptors_and_still_resumes_a_real_runtime() {
     assert_eq!(ready, host.pid);
     // The oldest silent peers made room.
     assert!(closed_by_monitor(&silent[0]));
-    let (status, stderr) = mon.interrupt();
-    assert_eq!(status.code(), Some(0), "{}", stderr);
+    stop_cleanly(mon, &dir, &port);
     drop(host);
-    let _ = fs::remove_dir_all(&dir);
 }

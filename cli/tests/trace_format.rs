@@ -9,15 +9,14 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{dsipc_limit, me, names_in, regex_host, repo_root, run, s, temp_dir, Run};
+use common::{
+    dsipc_limit, fake, me, names_in, regex_host, repo_root, run, s, temp_dir, trace_in, Live, Run,
+};
 use dsipc::Command as Cmd;
-use dsipc_testkit::{Answer, Config, FakeRuntime, StreamSpec, TempDir};
+use dsipc_testkit::{Answer, Config, StreamSpec, TempDir};
 
 /// `dsipc ARGS`, with room for a debug build's conversions.
 fn dsipc(args: &[&str]) -> Run {
@@ -157,71 +156,6 @@ fn netcore31_trace_format_writes_the_profile_live_equal_to_convert() {
     trace_every_format("netcore31");
 }
 
-/// A `dsipc trace` whose stderr lines arrive on a channel.
-struct Tracing {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Tracing {
-    fn start(args: &[&str]) -> Tracing {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines() {
-                let l = match l {
-                    Ok(l) => l,
-                    Err(_) => break,
-                };
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Tracing {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn wait_line(&mut self, what: &str) {
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(60)) {
-                Ok(l) => {
-                    let hit = l.contains(what);
-                    self.seen.push(l);
-                    if hit {
-                        return;
-                    }
-                }
-                Err(_) => {
-                    let _ = self.child.kill();
-                    panic!("no line with {:?}: {:?}", what, self.seen);
-                }
-            }
-        }
-    }
-
-    fn finish(mut self) -> (Option<i32>, String) {
-        let status = self.child.wait().unwrap();
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(30)) {
-            self.seen.push(l);
-        }
-        let text = self.seen.join("\n");
-        eprintln!("dsipc trace -> {:?}\n{}", status.code(), text);
-        (status.code(), text)
-    }
-}
-
 /// The runtime dies mid-trace: the profile of what arrived is written, equal to
 /// `dsipc convert` of the kept trace, and the command says it is truncated.
 #[test]
@@ -230,23 +164,17 @@ fn net8_killed_mid_trace_writes_the_profile_of_what_arrived() {
     let dir = temp_dir("killed");
     let trace = dir.join("t.nettrace");
     let profile = dir.join("t.folded");
-    let mut t = Tracing::start(&[
-        "trace",
-        &pid.to_string(),
-        "--format",
-        "folded",
-        "-o",
-        s(&trace),
-    ]);
-    t.wait_line("stop with Ctrl-C");
+    let pid = pid.to_string();
+    let mut t = Live::dsipc(&["trace", &pid, "--format", "folded", "-o", s(&trace)]);
+    t.stderr_line("stop with Ctrl-C", Duration::from_secs(60));
     host.kill();
-    let (code, stderr) = t.finish();
-    assert_eq!(code, Some(1), "{}", stderr);
-    assert!(stderr.contains("truncated"), "{}", stderr);
+    let r = t.wait(Duration::from_secs(120));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("truncated"), "{}", r.stderr);
     assert!(
-        stderr.contains("the profile covers what the trace holds"),
+        r.stderr.contains("the profile covers what the trace holds"),
         "{}",
-        stderr
+        r.stderr
     );
     assert!(trace.is_file() && profile.is_file(), "{:?}", names_in(&dir));
     let converted = dir.join("converted.folded");
@@ -267,10 +195,6 @@ fn net8_killed_mid_trace_writes_the_profile_of_what_arrived() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
-    config.listen_in(dir.path()).start().expect("fake runtime")
-}
-
 /// A stream of bytes that are no nettrace: the trace keeps every byte, no profile is
 /// written (nor any temporary file left), the error names the offset, exit 1.
 #[test]
@@ -282,16 +206,7 @@ fn garbage_stream_keeps_the_trace_and_fails_the_profile_clearly() {
     );
     let files = TempDir::new("dsipc-tf-gf").unwrap();
     let out = files.path().join("t.nettrace");
-    let r = dsipc(&[
-        "trace",
-        &me(),
-        "--format",
-        "speedscope",
-        "-o",
-        s(&out),
-        "--tmpdir",
-        s(sock.path()),
-    ]);
+    let r = trace_in(sock.path(), &out, &["--format", "speedscope"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr
@@ -303,7 +218,7 @@ fn garbage_stream_keeps_the_trace_and_fails_the_profile_clearly() {
     assert_eq!(fs::metadata(&out).unwrap().len(), 300_002);
     assert_eq!(names_in(files.path()), ["t.nettrace"]);
     // Without --format the same stream is a complete trace; the counts stopped, says a warning.
-    let r = dsipc(&["trace", &me(), "-o", s(&out), "--tmpdir", s(sock.path())]);
+    let r = trace_in(sock.path(), &out, &[]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(
         r.stderr
@@ -330,30 +245,12 @@ fn refused_session_leaves_an_existing_profile_alone() {
     let out = files.path().join("t.nettrace");
     let profile = files.path().join("t.speedscope.json");
     fs::write(&profile, b"keep").unwrap();
-    let r = dsipc(&[
-        "trace",
-        &me(),
-        "--format",
-        "speedscope",
-        "-o",
-        s(&out),
-        "--tmpdir",
-        s(sock.path()),
-    ]);
+    let r = trace_in(sock.path(), &out, &["--format", "speedscope"]);
     assert_ne!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(fs::read(&profile).unwrap(), b"keep");
     assert_eq!(names_in(files.path()), ["t.speedscope.json"]);
     let same = files.path().join("x.folded");
-    let r = dsipc(&[
-        "trace",
-        &me(),
-        "--format",
-        "folded",
-        "-o",
-        s(&same),
-        "--tmpdir",
-        s(sock.path()),
-    ]);
+    let r = trace_in(sock.path(), &same, &["--format", "folded"]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(
         r.stderr.contains("would overwrite the trace"),
@@ -363,16 +260,11 @@ fn refused_session_leaves_an_existing_profile_alone() {
     // A directory where the profile would go: refused before the session starts.
     let blocked = files.path().join("b.pb.gz");
     fs::create_dir(&blocked).unwrap();
-    let r = dsipc(&[
-        "trace",
-        &me(),
-        "--format",
-        "pprof",
-        "-o",
-        s(&files.path().join("b.nettrace")),
-        "--tmpdir",
-        s(sock.path()),
-    ]);
+    let r = trace_in(
+        sock.path(),
+        &files.path().join("b.nettrace"),
+        &["--format", "pprof"],
+    );
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("it is a directory"), "{}", r.stderr);
     assert_eq!(names_in(files.path()), ["b.pb.gz", "t.speedscope.json"]);
@@ -410,16 +302,7 @@ fn progress_line_on_a_terminal_only() {
         "the final line replaces the progress line: {:?}",
         r.stdout
     );
-    let r = dsipc(&[
-        "trace",
-        &me(),
-        "--duration",
-        "1",
-        "-o",
-        s(&out),
-        "--tmpdir",
-        s(sock.path()),
-    ]);
+    let r = trace_in(sock.path(), &out, &["--duration", "1"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stderr.contains("dsipc: received "), "{}", r.stderr);
     assert!(!r.stderr.contains(" MiB received"), "{}", r.stderr);

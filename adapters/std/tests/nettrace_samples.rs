@@ -4,55 +4,15 @@
 //! delivery orders events.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use dsipc::nettrace::{Item, NettraceParser, Status};
 use dsipc_std::nettrace::{TimeOrder, TraceAnalyzer, UNRESOLVED_FRAME};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn shared() -> PathBuf {
-    let root = repo_root();
-    let mut candidates = Vec::new();
-    if let Some(d) = std::env::var_os("DSIPC_SHARED") {
-        candidates.push(PathBuf::from(d));
-    }
-    candidates.push(root.join("../shared"));
-    candidates.push(root.join("../../shared"));
-    for c in &candidates {
-        if c.join("data/nettrace").is_dir() {
-            return c.clone();
-        }
-    }
-    panic!(
-        "no shared/data/nettrace in {:?}: set DSIPC_SHARED",
-        candidates
-    )
-}
+#[path = "../../../tests/testkit/src/samples.rs"]
+mod samples;
 
 fn sample(name: &str) -> Vec<u8> {
-    let dir = repo_root().join("target/nettrace-samples");
-    let path = dir.join(name);
-    if !path.is_file() {
-        fs::create_dir_all(&dir).unwrap();
-        let zip = shared().join("data/nettrace").join(format!("{}.zip", name));
-        let tmp = dir.join(format!(".unzip-std-{}-{}", std::process::id(), name));
-        let st = Command::new("unzip")
-            .arg("-q")
-            .arg("-o")
-            .arg(&zip)
-            .arg("-d")
-            .arg(&tmp)
-            .status()
-            .expect("unzip");
-        assert!(st.success());
-        fs::rename(tmp.join(name), &path).unwrap();
-        let _ = fs::remove_dir_all(&tmp);
-    }
-    fs::read(path).unwrap()
+    fs::read(samples::sample(name)).unwrap()
 }
 
 /// Feeds `data` through the parser in `chunk`-byte pieces (as a live stream arrives).

@@ -5,10 +5,11 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 /// How long one command may run in these tests: only a hang gets near it.
@@ -164,6 +165,29 @@ pub fn dsipc_os(args: &[OsString]) -> Run {
     run_program(&bin(), args, None, LIMIT)
 }
 
+/// Runs `dsipc ARGS --tmpdir DIR` (stdout piped), killed past [`LIMIT`].
+pub fn dsipc_in(dir: &Path, args: &[&str]) -> Run {
+    let mut v = os(args);
+    v.extend(os(&["--tmpdir", s(dir)]));
+    dsipc_os(&v)
+}
+
+/// Runs `dsipc trace <this pid> -o OUT EXTRA --tmpdir DIR` (a fake runtime's directory).
+pub fn trace_in(dir: &Path, out: &Path, extra: &[&str]) -> Run {
+    let pid = me();
+    let mut args = vec!["trace", pid.as_str(), "-o", s(out)];
+    args.extend_from_slice(extra);
+    dsipc_in(dir, &args)
+}
+
+/// A fake runtime (dsipc-testkit) configured by `config`, listening in `dir`.
+pub fn fake(
+    dir: &dsipc_testkit::TempDir,
+    config: dsipc_testkit::Config,
+) -> dsipc_testkit::FakeRuntime {
+    config.listen_in(dir.path()).start().expect("fake runtime")
+}
+
 /// This test process's pid, as text (a pid no runtime listens for).
 pub fn me() -> String {
     std::process::id().to_string()
@@ -202,56 +226,12 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 
 /// The repository's root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `$DSIPC_SHARED`, `<repo>/../shared` or `<repo>/../../shared` (worktrees): fails, never
-/// skips, when none has the sample traces.
-pub fn shared() -> PathBuf {
-    let root = repo_root();
-    let mut candidates = Vec::new();
-    if let Some(d) = std::env::var_os("DSIPC_SHARED") {
-        candidates.push(PathBuf::from(d));
-    }
-    candidates.push(root.join("../shared"));
-    candidates.push(root.join("../../shared"));
-    for c in &candidates {
-        if c.join("data/nettrace").is_dir() {
-            return c.clone();
-        }
-    }
-    panic!(
-        "no shared/data/nettrace in {:?}: set DSIPC_SHARED",
-        candidates
-    )
+    dsipc_testkit::samples::repo_root()
 }
 
 /// The public sample trace `name`, unzipped into target/nettrace-samples (never committed).
 pub fn sample(name: &str) -> PathBuf {
-    let dir = repo_root().join("target/nettrace-samples");
-    let path = dir.join(name);
-    if !path.is_file() {
-        fs::create_dir_all(&dir).unwrap();
-        let zip = shared().join("data/nettrace").join(format!("{}.zip", name));
-        // Unzip to a private directory, then rename: parallel tests may race.
-        let tmp = dir.join(format!(
-            ".unzip-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        ));
-        let st = Command::new("unzip")
-            .arg("-q")
-            .arg("-o")
-            .arg(&zip)
-            .arg("-d")
-            .arg(&tmp)
-            .status()
-            .expect("unzip (apt-get install unzip)");
-        assert!(st.success(), "unzip {}", zip.display());
-        fs::rename(tmp.join(name), &path).unwrap();
-        let _ = fs::remove_dir_all(&tmp);
-    }
-    path
+    dsipc_testkit::samples::sample(name)
 }
 
 /// `DSIPC_PYTHON` (and the runtime roots) for the testkit's host launcher: from the
@@ -298,4 +278,210 @@ pub fn regex_host(runtime: &str, lifetime_secs: u32) -> (dsipc_testkit::HostedRu
         .wait_ready(Duration::from_secs(90))
         .expect("host READY");
     (host, ready.pid)
+}
+
+/// A long-running child (`dsipc`, or `script` running it) whose stdout (as it comes, for
+/// pseudo-terminal output too) and stderr lines arrive on channels, so tests synchronise
+/// on what it prints; killed when dropped.
+pub struct Live {
+    /// The child.
+    pub child: Child,
+    started: Instant,
+    out: Receiver<Vec<u8>>,
+    err: Receiver<String>,
+    stdout: Vec<u8>,
+    /// Bytes of `stdout` already handed out by [`Live::line`].
+    taken: usize,
+    stderr: Vec<String>,
+}
+
+/// Sends what `read` yields (lines when `lines`, else chunks) on a channel, until EOF.
+fn forward<R: Read + Send + 'static, T: Send + 'static>(
+    read: R,
+    wrap: fn(Vec<u8>) -> T,
+    lines: bool,
+) -> Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(read);
+        loop {
+            let mut v = Vec::new();
+            let n = if lines {
+                r.read_until(b'\n', &mut v)
+            } else {
+                r.fill_buf().map(|b| {
+                    v.extend_from_slice(b);
+                    b.len()
+                })
+            };
+            match n {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if !lines {
+                        r.consume(n);
+                    } else if v.last() == Some(&b'\n') {
+                        v.pop();
+                    }
+                    if tx.send(wrap(v)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+impl Live {
+    /// `dsipc ARGS`.
+    pub fn dsipc(args: &[&str]) -> Live {
+        let mut cmd = Command::new(bin());
+        cmd.args(args);
+        Live::spawn(cmd)
+    }
+
+    /// Any command, stdin null, stdout and stderr piped.
+    pub fn spawn(mut cmd: Command) -> Live {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {:?}: {}", cmd, e));
+        let out = forward(child.stdout.take().unwrap(), |v| v, false);
+        let err = forward(
+            child.stderr.take().unwrap(),
+            |v| String::from_utf8_lossy(&v).into_owned(),
+            true,
+        );
+        Live {
+            child,
+            started: Instant::now(),
+            out,
+            err,
+            stdout: Vec::new(),
+            taken: 0,
+            stderr: Vec::new(),
+        }
+    }
+
+    /// Waits (bounded) for more stdout; false once stdout is closed.
+    fn more(&mut self, deadline: Instant, what: &str) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.out.recv_timeout(left) {
+            Ok(c) => {
+                self.stdout.extend_from_slice(&c);
+                true
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => false,
+            Err(e) => panic!(
+                "no {} ({:?}); stdout so far:\n{}\nstderr so far:\n{}",
+                what,
+                e,
+                String::from_utf8_lossy(&self.stdout),
+                self.stderr.join("\n")
+            ),
+        }
+    }
+
+    /// Waits (bounded) until stdout so far contains `needle`; returns stdout so far.
+    pub fn wait_stdout(&mut self, needle: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let text = String::from_utf8_lossy(&self.stdout).into_owned();
+            if text.contains(needle) {
+                return text;
+            }
+            let what = format!("{:?} within {:?}", needle, limit);
+            assert!(self.more(deadline, &what), "stdout closed: no {}", what);
+        }
+    }
+
+    /// The next stdout line (bounded wait).
+    pub fn line(&mut self, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(i) = self.stdout[self.taken..].iter().position(|&b| b == b'\n') {
+                let l = &self.stdout[self.taken..self.taken + i];
+                let l = String::from_utf8_lossy(l).into_owned();
+                self.taken += i + 1;
+                eprintln!("stdout: {}", l);
+                return l;
+            }
+            let what = format!("stdout line within {:?}", limit);
+            assert!(self.more(deadline, &what), "stdout closed: no {}", what);
+        }
+    }
+
+    /// Waits (bounded) for a stderr line containing `needle`; returns it.
+    pub fn stderr_line(&mut self, needle: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.err.recv_timeout(left) {
+                Ok(l) => {
+                    eprintln!("stderr: {}", l);
+                    self.stderr.push(l.clone());
+                    if l.contains(needle) {
+                        return l;
+                    }
+                }
+                Err(e) => panic!(
+                    "no stderr line with {:?} within {:?} ({:?}); got {:?}",
+                    needle, limit, e, self.stderr
+                ),
+            }
+        }
+    }
+
+    /// Sends `sig` to the child.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child, not reaped yet.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as libc::pid_t, sig) },
+            0
+        );
+    }
+
+    /// Waits (bounded by `limit`: past it the test fails) for the exit; all of stdout and
+    /// stderr.
+    pub fn wait(&mut self, limit: Duration) -> Run {
+        let (status, hwm_kib) = wait_bounded(&mut self.child, "the live child", limit);
+        while let Ok(c) = self.out.recv_timeout(Duration::from_secs(5)) {
+            self.stdout.extend_from_slice(&c);
+        }
+        while let Ok(l) = self.err.recv_timeout(Duration::from_secs(5)) {
+            self.stderr.push(l);
+        }
+        let run = Run {
+            code: status.code(),
+            stdout: String::from_utf8_lossy(&self.stdout).into_owned(),
+            stdout_bytes: std::mem::take(&mut self.stdout),
+            stderr: self.stderr.join("\n"),
+            took: self.started.elapsed(),
+            hwm_kib,
+        };
+        eprintln!(
+            "exit {:?}\n{}\n{}",
+            run.code,
+            &run.stdout.chars().take(4000).collect::<String>(),
+            run.stderr
+        );
+        run
+    }
+
+    /// Ctrl-C, then [`Live::wait`].
+    pub fn interrupt(&mut self, limit: Duration) -> Run {
+        self.signal(libc::SIGINT);
+        self.wait(limit)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }

@@ -63,6 +63,7 @@ mod answer;
 mod fake;
 mod host;
 mod pattern;
+pub mod samples;
 #[cfg(unix)]
 mod socket;
 mod unique;
