@@ -10,14 +10,12 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use common::{dsipc_limit, temp_dir};
+use common::{bin, dsipc_limit, s, temp_dir, Live, Run, LIMIT};
 use dsipc_testkit::{HostOptions, HostedRuntime};
 
 const READY: Duration = Duration::from_secs(90);
-const LIMIT: Duration = Duration::from_secs(60);
 
 fn host(runtime: &str, args: &[&str]) -> HostedRuntime {
     let mut o = HostOptions::net8(300);
@@ -28,120 +26,25 @@ fn host(runtime: &str, args: &[&str]) -> HostedRuntime {
     h
 }
 
-/// A long-running dsipc whose stdout arrives as chunks on a channel.
-struct Live {
-    child: Child,
-    chunks: Receiver<String>,
-    seen: String,
-    stderr: Option<std::thread::JoinHandle<String>>,
+/// `dsipc ARGS --refresh-interval 1`, running.
+fn every_second(args: &[&str]) -> Live {
+    Live::dsipc(&[args, &["--refresh-interval", "1"]].concat())
 }
 
-impl Live {
-    fn spawn(args: &[&str]) -> Live {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsipc"));
-        cmd.args(args);
-        Live::spawn_command(cmd)
-    }
-
-    fn spawn_command(mut cmd: Command) -> Live {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn dsipc");
-        let mut out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let (tx, chunks) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match out.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        if tx
-                            .send(String::from_utf8_lossy(&buf[..n]).into_owned())
-                            .is_err()
-                        {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
-        Live {
-            child,
-            chunks,
-            seen: String::new(),
-            stderr: Some(stderr),
-        }
-    }
-
-    /// Waits (bounded) until stdout so far contains `needle`.
-    fn wait_for(&mut self, needle: &str, limit: Duration) -> &str {
-        let deadline = Instant::now() + limit;
-        while !self.seen.contains(needle) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.chunks.recv_timeout(left) {
-                Ok(c) => self.seen.push_str(&c),
-                Err(_) => panic!(
-                    "no {:?} within {:?}; stdout so far:\n{}",
-                    needle, limit, self.seen
-                ),
-            }
-        }
-        &self.seen
-    }
-
-    fn interrupt(&self) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGINT);
-        }
-    }
-
-    /// Waits (bounded) for the exit; returns the status code, all stdout and stderr.
-    fn wait(mut self, limit: Duration) -> (Option<i32>, String, String) {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("dsipc did not exit within {:?}", limit);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        while let Ok(c) = self.chunks.recv_timeout(Duration::from_secs(5)) {
-            self.seen.push_str(&c);
-        }
-        let err = self
-            .stderr
-            .take()
-            .map(|t| t.join().unwrap())
-            .unwrap_or_default();
-        eprintln!(
-            "dsipc exited {:?}\n{}\n{}",
-            status.code(),
-            &self.seen[..self.seen.len().min(4000)],
-            err
-        );
-        (status.code(), std::mem::take(&mut self.seen), err)
-    }
+/// `dsipc counters collect PID ARGS --refresh-interval 1`, run to its end.
+fn collect(pid: &str, args: &[&str]) -> Run {
+    every_second(&[&["counters", "collect", pid], args].concat()).wait(LIMIT)
 }
 
-impl Drop for Live {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Ctrl-C: exit 0, having said that an exited runtime's series were dropped.
+fn stopped_after_dropping_series(mut live: Live) {
+    let r = live.interrupt(LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("runtime exited; its series are dropped"),
+        "{}",
+        r.stderr
+    );
 }
 
 fn http_get(addr: &str, path: &str) -> (u16, String) {
@@ -189,22 +92,17 @@ fn collect_csv_net8_system_runtime_and_meter_rate() {
     let dir = temp_dir("csv");
     let out = dir.join("c.csv");
     let pid = h.pid().to_string();
-    let r = dsipc_limit(
+    // --duration 8: room for a loaded machine, at least 3 full intervals must arrive.
+    let r = collect(
+        &pid,
         &[
-            "counters",
-            "collect",
-            &pid,
             "--counters",
             "System.Runtime,MyMeter",
-            "--refresh-interval",
-            "1",
-            // Room for a loaded machine: at least 3 full intervals must arrive.
             "--duration",
             "8",
             "-o",
-            out.to_str().unwrap(),
+            s(&out),
         ],
-        LIMIT,
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let csv = std::fs::read_to_string(&out).unwrap();
@@ -228,18 +126,7 @@ fn collect_csv_net8_system_runtime_and_meter_rate() {
     let mean = full.iter().sum::<f64>() / full.len() as f64;
     assert!((45.0..=55.0).contains(&mean), "rates {:?}", rates);
     // Never overwrites what it did not create.
-    let again = dsipc_limit(
-        &[
-            "counters",
-            "collect",
-            &pid,
-            "--duration",
-            "1",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
+    let again = collect(&pid, &["--duration", "1", "-o", s(&out)]);
     assert_eq!(again.code, Some(1));
     assert!(again.stderr.contains("exists"), "{}", again.stderr);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), csv);
@@ -252,23 +139,11 @@ fn collect_json_netcore31() {
     let dir = temp_dir("json");
     let out = dir.join("c");
     let pid = h.pid().to_string();
-    let r = dsipc_limit(
-        &[
-            "counters",
-            "collect",
-            &pid,
-            "--format",
-            "json",
-            "--refresh-interval",
-            "1",
-            // Room for a loaded machine: a Core 3.1 runtime's first publication can take
-            // several seconds after the session starts when the CPUs are busy.
-            "--duration",
-            "8",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-        LIMIT,
+    // --duration 8: room for a loaded machine, a Core 3.1 runtime's first publication can
+    // take several seconds after the session starts when the CPUs are busy.
+    let r = collect(
+        &pid,
+        &["--format", "json", "--duration", "8", "-o", s(&out)],
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let json = std::fs::read_to_string(dir.join("c.json")).unwrap();
@@ -290,18 +165,7 @@ fn collect_from_a_runtime_that_never_publishes_fails() {
     // Without RuntimeEventSource.Initialize() the hosted runtime publishes no counters.
     let h = host("netcore31", &[]);
     let pid = h.pid().to_string();
-    let r = dsipc_limit(
-        &[
-            "counters",
-            "collect",
-            &pid,
-            "--refresh-interval",
-            "1",
-            "-o",
-            "-",
-        ],
-        LIMIT,
-    );
+    let r = collect(&pid, &["-o", "-"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr.contains("no counters received in 10 s"),
@@ -319,42 +183,29 @@ fn collect_from_a_runtime_that_never_publishes_fails() {
 fn collect_ends_with_a_complete_file_when_the_runtime_exits() {
     let mut h = host("net8", &["--counters"]);
     let pid = h.pid().to_string();
-    let mut live = Live::spawn(&[
-        "counters",
-        "collect",
-        &pid,
-        "--format",
-        "json",
-        "--refresh-interval",
-        "1",
-        "-o",
-        "-",
-    ]);
-    live.wait_for("\"timestamp\"", LIMIT);
+    let mut live = every_second(&["counters", "collect", &pid, "--format", "json", "-o", "-"]);
+    live.wait_stdout("\"timestamp\"", LIMIT);
     h.kill();
-    let (code, out, err) = live.wait(LIMIT);
-    assert_eq!(code, Some(0), "{}", err);
-    assert!(out.ends_with(" }]}"), "{}", out);
-    assert!(err.contains("the runtime ended the session"), "{}", err);
+    let r = live.wait(LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.ends_with(" }]}"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("the runtime ended the session"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
 fn monitor_prints_lines_when_not_a_terminal_and_stops_on_sigint() {
     let h = host("net8", &["--counters"]);
     let pid = h.pid().to_string();
-    let mut live = Live::spawn(&[
-        "counters",
-        "monitor",
-        &pid,
-        "--counters",
-        "System.Runtime[cpu-usage,working-set]",
-        "--refresh-interval",
-        "1",
-    ]);
-    live.wait_for("Working Set (MB)", LIMIT);
-    live.interrupt();
-    let (code, out, _) = live.wait(LIMIT);
-    assert_eq!(code, Some(0));
+    let counters = "System.Runtime[cpu-usage,working-set]";
+    let mut live = every_second(&["counters", "monitor", &pid, "--counters", counters]);
+    live.wait_stdout("Working Set (MB)", LIMIT);
+    let r = live.interrupt(LIMIT);
+    assert_eq!(r.code, Some(0));
+    let out = r.stdout;
     assert!(out.contains("\tSystem.Runtime\tCPU Usage (%)\t"), "{}", out);
     assert!(
         !out.contains("gc-heap-size") && !out.contains("GC Heap Size"),
@@ -536,19 +387,9 @@ fn export_is_scraped_by_prometheus_and_drops_exited_runtimes() {
     let h31 = host("netcore31", &["--counters"]);
     let p8: String = h8.pid().to_string();
     let p31: String = h31.pid().to_string();
-    let mut live = Live::spawn(&[
-        "counters",
-        "export",
-        &p8,
-        &p31,
-        "--listen",
-        "127.0.0.1:0",
-        "--counters",
-        "System.Runtime,MyMeter",
-        "--refresh-interval",
-        "1",
-    ]);
-    let line = live.wait_for("/metrics\n", LIMIT).to_string();
+    let export = ["counters", "export", &p8, &p31, "--listen", "127.0.0.1:0"];
+    let mut live = every_second(&[&export[..], &["--counters", "System.Runtime,MyMeter"]].concat());
+    let line = live.wait_stdout("/metrics\n", LIMIT);
     let addr = line
         .split("http://")
         .nth(1)
@@ -613,14 +454,7 @@ fn export_is_scraped_by_prometheus_and_drops_exited_runtimes() {
     prom.poll("count(system_runtime_cpu_usage)", LIMIT, |r| {
         values_by_pid(r).first().map_or(false, |(_, v)| *v == 1.0)
     });
-    live.interrupt();
-    let (code, _, err) = live.wait(LIMIT);
-    assert_eq!(code, Some(0), "{}", err);
-    assert!(
-        err.contains("runtime exited; its series are dropped"),
-        "{}",
-        err
-    );
+    stopped_after_dropping_series(live);
 }
 
 // The library (dsipc_std::counters) against a real .NET 8 runtime: notices and a clean stop.
@@ -763,24 +597,22 @@ fn monitor_metrics_exports_reverse_port_runtimes_and_drops_exited_ones() {
     let dir = temp_dir("monitor");
     let port_path = dir.join("port.sock");
     let metrics = format!("127.0.0.1:{}", free_port());
-    let mut live = Live::spawn(&[
+    let listen = [
         "monitor",
         "--listen",
-        port_path.to_str().unwrap(),
+        s(&port_path),
         "--resume",
         "--metrics",
         &metrics,
-        "--counters",
-        "System.Runtime[cpu-usage],MyMeter",
-        "--refresh-interval",
-        "1",
-    ]);
+    ];
+    let counters = ["--counters", "System.Runtime[cpu-usage],MyMeter"];
+    let mut live = every_second(&[&listen[..], &counters].concat());
     // The runtime starts suspended on the reverse port; the monitor resumes it.
     let mut o = HostOptions::net8(300).reverse_port(&port_path, true);
     o.args = vec!["--counters".into(), "--meter-rate".into(), "50".into()];
     let mut h = HostedRuntime::spawn(&o).expect("spawn host");
     let pid = h.pid().to_string();
-    live.wait_for(&format!("pid={} ", pid), LIMIT);
+    live.wait_stdout(&format!("pid={} ", pid), LIMIT);
     h.wait_ready(READY).expect("host ready after the resume");
     let series = format!("my_meter_requests_total{{pid=\"{}\"}}", pid);
     let deadline = Instant::now() + LIMIT;
@@ -812,14 +644,7 @@ fn monitor_metrics_exports_reverse_port_runtimes_and_drops_exited_ones() {
         assert!(Instant::now() < deadline, "series of {} still there", pid);
         std::thread::sleep(Duration::from_millis(200));
     }
-    live.interrupt();
-    let (code, _, err) = live.wait(LIMIT);
-    assert_eq!(code, Some(0), "{}", err);
-    assert!(
-        err.contains("runtime exited; its series are dropped"),
-        "{}",
-        err
-    );
+    stopped_after_dropping_series(live);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -869,13 +694,12 @@ fn monitor_redraws_a_table_in_place_on_a_terminal() {
     let h = host("net8", &["--counters"]);
     let command = format!(
         "exec {} counters monitor {} --counters 'System.Runtime[cpu-usage,working-set]'",
-        env!("CARGO_BIN_EXE_dsipc"),
+        bin().display(),
         h.pid()
     );
     let mut cmd = Command::new("script");
     cmd.args(["-q", "-e", "-c", &command, "/dev/null"]);
-    let mut live = Live::spawn_command(cmd);
-    let seen = live.wait_for("Working Set (MB)", LIMIT).to_string();
+    let seen = Live::spawn(cmd).wait_stdout("Working Set (MB)", LIMIT);
     assert!(seen.starts_with("\x1b[2J\x1b[H"), "{:?}", seen);
     assert!(seen.contains("\x1b[H\x1b[J"), "{:?}", seen);
     assert!(seen.contains("[System.Runtime]"), "{:?}", seen);
