@@ -15,10 +15,10 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{dsipc, dsipc_os, me, s};
+use common::{dsipc, dsipc_in, dsipc_os, fake, me, s, trace_in};
 use dsipc::wire::Hresult;
 use dsipc::Command as Cmd;
-use dsipc_testkit::{Answer, Config, FakeRuntime, TempDir, Then};
+use dsipc_testkit::{Answer, Config, TempDir, Then};
 
 /// What `--timeout 1` may take at most, with a loaded machine's slack: the bound is the
 /// point of these tests (a hang or a per-read timer would take the idle timeout, 60 s).
@@ -65,16 +65,11 @@ fn commands(dir: &Path) -> Vec<Vec<String>> {
 /// and leaves no trace file behind.
 fn every_command_ends(label: &str, answer: Answer, expect: &[&str]) {
     let dir = TempDir::new(&format!("dsipc-hm-{}", label)).unwrap();
-    let _rt: FakeRuntime = Config::new()
-        .default_answer(answer)
-        .listen_in(dir.path())
-        .start()
-        .expect("fake runtime");
+    let _rt = fake(&dir, Config::new().default_answer(answer));
     let mut failures = Vec::new();
     for cmd in commands(dir.path()) {
-        let mut args: Vec<&str> = cmd.iter().map(|s| s.as_str()).collect();
-        args.extend_from_slice(&["--timeout", "1", "--tmpdir", s(dir.path())]);
-        let r = dsipc(&args);
+        let args: Vec<&str> = cmd.iter().map(|s| s.as_str()).collect();
+        let r = dsipc_in(dir.path(), &[&args[..], &["--timeout", "1"]].concat());
         r.assert_no_panic();
         let line = r.stderr.trim_end();
         let ok = r.code == Some(1)
@@ -146,11 +141,10 @@ fn status_commands_end_after_the_reply_whatever_follows_it() {
     let dir = TempDir::new("dsipc-hm-after").unwrap();
     let mut ok = header(24, 0xFF, 0);
     ok.extend_from_slice(&0u32.to_le_bytes());
-    let _rt = Config::new()
-        .default_answer(Answer::RawThen(ok, Then::Flood))
-        .listen_in(dir.path())
-        .start()
-        .unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().default_answer(Answer::RawThen(ok, Then::Flood)),
+    );
     let pid = me();
     for cmd in [
         vec!["setenv", &pid, "A", "b"],
@@ -158,9 +152,7 @@ fn status_commands_end_after_the_reply_whatever_follows_it() {
         vec!["perfmap", &pid, "disable"],
         vec!["startup-hook", &pid, "/tmp/dsipc-never.dll"],
     ] {
-        let mut args = cmd.clone();
-        args.extend_from_slice(&["--timeout", "1", "--tmpdir", s(dir.path())]);
-        let r = dsipc(&args);
+        let r = dsipc_in(dir.path(), &[&cmd[..], &["--timeout", "1"]].concat());
         r.assert_no_panic();
         // Done with the reply (exit 0), or told at once that the runtime sent more than
         // it (when the extra bytes arrive with the reply): never reading on.
@@ -179,22 +171,14 @@ fn status_commands_end_after_the_reply_whatever_follows_it() {
 #[test]
 fn error_messages_from_the_runtime_are_escaped() {
     let dir = TempDir::new("dsipc-hm-msg").unwrap();
-    let _rt = Config::new()
-        .answer(
+    let _rt = fake(
+        &dir,
+        Config::new().answer(
             Cmd::GenerateCoreDump3,
             Answer::ErrorWithMessage(Hresult::E_FAIL, "bad\u{1b}[2J\r\nfake: ok\u{7}".into()),
-        )
-        .listen_in(dir.path())
-        .start()
-        .unwrap();
-    let r = dsipc(&[
-        "dump",
-        &me(),
-        "-o",
-        "/tmp/dsipc-never.dmp",
-        "--tmpdir",
-        s(dir.path()),
-    ]);
+        ),
+    );
+    let r = dsipc_in(dir.path(), &["dump", &me(), "-o", "/tmp/dsipc-never.dmp"]);
     r.assert_no_panic();
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
@@ -216,6 +200,19 @@ fn hostile_numbers_and_options_are_usage_errors() {
         let mut v = vec!["trace", p, "-o", "/tmp/dsipc-never.nettrace"];
         v.extend_from_slice(extra);
         v
+    };
+    let profiler_data = |data: &'static str| {
+        let clsid = "01234567-89ab-cdef-0123-456789abcdef";
+        vec![
+            "attach-profiler",
+            p,
+            "--clsid",
+            clsid,
+            "--path",
+            "/x",
+            "--data",
+            data,
+        ]
     };
     let cases: Vec<(Vec<&str>, &str)> = vec![
         // --timeout / --duration: negative, zero, NaN, infinite, huge, empty, hex.
@@ -267,32 +264,8 @@ fn hostile_numbers_and_options_are_usage_errors() {
             vec!["attach-profiler", p, "--clsid", "{0123", "--path", "/x"],
             "--clsid",
         ),
-        (
-            vec![
-                "attach-profiler",
-                p,
-                "--clsid",
-                "01234567-89ab-cdef-0123-456789abcdef",
-                "--path",
-                "/x",
-                "--data",
-                "abc",
-            ],
-            "even number of hex digits",
-        ),
-        (
-            vec![
-                "attach-profiler",
-                p,
-                "--clsid",
-                "01234567-89ab-cdef-0123-456789abcdef",
-                "--path",
-                "/x",
-                "--data",
-                "zz",
-            ],
-            "hex digits",
-        ),
+        (profiler_data("abc"), "even number of hex digits"),
+        (profiler_data("zz"), "hex digits"),
         (vec!["env", p, "--max-bytes", "0"], "--max-bytes wants"),
         // Repeated, unknown and misplaced options.
         (
@@ -390,7 +363,7 @@ fn snapshot(dir: &Path) -> Vec<(String, String)> {
 fn trace_outputs_that_cannot_be_written_are_refused_before_the_session() {
     use std::os::unix::fs::symlink;
     let rt_dir = TempDir::new("dsipc-hm-o-rt").unwrap();
-    let rt = Config::new().listen_in(rt_dir.path()).start().unwrap();
+    let rt = fake(&rt_dir, Config::new());
     let out = TempDir::new("dsipc-hm-o").unwrap();
     let d = out.path();
     fs::write(d.join("f"), "keep").unwrap();
@@ -420,18 +393,11 @@ fn trace_outputs_that_cannot_be_written_are_refused_before_the_session() {
     ];
     let mut failures = Vec::new();
     for (o, needle) in &cases {
-        let r = dsipc(&[
-            "trace",
-            &me(),
-            "-o",
-            o,
-            "--duration",
-            "0.2",
-            "--timeout",
-            "5",
-            "--tmpdir",
-            s(rt_dir.path()),
-        ]);
+        let r = trace_in(
+            rt_dir.path(),
+            Path::new(o),
+            &["--duration", "0.2", "--timeout", "5"],
+        );
         r.assert_no_panic();
         if r.code != Some(1) || !r.stderr.contains(needle) || r.stderr.lines().count() != 1 {
             failures.push(format!("-o {}: {:?} {}", o, r.code, r.stderr));
@@ -453,17 +419,12 @@ fn trace_to_a_file_that_refuses_writes_ends_with_one_error_line() {
     // /proc/version opens for writing as root, then every write fails: the session is
     // abandoned at the first failed write with one clear line and exit 1, never a hang.
     let rt_dir = TempDir::new("dsipc-hm-o-proc").unwrap();
-    let _rt = Config::new().listen_in(rt_dir.path()).start().unwrap();
-    let r = dsipc(&[
-        "trace",
-        &me(),
-        "-o",
-        "/proc/version",
-        "--timeout",
-        "2",
-        "--tmpdir",
-        s(rt_dir.path()),
-    ]);
+    let _rt = fake(&rt_dir, Config::new());
+    let r = trace_in(
+        rt_dir.path(),
+        Path::new("/proc/version"),
+        &["--timeout", "2"],
+    );
     r.assert_no_panic();
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.took < BOUNDED, "{:?}", r.took);
@@ -478,12 +439,8 @@ fn trace_to_a_file_that_refuses_writes_ends_with_one_error_line() {
 fn info_json_escapes_every_control_character_and_bidi_override() {
     let nasty = "app\u{1b}[2J\u{7f}\u{9b}31m\u{85}\u{2028}\u{202e}\u{2066}\"\\\u{0}end";
     let dir = TempDir::new("dsipc-hm-json").unwrap();
-    let _rt = Config::new()
-        .command_line(nasty)
-        .listen_in(dir.path())
-        .start()
-        .unwrap();
-    let r = dsipc(&["info", &me(), "--json", "--tmpdir", s(dir.path())]);
+    let _rt = fake(&dir, Config::new().command_line(nasty));
+    let r = dsipc_in(dir.path(), &["info", &me(), "--json"]);
     r.assert_no_panic();
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let out = String::from_utf8(r.stdout_bytes.clone()).unwrap();
@@ -508,7 +465,7 @@ fn info_json_escapes_every_control_character_and_bidi_override() {
         assert!(out.contains(escaped), "{} not in {}", escaped, out);
     }
     // The same in text mode.
-    let r = dsipc(&["info", &me(), "--tmpdir", s(dir.path())]);
+    let r = dsipc_in(dir.path(), &["info", &me()]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let out = String::from_utf8(r.stdout_bytes.clone()).unwrap();
     assert!(
@@ -533,15 +490,14 @@ fn env_whose_block_trickles_or_floods_ends_within_the_timeout() {
         ("flood", Then::Flood),
     ] {
         let dir = TempDir::new(&format!("dsipc-hm-env-{}", label)).unwrap();
-        let _rt = Config::new()
-            .answer(
+        let _rt = fake(
+            &dir,
+            Config::new().answer(
                 Cmd::ProcessEnvironment,
                 Answer::RawThen(reply.clone(), then),
-            )
-            .listen_in(dir.path())
-            .start()
-            .unwrap();
-        let r = dsipc(&["env", &me(), "--timeout", "1", "--tmpdir", s(dir.path())]);
+            ),
+        );
+        let r = dsipc_in(dir.path(), &["env", &me(), "--timeout", "1"]);
         r.assert_no_panic();
         assert!(r.took < BOUNDED, "{}: {:?}", label, r.took);
         assert!(r.hwm_kib < 200 * 1024, "{}: {} KiB", label, r.hwm_kib);
@@ -554,7 +510,7 @@ fn requests_too_large_for_the_protocol_are_clear_errors_before_sending() {
     // A request's size is a u16: values that cannot fit are refused with one line, and
     // the runtime receives nothing.
     let dir = TempDir::new("dsipc-hm-big").unwrap();
-    let rt = Config::new().listen_in(dir.path()).start().unwrap();
+    let rt = fake(&dir, Config::new());
     let long = "v".repeat(100_000);
     let long_path = format!("/{}", long);
     let hex = "00".repeat(65_500);
@@ -585,9 +541,7 @@ fn requests_too_large_for_the_protocol_are_clear_errors_before_sending() {
     ];
     let mut failures = Vec::new();
     for args in &cases {
-        let mut a = args.clone();
-        a.extend_from_slice(&["--timeout", "2", "--tmpdir", s(dir.path())]);
-        let r = dsipc(&a);
+        let r = dsipc_in(dir.path(), &[&args[..], &["--timeout", "2"]].concat());
         r.assert_no_panic();
         let line = r.stderr.trim_end();
         if !(r.code == Some(1) || r.code == Some(2))
@@ -611,7 +565,7 @@ fn help_after_double_dash_is_a_value() {
     // "setenv PID NAME -- --help" sets NAME to "--help" (here: no such process), it does
     // not print the usage text.
     let dir = TempDir::new("dsipc-hm-dd").unwrap();
-    let rt = Config::new().listen_in(dir.path()).start().unwrap();
+    let rt = fake(&dir, Config::new());
     let r = dsipc(&[
         "setenv",
         &me(),

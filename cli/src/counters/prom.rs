@@ -287,35 +287,40 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(
-            metric_name("System.Runtime", "cpu-usage", CounterKind::Mean),
-            "system_runtime_cpu_usage"
-        );
-        assert_eq!(
-            metric_name("MyMeter", "requests", CounterKind::Rate),
-            "my_meter_requests_total"
-        );
-        assert_eq!(
-            metric_name("System.Runtime", "% Time in GC", CounterKind::Mean),
-            "system_runtime_time_in_gc"
-        );
-        assert_eq!(metric_name("9x", "", CounterKind::Gauge), "_9x");
-        assert_eq!(
-            metric_name("System.Runtime", "assembly-count", CounterKind::Mean),
-            "system_runtime_assembly_count_value"
-        );
-        assert_eq!(
-            metric_name("System.Runtime", "gen-0-gc-count", CounterKind::Sum),
-            "system_runtime_gen_0_gc_count_total"
-        );
-        assert_eq!(
-            metric_name(
+        use CounterKind::*;
+        let rt = "System.Runtime";
+        for (provider, name, kind, metric) in [
+            (rt, "cpu-usage", Mean, "system_runtime_cpu_usage"),
+            ("MyMeter", "requests", Rate, "my_meter_requests_total"),
+            (rt, "% Time in GC", Mean, "system_runtime_time_in_gc"),
+            ("9x", "", Gauge, "_9x"),
+            (
+                rt,
+                "assembly-count",
+                Mean,
+                "system_runtime_assembly_count_value",
+            ),
+            (
+                rt,
+                "gen-0-gc-count",
+                Sum,
+                "system_runtime_gen_0_gc_count_total",
+            ),
+            (
                 "A",
                 "http.server.request.duration",
-                CounterKind::Percentile(0.5)
+                Percentile(0.5),
+                "a_http_server_request_duration",
             ),
-            "a_http_server_request_duration"
-        );
+        ] {
+            assert_eq!(
+                metric_name(provider, name, kind),
+                metric,
+                "{} {}",
+                provider,
+                name
+            );
+        }
     }
 
     #[test]
