@@ -9,14 +9,17 @@
 //! max), then the time from SIGINT to the monitor's exit.
 #![cfg(unix)]
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{s, Live};
 
 use dsipc::wire::{Advertise, Guid};
 use dsipc::ServerConnection;
@@ -37,32 +40,6 @@ fn temp_dir() -> PathBuf {
     dir
 }
 
-fn start(port: &Path) -> (Child, Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsipc"))
-        .args([
-            "monitor",
-            "--listen",
-            port.to_str().unwrap(),
-            "--timeout",
-            "600",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn dsipc monitor");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx)
-}
-
 fn connect(port: &Path) -> UnixStream {
     let deadline = Instant::now() + WAIT;
     loop {
@@ -81,7 +58,7 @@ fn percentile(sorted: &[Duration], p: usize) -> Duration {
 fn scenario(silent: usize) {
     let dir = temp_dir();
     let port = dir.join(format!("p{}.sock", silent));
-    let (mut child, lines) = start(&port);
+    let mut mon = Live::dsipc(&["monitor", "--listen", s(&port), "--timeout", "600"]);
     drop(connect(&port)); // the monitor listens
     let peers: Vec<UnixStream> = (0..silent).map(|_| connect(&port)).collect();
     let mut took = Vec::with_capacity(ROUNDS);
@@ -98,7 +75,7 @@ fn scenario(silent: usize) {
         let t = Instant::now();
         let mut s = connect(&port);
         s.write_all(&out[..n]).unwrap();
-        let line = lines.recv_timeout(WAIT).expect("the Advertise line");
+        let line = mon.line(WAIT);
         took.push(t.elapsed());
         assert!(
             line.starts_with(&format!("pid={} ", adv.process_id)),
@@ -110,9 +87,8 @@ fn scenario(silent: usize) {
     }
     took.sort();
     let t = Instant::now();
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    mon.signal(libc::SIGINT);
+    let status = mon.child.wait().unwrap();
     let exit = t.elapsed();
     println!(
         "monitor, {:>3} silent peers: Advertise printed after median {:.2} ms, p90 {:.2} ms, \

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -55,15 +55,41 @@ fn wait_bounded(mut child: Child, limit: Duration) -> Output {
     }
 }
 
-fn dsipc(args: &[&str]) -> (i32, String, String) {
-    let child = Command::new(dsipc_exe())
+/// `dsipc.exe ARGS`, stdin null, stdout and stderr piped.
+fn spawn(args: &[&str]) -> Child {
+    Command::new(dsipc_exe())
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn dsipc.exe");
-    let out = wait_bounded(child, Duration::from_secs(60));
+        .expect("spawn dsipc.exe")
+}
+
+/// The lines `read` yields, on a channel, each also logged with `tag`.
+fn lines<R: Read + Send + 'static>(read: R, tag: &'static str) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(read).lines().map_while(Result::ok) {
+            eprintln!("{}: {}", tag, line);
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// `dsipc.exe monitor ARGS`: the child, its stdout lines and its stderr lines.
+fn monitor(args: &[&str]) -> (Child, Receiver<String>, Receiver<String>) {
+    let mut child = spawn(&[&["monitor"], args].concat());
+    let out = lines(child.stdout.take().unwrap(), "monitor stdout");
+    let err = lines(child.stderr.take().unwrap(), "monitor stderr");
+    (child, out, err)
+}
+
+fn dsipc(args: &[&str]) -> (i32, String, String) {
+    let out = wait_bounded(spawn(args), Duration::from_secs(60));
     let r = (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -125,22 +151,7 @@ fn ps_lists_and_info_reads_a_runtime_named_after_a_real_process() {
 #[test]
 fn monitor_resumes_a_runtime_that_connects_to_its_pipe() {
     let name = unique_pipe_name("cli-monitor");
-    let mut child = Command::new(dsipc_exe())
-        .args(["monitor", "--listen", name.as_str(), "--resume", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dsipc.exe monitor");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut child, rx, _err) = monitor(&["--listen", name.as_str(), "--resume", "--json"]);
     // The fake retries until the monitor's pipe exists.
     let fake = reverse(std::path::Path::new(&pipe_path(&name)), fake_config());
     let first = rx.recv_timeout(Duration::from_secs(30));
@@ -148,7 +159,6 @@ fn monitor_resumes_a_runtime_that_connects_to_its_pipe() {
     let _ = child.kill();
     let _ = child.wait();
     let first = first.expect("a line for the first Advertise");
-    eprintln!("{}", first);
     assert!(first.contains("\"pid\":4242,"), "{}", first);
     assert!(first.contains("\"resumed\":true"), "{}", first);
     assert!(fake.is_resumed());
@@ -168,38 +178,15 @@ fn monitor_serves_a_runtime_behind_silent_peers() {
 
     let name = unique_pipe_name("cli-monitor-silent");
     let path = pipe_path(&name);
-    let mut child = Command::new(dsipc_exe())
-        .args([
-            "monitor",
-            "--listen",
-            name.as_str(),
-            "--resume",
-            "--json",
-            "--timeout",
-            "600",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dsipc.exe monitor");
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let (etx, erx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("monitor: {}", line);
-            let _ = etx.send(line);
-        }
-    });
+    let args = [
+        "--listen",
+        name.as_str(),
+        "--resume",
+        "--json",
+        "--timeout",
+        "600",
+    ];
+    let (mut child, rx, erx) = monitor(&args);
     // The pipe exists once the monitor says it listens.
     loop {
         let l = erx
