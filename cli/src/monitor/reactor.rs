@@ -11,15 +11,17 @@
 //!   on EMFILE/ENFILE the cap is lowered to what the descriptor limit allows, so that later
 //!   connections shed an old one instead of failing.
 
-use std::collections::HashMap;
-
 use dsipc::payload::ResumeRuntime;
 use dsipc::wire::Guid;
 use dsipc::{ClientEvent, Command, Reply};
 use dsipc_mio::{CloseReason, ConnId, Control, Event, Reactor};
 
-use super::{announce, emit, Action, Book, Options, Seen, TICK};
+use super::{announce, Action, Options, Seen, TICK};
 use crate::{term, CliError, CliResult};
+
+#[path = "conns.rs"]
+mod conns;
+use conns::{Conns, Holds};
 
 /// Where a connection is.
 enum Phase {
@@ -39,59 +41,44 @@ struct Peer {
     phase: Phase,
 }
 
+impl Holds for Peer {
+    fn held_cookie(&self) -> Option<Guid> {
+        match self.phase {
+            Phase::Held(cookie) => Some(cookie),
+            _ => None,
+        }
+    }
+}
+
 struct Monitor<'a> {
     opts: &'a Options,
-    book: Book,
-    peers: HashMap<ConnId, Peer>,
-    /// The held connection of each runtime.
-    held: HashMap<Guid, ConnId>,
-    next_age: u64,
+    conns: Conns<ConnId, Peer>,
     /// The cap in force: `--max-connections`, lowered when descriptors ran out.
     limit: usize,
-    /// The cap was reached (reported once).
-    cap_reported: bool,
     /// Accepting is failing (reported once per run of failures).
     accept_failing: bool,
-    stdout_gone: bool,
 }
 
 impl<'a> Monitor<'a> {
     fn new(opts: &'a Options) -> Monitor<'a> {
         Monitor {
             opts,
-            book: Book::new(opts.resume),
-            peers: HashMap::new(),
-            held: HashMap::new(),
-            next_age: 0,
+            conns: Conns::new(opts.resume),
             limit: opts.max_connections,
-            cap_reported: false,
             accept_failing: false,
-            stdout_gone: false,
         }
     }
 
     fn print(&mut self, line: &Seen) {
-        if !emit(line, self.opts.as_json) {
-            self.stdout_gone = true;
-        }
-    }
-
-    /// Forgets `conn` (and its held slot).
-    fn forget(&mut self, conn: ConnId) -> Option<Peer> {
-        let peer = self.peers.remove(&conn)?;
-        if let Phase::Held(cookie) = peer.phase {
-            if self.held.get(&cookie) == Some(&conn) {
-                self.held.remove(&cookie);
-            }
-        }
-        Some(peer)
+        self.conns.print(line, self.opts.as_json);
     }
 
     /// Closes the oldest connection that never advertised, else the oldest held one.
     /// False when every connection is busy (a resume in flight).
     fn shed_oldest_idle(&mut self, ctl: &mut Control) -> bool {
         let oldest = |want_pending: bool| {
-            self.peers
+            self.conns
+                .open
                 .iter()
                 .filter(|(_, p)| match p.phase {
                     Phase::Pending => want_pending,
@@ -103,7 +90,7 @@ impl<'a> Monitor<'a> {
         };
         match oldest(true).or_else(|| oldest(false)) {
             Some(victim) => {
-                self.forget(victim);
+                self.conns.forget(victim);
                 ctl.close(victim);
                 true
             }
@@ -116,23 +103,12 @@ impl<'a> Monitor<'a> {
             Event::Accepted { conn, .. } => {
                 self.accept_failing = false;
                 let _ = ctl.set_timeout(conn, Some(self.opts.timeout));
-                self.peers.insert(
-                    conn,
-                    Peer {
-                        age: self.next_age,
-                        phase: Phase::Pending,
-                    },
-                );
-                self.next_age += 1;
-                while self.peers.len() > self.limit {
-                    if !self.cap_reported {
-                        self.cap_reported = true;
-                        eprintln!(
-                            "dsipc: holding {} connections (the cap); closing the oldest idle \
-                             one for each new one",
-                            self.limit
-                        );
-                    }
+                let age = self.conns.number();
+                let phase = Phase::Pending;
+                self.conns.open.insert(conn, Peer { age, phase });
+                while self.conns.open.len() > self.limit {
+                    self.conns
+                        .cap_reached(self.limit, "closing the oldest idle one");
                     if !self.shed_oldest_idle(ctl) {
                         break;
                     }
@@ -141,14 +117,14 @@ impl<'a> Monitor<'a> {
             Event::Advertise {
                 conn, advertise, ..
             } => {
-                if !self.peers.contains_key(&conn) {
+                if !self.conns.open.contains_key(&conn) {
                     return;
                 }
                 let cookie = advertise.runtime_cookie;
-                let (mut line, action) = self.book.advertised(advertise.process_id, cookie);
+                let (mut line, action) = self.conns.book.advertised(advertise.process_id, cookie);
                 // A newer connection replaces the runtime's previous one.
-                if let Some(old) = self.held.remove(&cookie) {
-                    self.forget(old);
+                if let Some(old) = self.conns.unhold(&cookie) {
+                    self.conns.forget(old);
                     ctl.close(old);
                 }
                 let phase = match action {
@@ -158,7 +134,7 @@ impl<'a> Monitor<'a> {
                             Phase::Resuming(line)
                         }
                         Err(e) => {
-                            self.book.resume_done(&mut line, Err(e.to_string()));
+                            self.conns.book.resume_done(&mut line, Err(e.to_string()));
                             ctl.close(conn);
                             self.print(&line);
                             Phase::Done
@@ -166,17 +142,17 @@ impl<'a> Monitor<'a> {
                     },
                     Action::Hold => {
                         let _ = ctl.set_timeout(conn, None);
-                        self.held.insert(cookie, conn);
+                        self.conns.hold(cookie, conn);
                         self.print(&line);
                         Phase::Held(cookie)
                     }
                 };
-                if let Some(p) = self.peers.get_mut(&conn) {
+                if let Some(p) = self.conns.open.get_mut(&conn) {
                     p.phase = phase;
                 }
             }
             Event::Client { conn, event } => {
-                let line = match self.peers.get_mut(&conn) {
+                let line = match self.conns.open.get_mut(&conn) {
                     Some(p) => match std::mem::replace(&mut p.phase, Phase::Done) {
                         Phase::Resuming(line) => line,
                         other => {
@@ -205,7 +181,7 @@ impl<'a> Monitor<'a> {
                 self.resume_finished(line, outcome);
             }
             Event::Closed { conn, reason } => {
-                let peer = match self.forget(conn) {
+                let peer = match self.conns.forget(conn) {
                     Some(p) => p,
                     None => return,
                 };
@@ -245,7 +221,9 @@ impl<'a> Monitor<'a> {
                 if out_of_descriptors {
                     // What the descriptor limit allows: one fewer than now, so that the
                     // next accept has a descriptor and sheds an old connection.
-                    self.limit = self.limit.min(self.peers.len().saturating_sub(1).max(1));
+                    self.limit = self
+                        .limit
+                        .min(self.conns.open.len().saturating_sub(1).max(1));
                 }
                 if !self.accept_failing {
                     self.accept_failing = true;
@@ -262,7 +240,7 @@ impl<'a> Monitor<'a> {
     }
 
     fn resume_finished(&mut self, mut line: Seen, outcome: Result<(), String>) {
-        self.book.resume_done(&mut line, outcome);
+        self.conns.book.resume_done(&mut line, outcome);
         self.print(&line);
     }
 }
@@ -279,7 +257,7 @@ pub(super) fn run(opts: &Options) -> CliResult {
     let mut monitor = Monitor::new(opts);
     let result = loop {
         // A signal interrupts the wait; TICK bounds the race with the flag.
-        if term::interrupted() || monitor.stdout_gone {
+        if term::interrupted() || monitor.conns.stdout_gone {
             break Ok(());
         }
         let mut handler = |ctl: &mut Control, event: Event<'_>| monitor.on_event(ctl, event);

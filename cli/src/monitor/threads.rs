@@ -7,7 +7,6 @@
 //! go (it reconnects); when none is held, the new connection is refused (a connection that
 //! has not advertised yet cannot be taken from its thread: its deadline bounds it).
 
-use std::collections::HashMap;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
@@ -16,8 +15,12 @@ use std::time::Duration;
 use dsipc::wire::Guid;
 use dsipc_std::reverse::{PendingConnection, ReverseListener};
 
-use super::{announce, emit, Action, Book, Options, Seen, TICK};
+use super::{announce, Action, Options, TICK};
 use crate::{term, CliError, CliResult};
+
+#[path = "conns.rs"]
+mod conns;
+use conns::{Conns, Holds};
 
 /// How often a held connection is checked for a runtime that exited.
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
@@ -31,15 +34,17 @@ enum Phase {
     Held { cookie: Guid, _release: Sender<()> },
 }
 
-struct State {
-    book: Book,
-    /// Open connections by accept order.
-    conns: HashMap<u64, Phase>,
-    held: HashMap<Guid, u64>,
-    next_id: u64,
-    cap_reported: bool,
-    stdout_gone: bool,
+impl Holds for Phase {
+    fn held_cookie(&self) -> Option<Guid> {
+        match self {
+            Phase::Held { cookie, .. } => Some(*cookie),
+            Phase::Busy => None,
+        }
+    }
 }
+
+/// Connections by accept order.
+type State = Conns<u64, Phase>;
 
 struct Shared {
     timeout: Duration,
@@ -55,37 +60,15 @@ impl Shared {
     }
 }
 
-impl State {
-    fn print(&mut self, line: &Seen, as_json: bool) {
-        if !self.stdout_gone && !emit(line, as_json) {
-            self.stdout_gone = true;
-        }
-    }
-
-    /// Lets connection `id` go (its thread closes it).
-    fn release(&mut self, id: u64) {
-        if let Some(Phase::Held { cookie, .. }) = self.conns.remove(&id) {
-            if self.held.get(&cookie) == Some(&id) {
-                self.held.remove(&cookie);
-            }
-        }
-    }
-
-    fn release_oldest_held(&mut self) -> bool {
-        let oldest = self
-            .conns
-            .iter()
-            .filter(|(_, p)| matches!(p, Phase::Held { .. }))
-            .map(|(id, _)| *id)
-            .min();
-        match oldest {
-            Some(id) => {
-                self.release(id);
-                true
-            }
-            None => false,
-        }
-    }
+/// Lets the oldest held runtime go (its thread closes the connection); false if none is held.
+fn release_oldest_held(st: &mut State) -> bool {
+    let oldest = st
+        .open
+        .iter()
+        .filter(|(_, p)| matches!(p, Phase::Held { .. }))
+        .map(|(id, _)| *id)
+        .min();
+    oldest.and_then(|id| st.forget(id)).is_some()
 }
 
 fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
@@ -93,7 +76,7 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("dsipc: {}", e);
-            shared.lock().conns.remove(&id);
+            shared.lock().open.remove(&id);
             return;
         }
     };
@@ -110,8 +93,8 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
         }
         let decided = st.book.advertised(conn.pid(), cookie);
         // A newer connection replaces the runtime's previous one.
-        if let Some(old) = st.held.remove(&cookie) {
-            st.release(old);
+        if let Some(old) = st.unhold(&cookie) {
+            st.forget(old);
         }
         decided
     };
@@ -125,14 +108,14 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
             let mut st = shared.lock();
             st.book.resume_done(&mut line, outcome);
             st.print(&line, shared.as_json);
-            st.conns.remove(&id);
+            st.open.remove(&id);
             shared.resume_ended.notify_all();
         }
         Action::Hold => {
             let (tx, rx) = mpsc::channel();
             {
                 let mut st = shared.lock();
-                match st.conns.get_mut(&id) {
+                match st.open.get_mut(&id) {
                     Some(p) => {
                         *p = Phase::Held {
                             cookie,
@@ -141,7 +124,7 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
                     }
                     None => return,
                 }
-                st.held.insert(cookie, id);
+                st.hold(cookie, id);
                 st.print(&line, shared.as_json);
             }
             loop {
@@ -150,7 +133,7 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
                     _ => break,
                 }
             }
-            shared.lock().release(id);
+            shared.lock().forget(id);
             drop(conn);
         }
     }
@@ -160,23 +143,15 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
 fn admit(shared: &Arc<Shared>, pending: PendingConnection, max: usize) {
     let id = {
         let mut st = shared.lock();
-        if st.conns.len() >= max {
-            if !st.cap_reported {
-                st.cap_reported = true;
-                eprintln!(
-                    "dsipc: holding {} connections (the cap); letting the oldest held runtime \
-                     go for each new one",
-                    max
-                );
-            }
-            if !st.release_oldest_held() {
+        if st.open.len() >= max {
+            st.cap_reached(max, "letting the oldest held runtime go");
+            if !release_oldest_held(&mut st) {
                 // Every connection is busy within its deadline: refuse this one.
                 return;
             }
         }
-        let id = st.next_id;
-        st.next_id += 1;
-        st.conns.insert(id, Phase::Busy);
+        let id = st.number();
+        st.open.insert(id, Phase::Busy);
         id
     };
     let for_thread = shared.clone();
@@ -185,7 +160,7 @@ fn admit(shared: &Arc<Shared>, pending: PendingConnection, max: usize) {
         .spawn(move || serve(for_thread, id, pending));
     if let Err(e) = spawned {
         eprintln!("dsipc: cannot start a thread for a connection: {}", e);
-        shared.lock().conns.remove(&id);
+        shared.lock().open.remove(&id);
     }
 }
 
@@ -197,14 +172,7 @@ pub(super) fn run(opts: &Options) -> CliResult {
     let shared = Arc::new(Shared {
         timeout: opts.timeout,
         as_json: opts.as_json,
-        state: Mutex::new(State {
-            book: Book::new(opts.resume),
-            conns: HashMap::new(),
-            held: HashMap::new(),
-            next_id: 0,
-            cap_reported: false,
-            stdout_gone: false,
-        }),
+        state: Mutex::new(State::new(opts.resume)),
         resume_ended: Condvar::new(),
     });
     let mut failing = false;
@@ -228,7 +196,7 @@ pub(super) fn run(opts: &Options) -> CliResult {
         }
     }
     // Held connections: their threads close them.
-    shared.lock().conns.clear();
+    shared.lock().open.clear();
     drop(listener);
     if term::interrupted() {
         eprintln!("dsipc: interrupted; closed {}", opts.address.display());
