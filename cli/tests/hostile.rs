@@ -21,8 +21,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    bin, dsipc, dsipc_in, fake, me, names_in, run_program, s, trace_in, vm_hwm_kib, wait_bounded,
-    Live, LIMIT,
+    bin, dsipc, dsipc_in, fake, me, names_in, os, run_program, s, trace_in, vm_hwm_kib,
+    wait_bounded, Live, LIMIT,
 };
 use dsipc::wire::{Hresult, Text};
 use dsipc::Command as Cmd;
@@ -75,8 +75,7 @@ fn trace_refused_leaves_an_existing_file_a_symlink_and_a_fifo_alone() {
     let f = files.path().join("f");
     fs::write(&f, b"keep").unwrap();
     let r = trace_in(dir.path(), &f, &[]);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("0x80004005"), "{}", r.stderr);
+    r.assert_exit(1, &["0x80004005"]);
     assert_eq!(fs::read(&f).unwrap(), b"keep");
     // A symlink to a file: the link stays, its target is not emptied.
     let target = files.path().join("target");
@@ -124,8 +123,7 @@ fn trace_against_a_stale_or_silent_socket_leaves_the_file_alone() {
     stale_socket(stale.path(), u64::from(pid), start_key(pid)).unwrap();
     for out in [&f, &new] {
         let r = trace_in(stale.path(), out, &[]);
-        assert_eq!(r.code, Some(1), "{}", r.stderr);
-        assert!(r.stderr.contains("cannot connect"), "{}", r.stderr);
+        r.assert_exit(1, &["cannot connect"]);
     }
     assert_eq!(fs::read(&f).unwrap(), b"keep");
     assert!(!new.exists());
@@ -133,8 +131,7 @@ fn trace_against_a_stale_or_silent_socket_leaves_the_file_alone() {
     let dir = TempDir::new("dsipc-h1si").unwrap();
     let _rt = fake(&dir, hanging(Cmd::CollectTracing2));
     let r = trace_in(dir.path(), &f, &["--timeout", "0.5"]);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("timed out"), "{}", r.stderr);
+    r.assert_exit(1, &["timed out"]);
     assert_eq!(fs::read(&f).unwrap(), b"keep");
     assert_eq!(names_in(files.path()), vec!["f".to_string()]);
 }
@@ -173,9 +170,8 @@ fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
     let files = TempDir::new("dsipc-h2f").unwrap();
     let out = files.path().join("t.nettrace");
     let r = trace_in(dir.path(), &out, &[]);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("truncated"), "{}", r.stderr);
-    assert!(!r.stdout.clone().contains("wrote"), "{}", r.stdout.clone());
+    r.assert_exit(1, &["truncated"]);
+    assert!(!r.stdout.contains("wrote"), "{}", r.stdout);
     assert_eq!(kept_bytes(&r.stderr), 300_000);
     assert_pattern_file(&out, 300_000);
     // The same stream ending with the marker (a runtime that exited cleanly) is complete.
@@ -186,11 +182,7 @@ fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
     );
     let r = trace_in(dir2.path(), &out, &[]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(
-        r.stdout.clone().contains("wrote 300002 bytes"),
-        "{}",
-        r.stdout.clone()
-    );
+    assert!(r.stdout.contains("wrote 300002 bytes"), "{}", r.stdout);
 }
 
 // ---- 9.3 and 9.16: Ctrl-C synchronised on dsipc's lines; a second one keeps the data ----
@@ -230,8 +222,7 @@ fn second_ctrl_c_flushes_what_was_received_says_so_and_exits() {
     let got = rt.wait_received(2, LIMIT);
     assert_eq!(got[1].command, Some(Cmd::StopTracing));
     let r = t.interrupt(LIMIT);
-    assert_eq!(r.code, Some(130), "{}", r.stderr);
-    assert!(r.stderr.contains("interrupted again"), "{}", r.stderr);
+    r.assert_exit(130, &["interrupted again"]);
     // Every byte received is in the file (up to 256 KiB were buffered), nothing else.
     let n = kept_bytes(&r.stderr);
     eprintln!("kept {} bytes", n);
@@ -251,8 +242,7 @@ fn second_ctrl_c_before_the_runtime_answers_leaves_nothing_behind() {
     t.signal(libc::SIGINT);
     t.stderr_line("has not answered yet", LIMIT);
     let r = t.interrupt(LIMIT);
-    assert_eq!(r.code, Some(130), "{}", r.stderr);
-    assert!(r.stderr.contains("nothing was written"), "{}", r.stderr);
+    r.assert_exit(130, &["nothing was written"]);
     assert!(
         names_in(files.path()).is_empty(),
         "{:?}",
@@ -334,13 +324,9 @@ fn env_refuses_a_runtime_announcing_gigabytes_with_the_typed_error() {
         ),
     );
     let r = dsipc_in(dir.path(), &["env", &me()]);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(
-        r.stderr.contains(
-            "announced an environment of 4294967295 bytes, more than the limit of 16777216"
-        ),
-        "{}",
-        r.stderr
+    r.assert_exit(
+        1,
+        &["announced an environment of 4294967295 bytes, more than the limit of 16777216"],
     );
     // 64 MiB: below what the old code would take, above the default bound.
     let dir2 = TempDir::new("dsipc-h6b").unwrap();
@@ -352,12 +338,10 @@ fn env_refuses_a_runtime_announcing_gigabytes_with_the_typed_error() {
         ),
     );
     let r = dsipc_in(dir2.path(), &["env", &me()]);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("limit of 16777216"), "{}", r.stderr);
+    r.assert_exit(1, &["limit of 16777216"]);
     // The bound is configurable.
     let r = dsipc_in(dir.path(), &["env", &me(), "--max-bytes", "100"]);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("limit of 100 bytes"), "{}", r.stderr);
+    r.assert_exit(1, &["limit of 100 bytes"]);
 }
 
 #[test]
@@ -470,7 +454,7 @@ fn ps_probes_silent_sockets_in_parallel_under_one_deadline() {
         .collect();
     let r = dsipc_in(dir.path(), &["ps", "--timeout", "0.5"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let out = r.stdout.clone();
+    let out = r.stdout;
     for c in &sleepers.0 {
         let pid = c.id().to_string();
         assert!(
@@ -536,7 +520,7 @@ fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
     }
     let r = dsipc_in(dir.path(), &["ps"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let out = r.stdout.clone();
+    let out = r.stdout;
     let listed = |pid: u32| {
         out.lines()
             .any(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
@@ -546,11 +530,7 @@ fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
     assert!(!out.contains("planted"), "{}", out);
     let r = dsipc_in(dir.path(), &["info", &victim.to_string()]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(
-        !r.stdout.clone().contains("planted"),
-        "{}",
-        r.stdout.clone()
-    );
+    assert!(!r.stdout.contains("planted"), "{}", r.stdout);
 }
 
 // ---- 9.8: --timeout is the whole command's budget ----
@@ -583,8 +563,7 @@ fn info_and_dump_timeout_bounds_all_fallbacks_together() {
         dir.path(),
         &["dump", &me(), "-o", "/tmp/never.dmp", "--timeout", "1"],
     );
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("timed out after 1.0 s"), "{}", r.stderr);
+    r.assert_exit(1, &["timed out after 1.0 s"]);
     assert!(rt.received().len() <= 2, "{:?}", rt.received());
 }
 
@@ -600,72 +579,29 @@ fn non_utf8_arguments_never_panic() {
     let bad = OsString::from_vec(b"/tmp/\xff".to_vec());
     let ff = OsString::from_vec(b"\xff".to_vec());
     let tmp = OsString::from(dir.path());
-    let cases: Vec<(Vec<OsString>, i32)> = vec![
-        (vec!["ps".into(), "--tmpdir".into(), bad.clone()], 1),
-        (
-            vec!["info".into(), me().into(), "--tmpdir".into(), bad.clone()],
-            1,
-        ),
-        (vec!["info".into(), ff.clone()], 2),
-        (vec![ff.clone()], 2),
-        (vec!["--timeout".into(), ff.clone(), "ps".into()], 2),
-        (
-            vec![
-                "setenv".into(),
-                me().into(),
-                ff.clone(),
-                "v".into(),
-                "--tmpdir".into(),
-                tmp.clone(),
-            ],
-            2,
-        ),
-        (
-            vec![
-                "setenv".into(),
-                me().into(),
-                "N".into(),
-                ff.clone(),
-                "--tmpdir".into(),
-                tmp.clone(),
-            ],
-            2,
-        ),
-        (
-            vec![
-                "dump".into(),
-                me().into(),
-                "-o".into(),
-                bad.clone(),
-                "--tmpdir".into(),
-                tmp.clone(),
-            ],
-            2,
-        ),
-        (
-            vec![
-                "startup-hook".into(),
-                me().into(),
-                bad.clone(),
-                "--tmpdir".into(),
-                tmp.clone(),
-            ],
-            2,
-        ),
-        (vec!["monitor".into(), "--listen".into(), bad.clone()], 2),
-        (
-            vec![
-                "trace".into(),
-                me().into(),
-                "--providers".into(),
-                ff.clone(),
-                "-o".into(),
-                "x".into(),
-            ],
-            2,
-        ),
+    // <bad>: a non-UTF-8 path, <ff>: a non-UTF-8 value, <tmp>: the fake's directory.
+    let arg = |a: &&str| match *a {
+        "<bad>" => bad.clone(),
+        "<ff>" => ff.clone(),
+        "<tmp>" => tmp.clone(),
+        "<pid>" => me().into(),
+        a => a.into(),
+    };
+    let cases: [(&[&str], i32); 11] = [
+        (&["ps", "--tmpdir", "<bad>"], 1),
+        (&["info", "<pid>", "--tmpdir", "<bad>"], 1),
+        (&["info", "<ff>"], 2),
+        (&["<ff>"], 2),
+        (&["--timeout", "<ff>", "ps"], 2),
+        (&["setenv", "<pid>", "<ff>", "v", "--tmpdir", "<tmp>"], 2),
+        (&["setenv", "<pid>", "N", "<ff>", "--tmpdir", "<tmp>"], 2),
+        (&["dump", "<pid>", "-o", "<bad>", "--tmpdir", "<tmp>"], 2),
+        (&["startup-hook", "<pid>", "<bad>", "--tmpdir", "<tmp>"], 2),
+        (&["monitor", "--listen", "<bad>"], 2),
+        (&["trace", "<pid>", "--providers", "<ff>", "-o", "x"], 2),
     ];
     for (args, code) in cases {
+        let args: Vec<OsString> = args.iter().map(arg).collect();
         let r = run_program(&bin(), &args, None, LIMIT);
         r.assert_no_panic();
         assert_eq!(r.code, Some(code), "{:?}: {}", args, r.stderr);
@@ -673,19 +609,9 @@ fn non_utf8_arguments_never_panic() {
     // A trace file with a non-UTF-8 name is just a file name.
     let files = TempDir::new("dsipc-h9f").unwrap();
     let out = files.path().join(OsStr::from_bytes(b"t\xff.nettrace"));
-    let r = run_program(
-        &bin(),
-        &[
-            "trace".into(),
-            me().into(),
-            "-o".into(),
-            out.clone().into_os_string(),
-            "--tmpdir".into(),
-            tmp,
-        ],
-        None,
-        LIMIT,
-    );
+    let mut args: Vec<OsString> = ["trace", "<pid>", "-o"].iter().map(arg).collect();
+    args.extend([out.clone().into_os_string(), "--tmpdir".into(), tmp.clone()]);
+    let r = run_program(&bin(), &args, None, LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(fs::read(&out).unwrap().len(), 12);
 }
@@ -722,37 +648,18 @@ fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
     let files = TempDir::new("dsipc-h10f").unwrap();
     let trace_out = files.path().join("t.nettrace");
     let t = s(dir.path());
-    let commands: Vec<Vec<String>> = vec![
-        vec!["--help".into()],
-        vec!["info".into(), me(), "--tmpdir".into(), t.into()],
-        vec![
-            "info".into(),
-            me(),
-            "--json".into(),
-            "--tmpdir".into(),
-            t.into(),
-        ],
-        vec!["env".into(), me(), "--tmpdir".into(), t.into()],
-        vec!["ps".into(), "--tmpdir".into(), t.into()],
-        vec![
-            "dump".into(),
-            me(),
-            "-o".into(),
-            "/tmp/x.dmp".into(),
-            "--tmpdir".into(),
-            t.into(),
-        ],
-        vec![
-            "trace".into(),
-            me(),
-            "-o".into(),
-            s(&trace_out).into(),
-            "--tmpdir".into(),
-            t.into(),
-        ],
+    let pid = me();
+    let commands: [&[&str]; 7] = [
+        &["--help"],
+        &["info", &pid, "--tmpdir", t],
+        &["info", &pid, "--json", "--tmpdir", t],
+        &["env", &pid, "--tmpdir", t],
+        &["ps", "--tmpdir", t],
+        &["dump", &pid, "-o", "/tmp/x.dmp", "--tmpdir", t],
+        &["trace", &pid, "-o", s(&trace_out), "--tmpdir", t],
     ];
     for c in &commands {
-        let args: Vec<OsString> = c.iter().map(OsString::from).collect();
+        let args = os(c);
         let r = run_program(&bin(), &args, Some(dev_full()), LIMIT);
         r.assert_no_panic();
         assert_eq!(r.code, Some(1), "{:?}: {}", c, r.stderr);
@@ -802,11 +709,11 @@ fn env_info_and_ps_escape_control_characters() {
             .filter(|&b| (b < 0x20 && b != b'\n') || b == 0x7f)
             .collect();
         assert!(bad.is_empty(), "{:?}: raw control bytes {:?}", args, bad);
-        let out = r.stdout.clone();
+        let out = r.stdout;
         assert!(!out.lines().any(|l| l.starts_with("FAKE")), "{}", out);
     }
     let r = dsipc(&["env", &me(), "--tmpdir", d]);
-    let out = r.stdout.clone();
+    let out = r.stdout;
     assert!(out.lines().any(|l| l == "EVIL=a\\nFAKE=1"), "{}", out);
     assert!(out.lines().any(|l| l == "ESC=\\x1b[2J\\rX"), "{}", out);
     assert!(out.lines().any(|l| l == "OK=plain"), "{}", out);
@@ -814,9 +721,9 @@ fn env_info_and_ps_escape_control_characters() {
     // JSON escapes them its own way.
     let r = dsipc(&["info", &me(), "--json", "--tmpdir", d]);
     assert!(
-        r.stdout.clone().contains("\\u001b]0;pwned\\u0007app\\r\\n"),
+        r.stdout.contains("\\u001b]0;pwned\\u0007app\\r\\n"),
         "{}",
-        r.stdout.clone()
+        r.stdout
     );
 }
 
@@ -828,31 +735,25 @@ fn empty_paths_are_usage_errors_and_nothing_is_sent() {
     let rt = fake(&dir, Config::new());
     let t = s(dir.path());
     let pid = me();
+    let clsid = "12345678-1234-5678-9abc-def012345678";
     for args in [
-        vec!["dump", &pid, "-o", "", "--tmpdir", t],
-        vec!["startup-hook", &pid, "", "--tmpdir", t],
-        vec![
+        &["dump", &pid, "-o", "", "--tmpdir", t][..],
+        &["startup-hook", &pid, "", "--tmpdir", t],
+        &[
             "attach-profiler",
             &pid,
             "--clsid",
-            "12345678-1234-5678-9abc-def012345678",
+            clsid,
             "--path",
             "",
             "--tmpdir",
             t,
         ],
-        vec!["trace", &pid, "-o", "", "--tmpdir", t],
-        vec!["info", &pid, "--tmpdir", ""],
-        vec!["ps", "--tmpdir", ""],
+        &["trace", &pid, "-o", "", "--tmpdir", t],
+        &["info", &pid, "--tmpdir", ""],
+        &["ps", "--tmpdir", ""],
     ] {
-        let r = dsipc(&args);
-        assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
-        assert!(
-            r.stderr.contains("must not be empty"),
-            "{:?}: {}",
-            args,
-            r.stderr
-        );
+        dsipc(args).assert_exit(2, &["must not be empty"]);
     }
     assert!(rt.received().is_empty(), "{:?}", rt.received());
 }
@@ -861,37 +762,18 @@ fn empty_paths_are_usage_errors_and_nothing_is_sent() {
 
 #[test]
 fn missing_or_unreadable_tmpdir_is_named_with_the_os_error() {
-    for args in [
-        vec![
-            "ps".to_string(),
-            "--tmpdir".into(),
-            "/nonexistent-dsipc-dir".into(),
-        ],
-        vec![
-            "info".to_string(),
-            me(),
-            "--tmpdir".into(),
-            "/nonexistent-dsipc-dir".into(),
-        ],
-    ] {
-        let args: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
-        let r = dsipc(&args);
-        assert_eq!(r.code, Some(1), "{:?}: {}", args, r.stderr);
-        assert!(r.stderr.contains("/nonexistent-dsipc-dir"), "{}", r.stderr);
-        assert!(
-            r.stderr.contains("No such file or directory"),
-            "{}",
-            r.stderr
-        );
-        assert!(r.stdout.clone().is_empty(), "{}", r.stdout.clone());
+    let pid = me();
+    for args in [&["ps"][..], &["info", &pid]] {
+        let r = dsipc_in(Path::new("/nonexistent-dsipc-dir"), args);
+        r.assert_exit(1, &["/nonexistent-dsipc-dir", "No such file or directory"]);
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
     }
     // Not a directory.
     let files = TempDir::new("dsipc-h13").unwrap();
     let f = files.path().join("file");
     fs::write(&f, b"").unwrap();
     let r = dsipc_in(&f, &["ps"]);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("Not a directory"), "{}", r.stderr);
+    r.assert_exit(1, &["Not a directory"]);
 }
 
 // ---- 9.14: clear usage errors ----
@@ -899,24 +781,15 @@ fn missing_or_unreadable_tmpdir_is_named_with_the_os_error() {
 #[test]
 fn unbalanced_quote_and_missing_values_are_clear_usage_errors() {
     let r = dsipc(&["trace", "1", "--providers", "A:::x=\"1,B", "-o", "/tmp/x"]);
-    assert_eq!(r.code, Some(2), "{}", r.stderr);
-    assert!(r.stderr.contains("unbalanced double quote"), "{}", r.stderr);
+    r.assert_exit(2, &["unbalanced double quote"]);
     for args in [
-        vec!["--timeout"],
-        vec!["--tmpdir"],
-        vec!["info", "1", "--timeout"],
+        &["--timeout"][..],
+        &["--tmpdir"],
+        &["info", "1", "--timeout"],
     ] {
-        let r = dsipc(&args);
-        assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
-        assert!(
-            r.stderr.contains("needs a value"),
-            "{:?}: {}",
-            args,
-            r.stderr
-        );
+        dsipc(args).assert_exit(2, &["needs a value"]);
     }
     // A flag before the command does not eat the command.
     let r = dsipc(&["--json", "info", "1", "--tmpdir", "/nonexistent-dsipc-dir"]);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("cannot read directory"), "{}", r.stderr);
+    r.assert_exit(1, &["cannot read directory"]);
 }

@@ -169,13 +169,7 @@ fn net8_killed_mid_trace_writes_the_profile_of_what_arrived() {
     t.stderr_line("stop with Ctrl-C", Duration::from_secs(60));
     host.kill();
     let r = t.wait(Duration::from_secs(120));
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("truncated"), "{}", r.stderr);
-    assert!(
-        r.stderr.contains("the profile covers what the trace holds"),
-        "{}",
-        r.stderr
-    );
+    r.assert_exit(1, &["truncated", "the profile covers what the trace holds"]);
     assert!(trace.is_file() && profile.is_file(), "{:?}", names_in(&dir));
     let converted = dir.join("converted.folded");
     // convert of a truncated file writes what it holds and fails.
@@ -251,12 +245,7 @@ fn refused_session_leaves_an_existing_profile_alone() {
     assert_eq!(names_in(files.path()), ["t.speedscope.json"]);
     let same = files.path().join("x.folded");
     let r = trace_in(sock.path(), &same, &["--format", "folded"]);
-    assert_eq!(r.code, Some(2), "{}", r.stderr);
-    assert!(
-        r.stderr.contains("would overwrite the trace"),
-        "{}",
-        r.stderr
-    );
+    r.assert_exit(2, &["would overwrite the trace"]);
     // A directory where the profile would go: refused before the session starts.
     let blocked = files.path().join("b.pb.gz");
     fs::create_dir(&blocked).unwrap();
@@ -265,8 +254,7 @@ fn refused_session_leaves_an_existing_profile_alone() {
         &files.path().join("b.nettrace"),
         &["--format", "pprof"],
     );
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("it is a directory"), "{}", r.stderr);
+    r.assert_exit(1, &["it is a directory"]);
     assert_eq!(names_in(files.path()), ["b.pb.gz", "t.speedscope.json"]);
     let r = dsipc(&["trace", &me(), "--format", "jsonl", "-o", s(&out)]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
@@ -303,8 +291,7 @@ fn progress_line_on_a_terminal_only() {
         r.stdout
     );
     let r = trace_in(sock.path(), &out, &["--duration", "1"]);
-    assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(r.stderr.contains("dsipc: received "), "{}", r.stderr);
+    r.assert_exit(0, &["dsipc: received "]);
     assert!(!r.stderr.contains(" MiB received"), "{}", r.stderr);
     assert!(!r.stderr.contains('\r') && !r.stderr.contains('\x1b'));
 }

@@ -17,6 +17,8 @@ pub const LIMIT: Duration = Duration::from_secs(60);
 
 /// What a run of a program gave.
 pub struct Run {
+    /// The command line, for messages.
+    pub what: String,
     /// Exit code (`None`: killed by a signal).
     pub code: Option<i32>,
     /// Standard output, lossily decoded.
@@ -36,6 +38,20 @@ impl Run {
     pub fn assert_no_panic(&self) {
         assert_ne!(self.code, Some(101), "panicked: {}", self.stderr);
         assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
+    }
+
+    /// Exit `code`, with each of `needles` in stderr.
+    pub fn assert_exit(&self, code: i32, needles: &[&str]) {
+        assert_eq!(self.code, Some(code), "{}: {}", self.what, self.stderr);
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "{}: {:?} not in {}",
+                self.what,
+                n,
+                self.stderr
+            );
+        }
     }
 
     /// Exit 2 with one "dsipc: ... (see dsipc --help)" line containing `needle`.
@@ -131,6 +147,7 @@ pub fn run_program(
     let (status, hwm_kib) = wait_bounded(&mut child, &what, limit);
     let stdout_bytes = out_t.map(|t| t.join().unwrap()).unwrap_or_default();
     let run = Run {
+        what: what.clone(),
         code: status.code(),
         stdout: String::from_utf8_lossy(&stdout_bytes).into_owned(),
         stdout_bytes,
@@ -286,6 +303,7 @@ pub fn regex_host(runtime: &str, lifetime_secs: u32) -> (dsipc_testkit::HostedRu
 pub struct Live {
     /// The child.
     pub child: Child,
+    what: String,
     started: Instant,
     out: Receiver<Vec<u8>>,
     err: Receiver<String>,
@@ -348,6 +366,7 @@ impl Live {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {:?}: {}", cmd, e));
+        let what = format!("{:?}", cmd);
         let out = forward(child.stdout.take().unwrap(), |v| v, false);
         let err = forward(
             child.stderr.take().unwrap(),
@@ -356,6 +375,7 @@ impl Live {
         );
         Live {
             child,
+            what,
             started: Instant::now(),
             out,
             err,
@@ -446,7 +466,7 @@ impl Live {
     /// Waits (bounded by `limit`: past it the test fails) for the exit; all of stdout and
     /// stderr.
     pub fn wait(&mut self, limit: Duration) -> Run {
-        let (status, hwm_kib) = wait_bounded(&mut self.child, "the live child", limit);
+        let (status, hwm_kib) = wait_bounded(&mut self.child, &self.what, limit);
         while let Ok(c) = self.out.recv_timeout(Duration::from_secs(5)) {
             self.stdout.extend_from_slice(&c);
         }
@@ -454,6 +474,7 @@ impl Live {
             self.stderr.push(l);
         }
         let run = Run {
+            what: self.what.clone(),
             code: status.code(),
             stdout: String::from_utf8_lossy(&self.stdout).into_owned(),
             stdout_bytes: std::mem::take(&mut self.stdout),
