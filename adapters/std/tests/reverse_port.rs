@@ -129,9 +129,8 @@ fn serve_one(mut stream: UnixStream) -> Option<Command> {
                 stream.write_all(&out[..n]).unwrap();
                 return Some(command);
             }
-            ServerStatus::Event(ServerEvent::Rejected(_)) => {
-                let n = machine.poll_transmit(&mut out).unwrap();
-                let _ = stream.write_all(&out[..n]);
+            ServerStatus::Event(ServerEvent::Rejected(r)) => {
+                let _ = stream.write_all(&r.reply());
                 return None;
             }
             ServerStatus::Event(other) => panic!("runtime side: {:?}", other),
