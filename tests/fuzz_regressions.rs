@@ -137,5 +137,9 @@ fn server_sends_a_pending_rejection_after_the_client_half_closes() {
     };
     assert_eq!(server.handle_eof(), None);
     assert!(server.should_close());
-    assert_eq!(r.reply().len(), 24, "the error reply is the runtime's 24 bytes");
+    assert_eq!(
+        r.reply().len(),
+        24,
+        "the error reply is the runtime's 24 bytes"
+    );
 }

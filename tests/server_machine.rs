@@ -211,7 +211,10 @@ fn rejections_match_real_runtimes() {
             assert!(server.should_close() && !server.wants_write() && !server.wants_read());
             let mut out = [0u8; 64];
             assert_eq!(server.poll_transmit(&mut out), Ok(0));
-            assert_eq!(server_events(&mut ServerConnection::new(), &req, |n| n).len(), 1);
+            assert_eq!(
+                server_events(&mut ServerConnection::new(), &req, |n| n).len(),
+                1
+            );
         }
     }
     let mut accepted = 0;
