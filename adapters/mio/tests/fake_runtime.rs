@@ -10,10 +10,12 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use dsipc::payload::*;
-use dsipc::wire::{Guid, Hresult, Seq, Text};
+use dsipc::wire::{Guid, Hresult, Seq};
 use dsipc::{ClientError, ClientEvent, Command, Request, UsageError};
 use dsipc_mio::{CloseReason, ConnId, Control, Error, Event, Reactor};
-use dsipc_testkit::{Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
+use dsipc_testkit::{
+    with_user_events_session, Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir,
+};
 use support::{run_until, Log, Peer};
 
 const T: Duration = Duration::from_secs(30);
@@ -432,22 +434,12 @@ fn client_error_paths() {
     assert!(t0.elapsed() >= Duration::from_millis(300));
 
     // user_events sessions need descriptor passing: refused before connecting.
-    let ue = [UserEventsProvider {
-        provider: providers[0],
-        filter: EventFilter::default(),
-        tracepoint_config: TracepointConfig {
-            default_tracepoint_name: Text::Str("T"),
-            tracepoints: Seq::EMPTY,
-        },
-    }];
-    let req = CollectTracing5::UserEvents(UserEventsSession {
-        rundown_keyword: 0,
-        providers: Seq::Slice(&ue),
+    let refused = with_user_events_session(|s| {
+        reactor
+            .control()
+            .connect(rt.socket_path().unwrap(), &CollectTracing5::UserEvents(s))
     });
-    assert!(matches!(
-        reactor.control().connect(rt.socket_path().unwrap(), &req),
-        Err(Error::FdPassingUnsupported)
-    ));
+    assert!(matches!(refused, Err(Error::FdPassingUnsupported)));
     let _ = (ClientError::Misuse(UsageError::NotSent), CloseReason::Done);
 }
 
