@@ -6,14 +6,15 @@
 //! user_events passes nothing, and a real .NET 8 runtime answers UNKNOWN_COMMAND without
 //! keeping the descriptor (needs `DSIPC_PYTHON`; fails without it).
 
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use dsipc::payload::{
-    CollectTracing2, CollectTracing5, CollectTracing6, Provider, Reply, TraceFormat,
-};
-use dsipc::wire::{Command, Hresult, Seq};
+use dsipc::payload::{CollectTracing5, CollectTracing6, Reply, Request};
+use dsipc::wire::{Command, Hresult};
 use dsipc::ClientEvent;
 use dsipc_mio::{ConnId, Control, Error, Event, Reactor};
 use dsipc_testkit::{
@@ -151,20 +152,23 @@ fn a_request_that_is_not_user_events_passes_nothing() {
     let rt = fake(&dir, Config::new());
     let mut reactor = Reactor::new().unwrap();
     let (mine, theirs) = UnixStream::pair().unwrap();
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)];
-    let streaming = CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: false,
-        providers: Seq::Slice(&providers),
-    };
-    match reactor
-        .control()
-        .connect_user_events(rt.socket_path().unwrap(), &streaming, &theirs)
-    {
-        Err(Error::NotUserEvents { command }) => assert_eq!(command, Command::CollectTracing2),
-        other => panic!("{:?}", other),
-    }
+    // Every sample request that is not a user_events session (streaming CollectTracing
+    // 1 to 6 among them) is refused before anything is sent.
+    let mut not_user_events = 0;
+    common::each_request(|req| {
+        if req.requires_fd_passing() {
+            return;
+        }
+        match reactor
+            .control()
+            .connect_user_events(rt.socket_path().unwrap(), &req, &theirs)
+        {
+            Err(Error::NotUserEvents { command }) => assert_eq!(command, req.command()),
+            other => panic!("{:?}: {:?}", req.command(), other),
+        }
+        not_user_events += 1;
+    });
+    assert!(not_user_events >= 20, "{}", not_user_events);
     // And plain connect still refuses user_events requests.
     let refused = with_user_events_session(|s| {
         reactor
