@@ -201,15 +201,20 @@ fn rejections_match_real_runtimes() {
             let req = capture(rt, &format!("{}.request.bin", case));
             let expected = capture(rt, &format!("{}.reply.bin", case));
             let mut server = ServerConnection::new();
-            let events = server_events(&mut server, &req, |n| n);
-            assert_eq!(events.len(), 1, "{} {}", rt, case);
-            assert!(events[0].contains(reason_kind), "{}", events[0]);
-            assert!(server.wants_write());
+            let rejection = match server.handle_input(&req).status {
+                ServerStatus::Event(ServerEvent::Rejected(r)) => r,
+                other => panic!("{} {}: {:?}", rt, case, other),
+            };
+            assert!(format!("{:?}", rejection).contains(reason_kind));
+            // The reply travels in the event; the machine holds nothing and closes.
+            assert_eq!(&rejection.reply()[..], &expected[..], "{} {}", rt, case);
+            assert!(server.should_close() && !server.wants_write() && !server.wants_read());
             let mut out = [0u8; 64];
-            let n = server.poll_transmit(&mut out).unwrap();
-            assert_eq!(&out[..n], &expected[..], "{} {}", rt, case);
-            assert!(server.should_close());
             assert_eq!(server.poll_transmit(&mut out), Ok(0));
+            assert_eq!(
+                server_events(&mut ServerConnection::new(), &req, |n| n).len(),
+                1
+            );
         }
     }
     let mut accepted = 0;
@@ -251,16 +256,28 @@ fn raw(command: Command, payload: &[u8]) -> Vec<u8> {
 
 fn rejection(bytes: &[u8], eof: bool) -> (Hresult, RejectReason) {
     let mut server = ServerConnection::new();
-    match server.handle_input(bytes).status {
-        ServerStatus::Event(ServerEvent::Rejected(r)) => return (r.hresult, r.reason),
+    let r = match server.handle_input(bytes).status {
+        ServerStatus::Event(ServerEvent::Rejected(r)) => r,
         ServerStatus::Event(other) => panic!("{:?}", other),
-        _ => {}
-    }
-    assert!(eof, "no rejection");
-    match server.handle_eof() {
-        Some(ServerEvent::Rejected(r)) => (r.hresult, r.reason),
-        other => panic!("{:?}", other),
-    }
+        _ => {
+            assert!(eof, "no rejection");
+            match server.handle_eof() {
+                Some(ServerEvent::Rejected(r)) => r,
+                other => panic!("{:?}", other),
+            }
+        }
+    };
+    // The event carries the whole error reply; the machine only waits to be closed.
+    let reply = r.reply();
+    let header = dsipc::wire::Header::parse(&reply).unwrap();
+    assert_eq!(header.command(), Command::ServerError);
+    assert_eq!(
+        ErrorReply::decode(Command::ProcessInfo, &reply[20..]),
+        Ok(ErrorReply::new(r.hresult))
+    );
+    assert!(server.should_close() && !server.wants_write());
+    assert_eq!(server.handle_eof(), None, "no second rejection");
+    (r.hresult, r.reason)
 }
 
 #[test]

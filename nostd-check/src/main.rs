@@ -309,10 +309,11 @@ fn serve(
         ServerStatus::Event(ServerEvent::Request { request, .. }) => {
             sent += respond(server, request, &mut tx[sent..])?;
         }
-        ServerStatus::Event(ServerEvent::Rejected(_)) => {
-            sent += server
-                .poll_transmit(&mut tx[sent..])
-                .map_err(|_| "rejection")?;
+        ServerStatus::Event(ServerEvent::Rejected(r)) => {
+            let reply = r.reply();
+            let dst = tx.get_mut(sent..sent + reply.len()).ok_or("rejection")?;
+            dst.copy_from_slice(&reply);
+            sent += reply.len();
         }
         _ => return Err("server event"),
     }

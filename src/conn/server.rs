@@ -8,6 +8,11 @@
 //! holds values the runtime rejects) is BAD_ENCODING. `reserved` is ignored and bytes after
 //! the parsed fields are tolerated. Every rejection is answered with a 24-byte error reply,
 //! after which the connection closes.
+//!
+//! Output: the machine holds no reply bytes. An answer is written into the caller's buffer
+//! by [`ServerConnection::send_response`] (or its multi-part helpers); a rejection's error
+//! reply travels in its event ([`Rejection::reply`]); only the Advertise of a reverse
+//! connection, sent before anything is asked, waits in [`ServerConnection::poll_transmit`].
 
 use core::fmt;
 
@@ -68,6 +73,10 @@ pub enum RejectReason {
     },
 }
 
+/// Bytes of the error reply that answers a rejected request: the 20-byte header and the
+/// HRESULT.
+pub const ERROR_REPLY_LEN: usize = HEADER_LEN + 4;
+
 /// A request the server will not serve, and the HRESULT the error reply carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -76,6 +85,18 @@ pub struct Rejection {
     pub hresult: Hresult,
     /// Why.
     pub reason: RejectReason,
+}
+
+impl Rejection {
+    /// The error reply to send before closing (the runtime's 24 bytes carrying
+    /// [`hresult`](Self::hresult)).
+    #[must_use = "the error reply must be sent before the connection closes"]
+    pub fn reply(&self) -> [u8; ERROR_REPLY_LEN] {
+        let mut out = [0u8; ERROR_REPLY_LEN];
+        let n = Response::Error(ErrorReply::new(self.hresult)).encode(&mut out);
+        debug_assert_eq!(n, Ok(ERROR_REPLY_LEN));
+        out
+    }
 }
 
 /// What the client sent, decoded.
@@ -91,8 +112,8 @@ pub enum ServerEvent<'a> {
         /// The header's reserved field (ignored by the runtime).
         reserved: u16,
     },
-    /// A request the runtime would reject. The error reply is waiting in
-    /// [`ServerConnection::poll_transmit`]; send it, then close.
+    /// A request the runtime would reject. Send [`Rejection::reply`], then close (the
+    /// machine already [`should_close`](ServerConnection::should_close)).
     Rejected(Rejection),
     /// Bytes the client sent after its request (for example the one byte that carries a
     /// user_events file descriptor). The runtime does not read them.
@@ -181,8 +202,6 @@ enum State {
     AwaitRequest { pending: usize, needed: usize },
     /// Request handed out; waiting for `send_response`.
     Requested(Command),
-    /// Rejected; the error reply is pending in `poll_transmit`.
-    Rejecting(Hresult),
     /// OK sent to a command with a continuation; `left` = announced bytes still to send
     /// (`None` for an unbounded EventPipe stream).
     Streaming { left: Option<u32>, announced: u32 },
@@ -196,8 +215,8 @@ enum State {
 ///
 /// Order of calls: (in advertising mode, [`poll_transmit`](Self::poll_transmit) first),
 /// [`handle_input`](Self::handle_input) until [`ServerEvent::Request`] or
-/// [`ServerEvent::Rejected`]; then [`send_response`](Self::send_response) (or
-/// `poll_transmit` for a rejection); for EventPipe and ProcessEnvironment write the
+/// [`ServerEvent::Rejected`]; then [`send_response`](Self::send_response) (or, for a
+/// rejection, the event's [`Rejection::reply`]); for EventPipe and ProcessEnvironment write the
 /// continuation from your own buffers, declaring it with
 /// [`continuation_sent`](Self::continuation_sent); close when
 /// [`should_close`](Self::should_close) says so.
@@ -242,9 +261,9 @@ impl ServerConnection {
         }
     }
 
-    /// True while bytes are waiting in [`poll_transmit`](Self::poll_transmit).
+    /// True while the Advertise is waiting in [`poll_transmit`](Self::poll_transmit).
     pub fn wants_write(&self) -> bool {
-        self.advertise.is_some() || matches!(self.state, State::Rejecting(_))
+        self.advertise.is_some()
     }
 
     /// True while the machine expects input (a request, or the peer's close during a
@@ -270,20 +289,16 @@ impl ServerConnection {
         }
     }
 
-    /// Writes pending protocol output (the Advertise, or a rejection's error reply) into
-    /// `out`; returns 0 when nothing is pending. Nothing is lost if `out` is too small:
-    /// the error says how much is needed and the bytes stay pending.
+    /// Writes the pending Advertise (advertising mode) into `out`; returns 0 when nothing is
+    /// pending. Nothing is lost if `out` is too small: the error says how much is needed and
+    /// the bytes stay pending. (A rejection's reply is not pending here: it travels in its
+    /// event, [`Rejection::reply`].)
     #[must_use = "the returned bytes must be sent"]
     pub fn poll_transmit(&mut self, out: &mut [u8]) -> Result<usize, ServerError> {
         if let Some(adv) = self.advertise {
             let n = adv.emit(out)?;
             debug_assert_eq!(n, ADVERTISE_LEN);
             self.advertise = None;
-            return Ok(n);
-        }
-        if let State::Rejecting(hresult) = self.state {
-            let n = Response::Error(ErrorReply::new(hresult)).encode(out)?;
-            self.state = State::Closing;
             return Ok(n);
         }
         Ok(0)
@@ -296,7 +311,7 @@ impl ServerConnection {
         reason: RejectReason,
     ) -> ServerHandled<'a> {
         debug!("dsipc: rejecting request");
-        self.state = State::Rejecting(hresult);
+        self.state = State::Closing;
         ServerHandled {
             consumed,
             status: ServerStatus::Event(ServerEvent::Rejected(Rejection { hresult, reason })),
@@ -307,12 +322,7 @@ impl ServerConnection {
     pub fn handle_input<'a>(&mut self, input: &'a [u8]) -> ServerHandled<'a> {
         match self.state {
             State::AwaitRequest { .. } => self.handle_request(input),
-            State::Requested(_)
-            | State::Streaming { .. }
-            | State::Closing
-            | State::Rejecting(_)
-                if !input.is_empty() =>
-            {
+            State::Requested(_) | State::Streaming { .. } | State::Closing if !input.is_empty() => {
                 ServerHandled {
                     consumed: input.len(),
                     status: ServerStatus::Event(ServerEvent::ClientData(input)),
@@ -322,7 +332,7 @@ impl ServerConnection {
                 consumed: 0,
                 status: ServerStatus::Partial { needed: 1 },
             },
-            State::Closing | State::Rejecting(_) | State::Done => ServerHandled {
+            State::Closing | State::Done => ServerHandled {
                 consumed: 0,
                 status: ServerStatus::Done,
             },
@@ -408,6 +418,7 @@ impl ServerConnection {
     /// the runtime answers, although the client will not read it); after the request it is
     /// [`ServerEvent::PeerClosed`] (once), and the request can still be answered, since the
     /// client may only have half-closed; before any byte, `None`.
+    #[must_use = "a rejection's reply must be sent, and PeerClosed ends a stream"]
     pub fn handle_eof(&mut self) -> Option<ServerEvent<'static>> {
         match self.state {
             State::AwaitRequest { pending: 0, .. } => {
@@ -435,11 +446,6 @@ impl ServerConnection {
                 Some(ServerEvent::PeerClosed)
             }
             State::Requested(_) | State::Streaming { .. } => None,
-            // A pending error reply is still sent (the client may only have half-closed).
-            State::Rejecting(_) => {
-                self.peer_closed = true;
-                None
-            }
             State::Closing | State::Done => {
                 self.state = State::Done;
                 None

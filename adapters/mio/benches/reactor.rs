@@ -14,6 +14,9 @@
 //! - `runtimes20`: twenty real .NET 8 runtimes started suspended on one reverse port;
 //!   time for one mio thread to resume them all (needs DSIPC_PYTHON, else skipped).
 
+#[path = "../tests/support/fdlimit.rs"]
+mod fdlimit;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,6 +29,7 @@ use dsipc::payload::{
 use dsipc::wire::{Guid, Seq};
 use dsipc::{ClientEvent, Response};
 use dsipc_mio::{CloseReason, ConnId, Control, Event, Handler, Reactor};
+use fdlimit::raise_fd_limit;
 
 const SCENARIOS: &[&str] = &[
     "concurrent",
@@ -77,25 +81,6 @@ fn main() {
         if !status.success() {
             println!("{}: FAILED ({})", s, status);
         }
-    }
-}
-
-/// Raises the soft descriptor limit to at least `want`; returns the soft limit.
-fn raise_fd_limit(want: u64) -> u64 {
-    // SAFETY: getrlimit/setrlimit on a local struct.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        if lim.rlim_cur < want {
-            lim.rlim_cur = want.min(lim.rlim_max);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        lim.rlim_cur
     }
 }
 

@@ -70,15 +70,9 @@ impl Conn {
 
     /// Writes pending output until done or the socket is full.
     pub(crate) fn flush(&mut self, writes: &mut u64) -> io::Result<()> {
-        while self.tx_at < self.tx.len() {
-            *writes += 1;
-            match self.stream.write(&self.tx[self.tx_at..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.tx_at += n,
-                Err(e) if would_block(&e) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+        write_until_blocked(&mut self.stream, writes, &self.tx, &mut self.tx_at)?;
+        if self.tx_at < self.tx.len() {
+            return Ok(());
         }
         crate::fdpass::flush_fd(&self.stream, &mut self.fd_out)?;
         self.tx_at = 0;
@@ -138,6 +132,27 @@ pub(crate) struct ListenerSlot {
 /// Owned events produced outside of a read (closes, writability).
 pub(crate) enum Queued {
     Closed(ConnId, CloseReason),
+}
+
+/// Writes `buf[*at..]` until it is all out or the socket is full, advancing `at` and
+/// counting the writes.
+pub(crate) fn write_until_blocked(
+    stream: &mut UnixStream,
+    writes: &mut u64,
+    buf: &[u8],
+    at: &mut usize,
+) -> io::Result<()> {
+    while *at < buf.len() {
+        *writes += 1;
+        match stream.write(&buf[*at..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => *at += n,
+            Err(e) if would_block(&e) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The socket cannot take (or give) more now. A connect still in progress (not on Linux,

@@ -33,13 +33,8 @@ pub fn bind_private(path: &Path) -> Result<mio::net::UnixListener, ListenError> 
 pub(crate) fn bind_guarded(
     path: &Path,
 ) -> Result<(mio::net::UnixListener, SocketFile), ListenError> {
-    let (listener, file) = dsipc_sockfile::bind_private(path)?.into_parts();
-    listener
-        .set_nonblocking(true)
-        .map_err(|source| ListenError::Io {
-            op: "set non-blocking",
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let private = dsipc_sockfile::bind_private(path)?;
+    private.set_nonblocking()?;
+    let (listener, file) = private.into_parts();
     Ok((mio::net::UnixListener::from_std(listener), file))
 }

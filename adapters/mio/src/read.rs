@@ -7,7 +7,7 @@ use dsipc::conn::ServerEvent;
 use dsipc::recv::{BufferTooSmall, Poll, RecvBuffer, RecvError};
 use dsipc::ClientEvent;
 
-use crate::conn::{Conn, Machine};
+use crate::conn::Machine;
 use crate::reactor::{MAX_READ_BUFFER_LEN, READ_BUFFER_LEN};
 use crate::{CloseReason, Error};
 use crate::{ConnId, Control, Event, Handler};
@@ -59,7 +59,7 @@ pub(crate) fn read_conn<H: Handler + ?Sized>(
         let got = c.stream.read(buf);
         control.stats.reads += 1;
         match got {
-            Ok(0) => return delivered + on_eof(control, id, handler),
+            Ok(0) => return delivered + on_eof(control, id, rx, handler),
             Ok(n) => {
                 rx.filled(n);
                 budget = budget.saturating_sub(n);
@@ -152,7 +152,9 @@ fn feed<H: Handler + ?Sized>(
                     *delivered += 1;
                 }
                 Ok(Poll::Event(ServerEvent::Rejected(rejection))) => {
-                    queue_rejection(c);
+                    // Sent before the close (EOF inside the request too: a half-closed
+                    // client can still read it); `sync` closes once it is written.
+                    c.tx.extend_from_slice(&rejection.reply());
                     handler.on_event(
                         control,
                         Event::Rejected {
@@ -179,67 +181,43 @@ fn feed<H: Handler + ?Sized>(
     }
 }
 
-pub(crate) fn queue_rejection(c: &mut Conn) {
-    if let Machine::Server(m) = &mut c.machine {
-        let mut out = [0u8; 64];
-        if let Ok(n) = m.poll_transmit(&mut out) {
-            c.tx.extend_from_slice(&out[..n]);
-        }
-    }
-}
-
-/// The peer closed its side.
-pub(crate) fn on_eof<H: Handler + ?Sized>(
+/// The peer closed its side (a read returned 0): the EOF goes through `rx` like every other
+/// input (its machine's `handle_eof` answers the last `Partial`), then the connection
+/// closes, or drains what is queued first.
+fn on_eof<H: Handler + ?Sized>(
     control: &mut Control,
     id: ConnId,
+    rx: &mut RecvBuffer<Vec<u8>>,
     handler: &mut H,
 ) -> usize {
-    let c = match control.get_mut(id) {
-        Ok(c) => c,
+    let idle_reverse = match control.get_mut(id) {
+        Ok(c) => {
+            c.read_closed = true;
+            match &c.machine {
+                Machine::Client(m) => c.advertise.is_some() && m.command().is_none(),
+                Machine::Server(_) => false,
+            }
+        }
         Err(_) => return 0,
     };
-    c.read_closed = true;
+    rx.eof();
     let mut delivered = 0;
-    let reason = match &mut c.machine {
-        Machine::Client(m) => {
-            let idle_reverse = c.advertise.is_some() && m.command().is_none();
-            match m.handle_eof() {
-                Ok(Some(event)) => {
-                    handler.on_event(control, Event::Client { conn: id, event });
-                    delivered += 1;
-                    CloseReason::Done
-                }
-                // A runtime closing its idle reverse connection (it reconnects).
-                Ok(None) if idle_reverse => CloseReason::PeerClosed,
-                Ok(None) => CloseReason::Done,
-                Err(e) => CloseReason::Failed(Error::Client(e)),
-            }
-        }
-        Machine::Server(m) => {
-            let finished = m.should_close();
-            match m.handle_eof() {
-                Some(ServerEvent::Rejected(rejection)) => {
-                    // EOF inside the request: the runtime answers BAD_ENCODING, which a
-                    // half-closed client can still read; `sync` closes once it is written.
-                    queue_rejection(c);
-                    handler.on_event(
-                        control,
-                        Event::Rejected {
-                            conn: id,
-                            rejection,
-                        },
-                    );
-                    return delivered + 1;
-                }
-                Some(_) => CloseReason::PeerClosed,
-                None if finished => {
-                    // Reply already produced: let it drain (a half-closed client can still
-                    // read it); `sync` closes once it is written.
-                    return delivered;
-                }
-                None => CloseReason::PeerClosed,
-            }
-        }
+    if !feed(control, id, rx, handler, &mut delivered) {
+        return delivered;
+    }
+    let c = match control.get_mut(id) {
+        Ok(c) => c,
+        Err(_) => return delivered,
+    };
+    let reason = match &c.machine {
+        // A runtime closing its idle reverse connection (it reconnects).
+        Machine::Client(_) if idle_reverse => CloseReason::PeerClosed,
+        Machine::Client(_) => CloseReason::Done,
+        // A reply or a rejection's error reply is out or queued: let it drain (a
+        // half-closed client can still read it); `sync` closes once it is written.
+        Machine::Server(m) if m.should_close() => return delivered,
+        // Inside a request or a stream: the session ends, as the runtime ends it.
+        Machine::Server(_) => CloseReason::PeerClosed,
     };
     control.finish(id, reason);
     delivered

@@ -1,14 +1,12 @@
 //! The server side of [`Control`]: answering requests and writing continuation data.
 
-use std::io::{self, Write};
-
 use mio::net::UnixStream;
 
-use dsipc::conn::{environment_answer_len, ServerConnection};
+use dsipc::conn::{environment_answer_len, ServerConnection, ServerError};
 use dsipc::payload::{ProcessInfo3Reply, Reply, Response};
 use dsipc::wire::Text;
 
-use crate::conn::{would_block, Conn, Machine, Slot};
+use crate::conn::{write_until_blocked, Conn, Machine, Slot};
 use crate::Error;
 #[cfg(doc)]
 use crate::Event;
@@ -51,18 +49,9 @@ impl Control {
     /// [`finish_stream`](Self::finish_stream)); any other reply closes the connection once
     /// written. For ProcessEnvironment use [`respond_environment`](Self::respond_environment).
     pub fn respond(&mut self, conn: ConnId, response: &Response<'_>) -> Result<(), Error> {
-        let p = self.server(conn)?;
-        let at = p.tx.len();
-        p.tx.resize(at + response.encoded_len(), 0);
-        match p.machine.send_response(response, &mut p.tx[at..]) {
-            Ok(n) => p.tx.truncate(at + n),
-            Err(e) => {
-                p.tx.truncate(at);
-                return Err(e.into());
-            }
-        }
-        self.sync(conn);
-        Ok(())
+        self.queue_answer(conn, response.encoded_len(), |m, out| {
+            m.send_response(response, out)
+        })
     }
 
     /// Answers ProcessEnvironment: the OK reply announcing the block's size, then the
@@ -72,18 +61,9 @@ impl Control {
     where
         I: IntoIterator<Item = Text<'a>> + Clone,
     {
-        let p = self.server(conn)?;
-        let at = p.tx.len();
-        p.tx.resize(at + environment_answer_len(vars.clone()), 0);
-        match p.machine.send_environment(vars, &mut p.tx[at..]) {
-            Ok(n) => p.tx.truncate(at + n),
-            Err(e) => {
-                p.tx.truncate(at);
-                return Err(e.into());
-            }
-        }
-        self.sync(conn);
-        Ok(())
+        self.queue_answer(conn, environment_answer_len(vars.clone()), |m, out| {
+            m.send_environment(vars, out)
+        })
     }
 
     /// Answers ProcessInfo, ProcessInfo2 or ProcessInfo3 (whichever was asked) from one
@@ -94,11 +74,23 @@ impl Control {
         conn: ConnId,
         info: &ProcessInfo3Reply<'_>,
     ) -> Result<(), Error> {
+        // The largest of the three answers.
+        let len = Response::Ok(Reply::ProcessInfo3(*info)).encoded_len();
+        self.queue_answer(conn, len, |m, out| m.send_process_info(info, out))
+    }
+
+    /// Queues the answer `encode` writes (at most `len` bytes) and writes what the socket
+    /// takes now. Nothing is queued on error.
+    fn queue_answer(
+        &mut self,
+        conn: ConnId,
+        len: usize,
+        encode: impl FnOnce(&mut ServerConnection, &mut [u8]) -> Result<usize, ServerError>,
+    ) -> Result<(), Error> {
         let p = self.server(conn)?;
         let at = p.tx.len();
-        let full = Response::Ok(Reply::ProcessInfo3(*info)).encoded_len();
-        p.tx.resize(at + full, 0);
-        match p.machine.send_process_info(info, &mut p.tx[at..]) {
+        p.tx.resize(at + len, 0);
+        match encode(p.machine, &mut p.tx[at..]) {
             Ok(n) => p.tx.truncate(at + n),
             Err(e) => {
                 p.tx.truncate(at);
@@ -119,40 +111,10 @@ impl Control {
         // Refuse before writing anything.
         p.machine.check_continuation(data.len())?;
         let mut written = 0;
-        let mut failure = None;
-        while *p.tx_at < p.tx.len() {
-            *p.writes += 1;
-            match p.stream.write(&p.tx[*p.tx_at..]) {
-                Ok(0) => {
-                    failure = Some(io::Error::from(io::ErrorKind::WriteZero));
-                    break;
-                }
-                Ok(n) => *p.tx_at += n,
-                Err(e) if would_block(&e) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
+        // Queued output first, then `data` straight from the caller's buffer.
+        let mut failure = write_until_blocked(p.stream, p.writes, p.tx, p.tx_at).err();
         if failure.is_none() && *p.tx_at == p.tx.len() {
-            while written < data.len() {
-                *p.writes += 1;
-                match p.stream.write(&data[written..]) {
-                    Ok(0) => {
-                        failure = Some(io::Error::from(io::ErrorKind::WriteZero));
-                        break;
-                    }
-                    Ok(n) => written += n,
-                    Err(e) if would_block(&e) => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        failure = Some(e);
-                        break;
-                    }
-                }
-            }
+            failure = write_until_blocked(p.stream, p.writes, data, &mut written).err();
         }
         if let Some(e) = failure {
             self.write_failed(conn, &e);

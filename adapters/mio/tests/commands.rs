@@ -173,7 +173,7 @@ fn every_response_shape() {
 /// 300 clients at once, mixed commands (streams, environment, ProcessInfo), one thread.
 #[test]
 fn many_concurrent_connections() {
-    support::raise_fd_limit(4096);
+    support::fdlimit::raise_fd_limit(4096);
     let (_dir, path, mut reactor) = setup();
     let mut peer = Peer {
         stream_len: 256 * 1024,

@@ -5,15 +5,20 @@
 
 mod support;
 
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use dsipc::payload::*;
-use dsipc::wire::{Guid, Hresult, Seq, Text};
+use dsipc::wire::{Guid, Hresult, Seq};
 use dsipc::{ClientError, ClientEvent, Command, Request, UsageError};
 use dsipc_mio::{CloseReason, ConnId, Control, Error, Event, Reactor};
-use dsipc_testkit::{Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
+use dsipc_testkit::{
+    with_user_events_session, Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir,
+};
 use support::{run_until, Log, Peer};
 
 const T: Duration = Duration::from_secs(30);
@@ -168,55 +173,15 @@ fn collect_tracing_1_to_6_stopped_from_another_connection() {
     let rt = fake(&dir, Config::new());
     let path = rt.socket_path().unwrap().to_path_buf();
     let mut reactor = Reactor::new().unwrap();
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 5)];
-    let streaming = [StreamingProvider {
-        provider: providers[0],
-        filter: EventFilter {
-            enable: true,
-            event_ids: Seq::Slice(&[1, 2, 3]),
-        },
-    }];
-    let session = StreamingSession {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        rundown_keyword: 0,
-        request_stackwalk: true,
-        providers: Seq::Slice(&streaming),
-    };
-    let reqs: Vec<Box<dyn Request>> = vec![
-        Box::new(CollectTracing {
-            circular_buffer_mb: 64,
-            format: TraceFormat::NetTrace,
-            providers: Seq::Slice(&providers),
-        }),
-        Box::new(CollectTracing2 {
-            circular_buffer_mb: 64,
-            format: TraceFormat::NetTrace,
-            request_rundown: false,
-            providers: Seq::Slice(&providers),
-        }),
-        Box::new(CollectTracing3 {
-            circular_buffer_mb: 64,
-            format: TraceFormat::NetTrace,
-            request_rundown: true,
-            request_stackwalk: false,
-            providers: Seq::Slice(&providers),
-        }),
-        Box::new(CollectTracing4 {
-            circular_buffer_mb: 64,
-            format: TraceFormat::NetTrace,
-            rundown_keyword: 0x8002_0139,
-            request_stackwalk: true,
-            providers: Seq::Slice(&providers),
-        }),
-        Box::new(CollectTracing5::Streaming(session)),
-        Box::new(CollectTracing6::Streaming {
-            session,
-            buffering_mode: BufferingMode::Block,
-        }),
-    ];
-    for (i, req) in reqs.iter().enumerate() {
-        let trace = reactor.control().connect(&path, &**req).unwrap();
+    // Every streaming CollectTracing request of the shared samples (CollectTracing 1 to 6).
+    let mut sessions = 0;
+    common::each_request(|req| {
+        if !req.command().is_collect_tracing() || req.requires_fd_passing() {
+            return;
+        }
+        let i = sessions;
+        sessions += 1;
+        let trace = reactor.control().connect(&path, &req).unwrap();
         let mut h = Ordered::default();
         run_until(&mut reactor, &mut h, T, "stream", |h| {
             h.stream.get(&trace).copied().unwrap_or(0) > 100_000
@@ -255,7 +220,8 @@ fn collect_tracing_1_to_6_stopped_from_another_connection() {
         assert_eq!(streams[i].end, StreamEnd::Stopped);
         assert_eq!(streams[i].command, req.command());
         assert_eq!(streams[i].bytes, h.stream[&trace]);
-    }
+    });
+    assert_eq!(sessions, 6);
 }
 
 #[test]
@@ -432,22 +398,12 @@ fn client_error_paths() {
     assert!(t0.elapsed() >= Duration::from_millis(300));
 
     // user_events sessions need descriptor passing: refused before connecting.
-    let ue = [UserEventsProvider {
-        provider: providers[0],
-        filter: EventFilter::default(),
-        tracepoint_config: TracepointConfig {
-            default_tracepoint_name: Text::Str("T"),
-            tracepoints: Seq::EMPTY,
-        },
-    }];
-    let req = CollectTracing5::UserEvents(UserEventsSession {
-        rundown_keyword: 0,
-        providers: Seq::Slice(&ue),
+    let refused = with_user_events_session(|s| {
+        reactor
+            .control()
+            .connect(rt.socket_path().unwrap(), &CollectTracing5::UserEvents(s))
     });
-    assert!(matches!(
-        reactor.control().connect(rt.socket_path().unwrap(), &req),
-        Err(Error::FdPassingUnsupported)
-    ));
+    assert!(matches!(refused, Err(Error::FdPassingUnsupported)));
     let _ = (ClientError::Misuse(UsageError::NotSent), CloseReason::Done);
 }
 

@@ -318,7 +318,7 @@ fn net8_reverse_port_suspended_until_resume() {
 fn twenty_net8_runtimes_resumed_by_one_thread() {
     require_python();
     let _g = serial();
-    support::raise_fd_limit(4096);
+    support::fdlimit::raise_fd_limit(4096);
     const N: usize = 20;
     let dir = TempDir::new("dsipc-rt").unwrap();
     let port = dir.join("port.sock");

@@ -6,21 +6,20 @@
 //! user_events passes nothing, and a real .NET 8 runtime answers UNKNOWN_COMMAND without
 //! keeping the descriptor (needs `DSIPC_PYTHON`; fails without it).
 
-use std::fs::OpenOptions;
-use std::io::Read;
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use dsipc::payload::{
-    CollectTracing2, CollectTracing5, CollectTracing6, EventFilter, Provider, Reply, TraceFormat,
-    TracepointConfig, UserEventsProvider, UserEventsSession,
-};
-use dsipc::wire::{Command, Hresult, Seq, Text};
+use dsipc::payload::{CollectTracing5, CollectTracing6, Reply, Request};
+use dsipc::wire::{Command, Hresult};
 use dsipc::ClientEvent;
 use dsipc_mio::{ConnId, Control, Error, Event, Reactor};
 use dsipc_testkit::{
-    fake_user_events_record, Answer, Config, FakeRuntime, HostOptions, HostedRuntime, StreamEnd,
-    TempDir,
+    fake_user_events_record, read_to_eof, user_events_data_file, with_user_events_session, Answer,
+    Config, FakeRuntime, HostOptions, HostedRuntime, StreamEnd, TempDir,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,37 +66,36 @@ fn run_until(reactor: &mut Reactor, seen: &mut Vec<Seen>, mut done: impl FnMut(&
     }
 }
 
-fn with_session<T>(f: impl FnOnce(UserEventsSession<'_>) -> T) -> T {
-    let providers = [UserEventsProvider {
-        provider: Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4),
-        filter: EventFilter::default(),
-        tracepoint_config: TracepointConfig {
-            default_tracepoint_name: Text::Str("dotnet_runtime"),
-            tracepoints: Seq::EMPTY,
-        },
-    }];
-    f(UserEventsSession {
-        rundown_keyword: 0,
-        providers: Seq::Slice(&providers),
-    })
-}
-
 fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
     config.listen_in(dir.path()).start().unwrap()
 }
 
-/// Reads `mine` to its end, which comes once every copy of its peer is closed; the read
-/// timeout turns a leaked copy into a failure instead of a hang.
-fn read_to_eof(mut mine: UnixStream) -> Vec<u8> {
-    mine.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let mut got = Vec::new();
-    if let Err(e) = mine.read_to_end(&mut got) {
-        panic!(
-            "no EOF ({:?} read): a copy of the passed descriptor is open: {}",
-            got, e
-        );
-    }
-    got
+/// Connects to `socket` with the sample CollectTracing5 user_events request, passing
+/// `theirs`, then closes the test's copy (the connection sent its own).
+fn connect_ct5(reactor: &mut Reactor, socket: &Path, theirs: UnixStream) -> ConnId {
+    let conn = with_user_events_session(|s| {
+        reactor
+            .control()
+            .connect_user_events(socket, &CollectTracing5::UserEvents(s), &theirs)
+    })
+    .unwrap();
+    drop(theirs);
+    conn
+}
+
+/// Polls until a connection closes; the first thing seen must be `conn`'s UNKNOWN_COMMAND.
+fn expect_unknown_command(reactor: &mut Reactor, conn: ConnId, what: &str) {
+    let mut seen = Vec::new();
+    run_until(reactor, &mut seen, |s| {
+        s.iter().any(|e| matches!(e, Seen::Closed(..)))
+    });
+    assert_eq!(
+        seen[0],
+        Seen::Error(conn, Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND),
+        "{}: {:?}",
+        what,
+        seen
+    );
 }
 
 #[test]
@@ -106,23 +104,15 @@ fn a_collect_tracing5_session_passes_the_descriptor_and_streams() {
     let rt = fake(&dir, Config::new());
     let mut reactor = Reactor::new().unwrap();
     let (mine, theirs) = UnixStream::pair().unwrap();
-    let conn = with_session(|s| {
-        reactor.control().connect_user_events(
-            rt.socket_path().unwrap(),
-            &CollectTracing5::UserEvents(s),
-            &theirs,
-        )
-    })
-    .unwrap();
     // The caller's descriptor is its own: the connection sent a copy.
-    drop(theirs);
+    let conn = connect_ct5(&mut reactor, rt.socket_path().unwrap(), theirs);
     let mut seen = Vec::new();
     run_until(&mut reactor, &mut seen, |s| s.contains(&Seen::Data(conn)));
     let id = match seen[0] {
         Seen::SessionId(c, id) if c == conn => id,
         ref other => panic!("{:?}", other),
     };
-    assert_eq!(read_to_eof(mine), fake_user_events_record());
+    assert_eq!(read_to_eof(mine, TIMEOUT), fake_user_events_record());
     assert_eq!(rt.received()[0].command, Some(Command::CollectTracing5));
     // Closing the connection ends the session in the fake.
     reactor.control().close(conn);
@@ -136,14 +126,8 @@ fn a_collect_tracing6_session_writes_into_a_file_the_test_owns() {
     let dir = TempDir::new("ue-mio-ct6").unwrap();
     let rt = fake(&dir, Config::new());
     let mut reactor = Reactor::new().unwrap();
-    let path = dir.join("user_events_data");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .unwrap();
-    let conn = with_session(|s| {
+    let (path, file) = user_events_data_file(&dir);
+    let conn = with_user_events_session(|s| {
         reactor.control().connect_user_events(
             rt.socket_path().unwrap(),
             &CollectTracing6::UserEvents(s),
@@ -168,22 +152,25 @@ fn a_request_that_is_not_user_events_passes_nothing() {
     let rt = fake(&dir, Config::new());
     let mut reactor = Reactor::new().unwrap();
     let (mine, theirs) = UnixStream::pair().unwrap();
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)];
-    let streaming = CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: false,
-        providers: Seq::Slice(&providers),
-    };
-    match reactor
-        .control()
-        .connect_user_events(rt.socket_path().unwrap(), &streaming, &theirs)
-    {
-        Err(Error::NotUserEvents { command }) => assert_eq!(command, Command::CollectTracing2),
-        other => panic!("{:?}", other),
-    }
+    // Every sample request that is not a user_events session (streaming CollectTracing
+    // 1 to 6 among them) is refused before anything is sent.
+    let mut not_user_events = 0;
+    common::each_request(|req| {
+        if req.requires_fd_passing() {
+            return;
+        }
+        match reactor
+            .control()
+            .connect_user_events(rt.socket_path().unwrap(), &req, &theirs)
+        {
+            Err(Error::NotUserEvents { command }) => assert_eq!(command, req.command()),
+            other => panic!("{:?}: {:?}", req.command(), other),
+        }
+        not_user_events += 1;
+    });
+    assert!(not_user_events >= 20, "{}", not_user_events);
     // And plain connect still refuses user_events requests.
-    let refused = with_session(|s| {
+    let refused = with_user_events_session(|s| {
         reactor
             .control()
             .connect(rt.socket_path().unwrap(), &CollectTracing5::UserEvents(s))
@@ -195,7 +182,7 @@ fn a_request_that_is_not_user_events_passes_nothing() {
     );
     assert_eq!(reactor.control().connection_count(), 0);
     drop(theirs);
-    assert_eq!(read_to_eof(mine), b"");
+    assert_eq!(read_to_eof(mine, TIMEOUT), b"");
     assert!(rt.received().is_empty());
 }
 
@@ -208,26 +195,9 @@ fn a_runtime_that_does_not_know_the_command_keeps_no_descriptor() {
     );
     let mut reactor = Reactor::new().unwrap();
     let (mine, theirs) = UnixStream::pair().unwrap();
-    let conn = with_session(|s| {
-        reactor.control().connect_user_events(
-            rt.socket_path().unwrap(),
-            &CollectTracing5::UserEvents(s),
-            &theirs,
-        )
-    })
-    .unwrap();
-    drop(theirs);
-    let mut seen = Vec::new();
-    run_until(&mut reactor, &mut seen, |s| {
-        s.iter().any(|e| matches!(e, Seen::Closed(..)))
-    });
-    assert_eq!(
-        seen[0],
-        Seen::Error(conn, Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND),
-        "{:?}",
-        seen
-    );
-    assert_eq!(read_to_eof(mine), b"");
+    let conn = connect_ct5(&mut reactor, rt.socket_path().unwrap(), theirs);
+    expect_unknown_command(&mut reactor, conn, "fake");
+    assert_eq!(read_to_eof(mine, TIMEOUT), b"");
 }
 
 #[test]
@@ -246,7 +216,7 @@ fn a_reverse_connection_passes_the_descriptor_too() {
         ref other => panic!("{:?}", other),
     };
     let (mine, theirs) = UnixStream::pair().unwrap();
-    with_session(|s| {
+    with_user_events_session(|s| {
         reactor
             .control()
             .send_user_events_request(conn, &CollectTracing5::UserEvents(s), &theirs)
@@ -257,7 +227,7 @@ fn a_reverse_connection_passes_the_descriptor_too() {
         s.iter()
             .any(|e| matches!(e, Seen::SessionId(c, _) if *c == conn))
     });
-    assert_eq!(read_to_eof(mine), fake_user_events_record());
+    assert_eq!(read_to_eof(mine, TIMEOUT), fake_user_events_record());
     let got = rt.wait_received(1, TIMEOUT);
     assert!(got[0].reverse);
     assert_eq!(got[0].command, Some(Command::CollectTracing5));
@@ -278,24 +248,8 @@ fn real_net8_answers_unknown_command_and_keeps_no_descriptor() {
     // sometimes after; either way its answer comes through.
     for attempt in 0..4 {
         let (mine, theirs) = UnixStream::pair().unwrap();
-        let conn = with_session(|s| {
-            reactor
-                .control()
-                .connect_user_events(&socket, &CollectTracing5::UserEvents(s), &theirs)
-        })
-        .unwrap();
-        drop(theirs);
-        let mut seen = Vec::new();
-        run_until(&mut reactor, &mut seen, |s| {
-            s.iter().any(|e| matches!(e, Seen::Closed(..)))
-        });
-        assert_eq!(
-            seen[0],
-            Seen::Error(conn, Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND),
-            "attempt {}: {:?}",
-            attempt,
-            seen
-        );
-        assert_eq!(read_to_eof(mine), b"", "attempt {}", attempt);
+        let conn = connect_ct5(&mut reactor, &socket, theirs);
+        expect_unknown_command(&mut reactor, conn, &format!("attempt {}", attempt));
+        assert_eq!(read_to_eof(mine, TIMEOUT), b"", "attempt {}", attempt);
     }
 }

@@ -122,6 +122,18 @@ impl PrivateListener {
         self.file.path()
     }
 
+    /// Makes the listener non-blocking (for a listener polled before accepting, or an event
+    /// loop); a failure is [`ListenError::Io`] naming the socket's path.
+    pub fn set_nonblocking(&self) -> Result<(), ListenError> {
+        self.listener
+            .set_nonblocking(true)
+            .map_err(|source| ListenError::Io {
+                op: "set non-blocking",
+                path: self.path().to_path_buf(),
+                source,
+            })
+    }
+
     /// The listener and the guard of its socket file, apart: for example to convert the
     /// listener for an event loop, keeping the guard next to it. Drop the guard to remove the
     /// file (if still ours), or [`SocketFile::keep`] it to leave the file in place.

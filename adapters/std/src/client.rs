@@ -407,29 +407,22 @@ impl<T: Transport> DiagnosticsClient<T> {
         }
         let name = Text::Str(path);
         let (timeout, deadline) = (self.timeout, self.call_deadline());
-        match self.status_within(
-            &GenerateCoreDump3 {
-                dump_name: name,
-                dump_type: kind,
-                flags,
-            },
-            timeout,
-            deadline,
-        ) {
-            Err(e) if e.is_not_supported() => {}
-            other => return other,
-        }
-        match self.status_within(
-            &GenerateCoreDump2 {
-                dump_name: name,
-                dump_type: kind,
-                flags,
-            },
-            timeout,
-            deadline,
-        ) {
-            Err(e) if e.is_not_supported() => {}
-            other => return other,
+        let v3 = GenerateCoreDump3 {
+            dump_name: name,
+            dump_type: kind,
+            flags,
+        };
+        let v2 = GenerateCoreDump2 {
+            dump_name: name,
+            dump_type: kind,
+            flags,
+        };
+        let newest_first: [&dyn Request; 2] = [&v3, &v2];
+        for request in newest_first {
+            match self.status_within(request, timeout, deadline) {
+                Err(e) if e.is_not_supported() => {}
+                other => return other,
+            }
         }
         if flags & !dsipc::payload::dump::flags::LOGGING != 0 {
             return Err(Error::InvalidArgument(

@@ -430,14 +430,7 @@ mod imp {
     impl Listener {
         pub(super) fn bind(path: &Path) -> Result<(Listener, PathBuf), ListenError> {
             let listener = bind_private(path)?;
-            listener
-                .listener()
-                .set_nonblocking(true)
-                .map_err(|source| ListenError::Io {
-                    op: "set non-blocking",
-                    path: path.to_path_buf(),
-                    source,
-                })?;
+            listener.set_nonblocking()?;
             Ok((Listener(listener), path.to_path_buf()))
         }
 

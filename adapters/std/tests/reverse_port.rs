@@ -13,9 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use dsipc::payload::{ProcessInfo2Reply, ProcessInfo3Reply, ProcessInfoReply, Reply, Response};
+use dsipc::conn::process_info3_from_v2;
+use dsipc::payload::{ProcessInfo2Reply, ProcessInfo3Reply, Reply, Response};
+use dsipc::recv::{Poll, RecvBuffer};
 use dsipc::wire::{Advertise, Command, Guid, Hresult, ADVERTISE_LEN};
-use dsipc::{AnyRequest, ClientError, Request, ServerConnection, ServerEvent, ServerStatus};
+use dsipc::{ClientError, Request, ServerConnection, ServerEvent};
 use dsipc_std::reverse::{AcceptError, ListenError, ReverseListener};
 use dsipc_std::Error;
 
@@ -80,80 +82,82 @@ fn connect_retry(port: &Path) -> UnixStream {
     }
 }
 
-/// Serves one command on `stream` as the runtime does: Advertise, read the request,
-/// reply, close. Returns the command.
-fn serve_one(mut stream: UnixStream) -> Option<Command> {
-    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let mut machine = ServerConnection::advertising(advertise());
-    let mut out = vec![0u8; 4096];
-    let n = machine.poll_transmit(&mut out).unwrap();
+/// Connects to `port` as a runtime does and sends its Advertise; the rest is the caller's.
+fn advertised(port: &Path) -> UnixStream {
+    let mut stream = connect_retry(port);
+    let mut out = [0u8; ADVERTISE_LEN];
+    let n = ServerConnection::advertising(advertise())
+        .poll_transmit(&mut out)
+        .unwrap();
     assert_eq!(n, ADVERTISE_LEN);
     stream.write_all(&out[..n]).unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 1024];
+    stream
+}
+
+/// Serves one command on `stream` (its Advertise sent) as the runtime does: read the
+/// request through the core's receive buffer, reply, close. Returns the command.
+fn serve_one(mut stream: UnixStream) -> Option<Command> {
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    // The Advertise is out: from here the machine is a plain server's.
+    let mut machine = ServerConnection::new();
+    let mut out = vec![0u8; 4096];
+    let mut rx = RecvBuffer::new([0u8; 4096]);
     loop {
-        let h = machine.handle_input(&buf);
-        match h.status {
-            ServerStatus::Event(ServerEvent::Request { request, .. }) => {
+        match rx.poll_server(&mut machine).unwrap() {
+            Poll::Event(ServerEvent::Request { request, .. }) => {
                 let command = request.command();
-                let response = match request {
-                    AnyRequest::ProcessInfo(_) => Response::Ok(Reply::ProcessInfo(info())),
-                    AnyRequest::ProcessInfo2(_) => {
-                        Response::Ok(Reply::ProcessInfo2(ProcessInfo2Reply {
-                            process_id: PID,
-                            runtime_cookie: COOKIE,
-                            command_line: "fake".into(),
-                            os: "Linux".into(),
-                            arch: "x64".into(),
-                            managed_entrypoint_assembly_name: "".into(),
-                            clr_product_version: "8.0.4".into(),
-                        }))
+                // Every ProcessInfo version from one value, as the runtime answers them.
+                let n = match command {
+                    Command::ProcessInfo | Command::ProcessInfo2 | Command::ProcessInfo3 => {
+                        machine.send_process_info(&info3(), &mut out)
                     }
-                    AnyRequest::ProcessInfo3(_) => {
-                        Response::Ok(Reply::ProcessInfo3(ProcessInfo3Reply {
-                            version: 1,
-                            process_id: PID,
-                            runtime_cookie: COOKIE,
-                            command_line: "fake".into(),
-                            os: "Linux".into(),
-                            arch: "x64".into(),
-                            managed_entrypoint_assembly_name: "".into(),
-                            clr_product_version: "8.0.4".into(),
-                            runtime_identifier: "linux-x64".into(),
-                            extension: &[],
-                        }))
-                    }
-                    _ => Response::Ok(Reply::Ok(Hresult::S_OK)),
-                };
-                let n = machine.send_response(&response, &mut out).unwrap();
+                    _ => machine.send_response(&Response::Ok(Reply::Ok(Hresult::S_OK)), &mut out),
+                }
+                .unwrap();
                 stream.write_all(&out[..n]).unwrap();
                 return Some(command);
             }
-            ServerStatus::Event(ServerEvent::Rejected(_)) => {
-                let n = machine.poll_transmit(&mut out).unwrap();
-                let _ = stream.write_all(&out[..n]);
+            Poll::Event(ServerEvent::Rejected(r)) => {
+                let _ = stream.write_all(&r.reply());
                 return None;
             }
-            ServerStatus::Event(other) => panic!("runtime side: {:?}", other),
-            ServerStatus::Partial { .. } => {}
-            ServerStatus::Done => return None,
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => panic!("runtime side: read: {}", e),
+            Poll::Event(other) => panic!("runtime side: {:?}", other),
+            Poll::NeedInput => match stream.read(rx.read_buf().unwrap()) {
+                Ok(0) => rx.eof(),
+                Ok(n) => rx.filled(n),
+                Err(e) => panic!("runtime side: read: {}", e),
+            },
+            Poll::End => return None,
         }
     }
 }
 
-fn info() -> ProcessInfoReply<'static> {
-    ProcessInfoReply {
-        process_id: PID,
-        runtime_cookie: COOKIE,
-        command_line: "fake".into(),
-        os: "Linux".into(),
-        arch: "x64".into(),
-    }
+/// Every field a ProcessInfo reply of any version carries.
+fn info3() -> ProcessInfo3Reply<'static> {
+    process_info3_from_v2(
+        &ProcessInfo2Reply {
+            process_id: PID,
+            runtime_cookie: COOKIE,
+            command_line: "fake".into(),
+            os: "Linux".into(),
+            arch: "x64".into(),
+            managed_entrypoint_assembly_name: "".into(),
+            clr_product_version: "8.0.4".into(),
+        },
+        "linux-x64".into(),
+    )
+}
+
+/// Lets one runtime connect to `port` and resumes it through `listener`.
+fn resume_one(listener: &mut ReverseListener, port: &Path) {
+    let rt = runtime(port.to_path_buf(), 1);
+    listener
+        .accept()
+        .unwrap()
+        .into_client()
+        .resume_runtime()
+        .unwrap();
+    assert_eq!(rt.join().unwrap(), vec![Some(Command::ResumeRuntime)]);
 }
 
 /// A runtime that connects `connections` times in a row (reconnecting after every command,
@@ -161,7 +165,7 @@ fn info() -> ProcessInfoReply<'static> {
 fn runtime(port: PathBuf, connections: usize) -> JoinHandle<Vec<Option<Command>>> {
     thread::spawn(move || {
         (0..connections)
-            .map(|_| serve_one(connect_retry(&port)))
+            .map(|_| serve_one(advertised(&port)))
             .collect()
     })
 }
@@ -258,10 +262,7 @@ fn a_stale_socket_is_replaced() {
     drop(UnixListener::bind(&port).unwrap()); // the file stays; nobody listens
     assert!(UnixStream::connect(&port).is_err());
     let mut listener = ReverseListener::bind(&port).unwrap();
-    let rt = runtime(port.clone(), 1);
-    let conn = listener.accept().unwrap();
-    conn.into_client().resume_runtime().unwrap();
-    assert_eq!(rt.join().unwrap(), vec![Some(Command::ResumeRuntime)]);
+    resume_one(&mut listener, &port);
 }
 
 #[test]
@@ -347,14 +348,7 @@ fn a_long_path_that_fits_only_in_place_still_binds_0600() {
     let mut listener = ReverseListener::bind(&port).unwrap();
     let meta = fs::symlink_metadata(&port).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    let rt = runtime(port.clone(), 1);
-    listener
-        .accept()
-        .unwrap()
-        .into_client()
-        .resume_runtime()
-        .unwrap();
-    rt.join().unwrap();
+    resume_one(&mut listener, &port);
     drop(listener);
     assert!(!port.exists());
 }
@@ -405,14 +399,7 @@ fn misbehaving_peers_are_per_connection_errors() {
     peer.join().unwrap();
 
     // And a real runtime still gets through afterwards.
-    let rt = runtime(port.clone(), 1);
-    listener
-        .accept()
-        .unwrap()
-        .into_client()
-        .resume_runtime()
-        .unwrap();
-    rt.join().unwrap();
+    resume_one(&mut listener, &port);
 }
 
 #[test]
@@ -440,12 +427,7 @@ fn a_runtime_that_leaves_mid_reply_is_a_typed_error() {
     let mut listener = ReverseListener::bind(&port).unwrap();
     let p = port.clone();
     let rt = thread::spawn(move || {
-        let mut s = connect_retry(&p);
-        let mut out = [0u8; 64];
-        let n = ServerConnection::advertising(advertise())
-            .poll_transmit(&mut out)
-            .unwrap();
-        s.write_all(&out[..n]).unwrap();
+        let mut s = advertised(&p);
         let mut req = [0u8; 20];
         s.read_exact(&mut req).unwrap();
         // Half a reply header, then gone.
@@ -490,12 +472,7 @@ fn is_closed_notices_a_runtime_that_left() {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let (idle_tx, idle) = std::sync::mpsc::channel::<()>();
     let rt = thread::spawn(move || {
-        let mut s = connect_retry(&p);
-        let mut out = [0u8; 64];
-        let n = ServerConnection::advertising(advertise())
-            .poll_transmit(&mut out)
-            .unwrap();
-        s.write_all(&out[..n]).unwrap();
+        let _runtime = advertised(&p);
         // Stay until told, then exit (closing the connection).
         idle_tx.send(()).unwrap();
         let _ = rx.recv();

@@ -11,20 +11,29 @@
 //! crate has no unsafe code.
 
 #[cfg(unix)]
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 #[cfg(unix)]
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 #[cfg(unix)]
 use std::os::unix::io::{AsFd, BorrowedFd, OwnedFd};
+#[cfg(unix)]
+use std::os::unix::net::UnixStream;
+#[cfg(unix)]
+use std::path::PathBuf;
 use std::time::Duration;
 #[cfg(unix)]
 use std::time::Instant;
 
-use dsipc::payload::Request;
-use dsipc::wire::Hresult;
+use dsipc::payload::{
+    EventFilter, Provider, Request, TracepointConfig, TracepointSet, UserEventsProvider,
+    UserEventsSession,
+};
+use dsipc::wire::{Hresult, Seq, Text};
 use dsipc::AnyRequest;
 
 use crate::answer::Answer;
+#[cfg(unix)]
+use crate::socket::TempDir;
 
 /// The payload of the record the fake runtime writes through a passed descriptor.
 pub const USER_EVENTS_MARKER: &[u8] = b"dsipc-testkit user_events";
@@ -64,6 +73,61 @@ pub fn user_events_record(
 /// write index 0, event id 1, no extension, [`USER_EVENTS_MARKER`] as payload.
 pub fn fake_user_events_record() -> Vec<u8> {
     user_events_record(0, 1, &[], USER_EVENTS_MARKER)
+}
+
+/// The event ids [`with_user_events_session`] sends to its `LowEvents` tracepoint.
+const SAMPLE_EVENT_IDS: [u32; 3] = [1, 2, 3];
+
+/// Calls `f` with the tests' sample user_events session: the runtime provider (keyword 0x1,
+/// level 4) to the default tracepoint `dotnet_runtime`, and events 1 to 3 to `LowEvents`.
+pub fn with_user_events_session<T>(f: impl FnOnce(UserEventsSession<'_>) -> T) -> T {
+    let sets = [TracepointSet {
+        tracepoint_name: Text::Str("LowEvents"),
+        event_ids: Seq::Slice(&SAMPLE_EVENT_IDS),
+    }];
+    let providers = [UserEventsProvider {
+        provider: Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4),
+        filter: EventFilter::default(),
+        tracepoint_config: TracepointConfig {
+            default_tracepoint_name: Text::Str("dotnet_runtime"),
+            tracepoints: Seq::Slice(&sets),
+        },
+    }];
+    f(UserEventsSession {
+        rundown_keyword: 0,
+        providers: Seq::Slice(&providers),
+    })
+}
+
+/// Reads `mine` to its end: it sees EOF only once every copy of its peer is closed (the
+/// test's, the fake runtime's, any still in flight). `timeout` bounds the wait, so that a
+/// copy leaked somewhere fails the test (a panic saying so) instead of hanging it.
+#[cfg(unix)]
+pub fn read_to_eof(mut mine: UnixStream, timeout: Duration) -> Vec<u8> {
+    mine.set_read_timeout(Some(timeout))
+        .expect("set a read timeout");
+    let mut got = Vec::new();
+    match mine.read_to_end(&mut got) {
+        Ok(_) => got,
+        Err(e) => panic!(
+            "no EOF within {:?} ({:?} read): a copy of the passed descriptor is still open: {}",
+            timeout, got, e
+        ),
+    }
+}
+
+/// A new, empty file `user_events_data` in `dir`, open for reading and writing: a
+/// descriptor the test owns, passed where a runtime would get the root-only tracefs file.
+#[cfg(unix)]
+pub fn user_events_data_file(dir: &TempDir) -> (PathBuf, File) {
+    let path = dir.join("user_events_data");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .expect("create the user_events_data file");
+    (path, file)
 }
 
 /// What the fake runtime answers to `request` once the descriptor question is settled: a

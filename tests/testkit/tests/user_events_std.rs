@@ -7,7 +7,7 @@
 //! .NET Core 3.1 answer (they do not know CollectTracing5).
 #![cfg(unix)]
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::io::BorrowedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -17,41 +17,17 @@ use std::thread;
 use std::time::Duration;
 
 use dsipc::payload::{
-    CollectTracing2, CollectTracing5, CollectTracing6, ErrorReply, EventFilter, Provider, Response,
-    TraceFormat, TracepointConfig, TracepointSet, UserEventsProvider, UserEventsSession,
+    CollectTracing2, CollectTracing5, CollectTracing6, ErrorReply, Provider, Response, TraceFormat,
 };
 use dsipc::wire::{Command, Hresult, Seq, Text};
 use dsipc::AnyRequest;
 use dsipc_std::{Connection, DiagnosticsClient, Endpoint, Error, PassFd, Transport};
 use dsipc_testkit::{
-    fake_user_events_record, Answer, Config, FakeRuntime, HostOptions, HostedRuntime, StreamEnd,
-    TempDir,
+    fake_user_events_record, read_to_eof, user_events_data_file, with_user_events_session, Answer,
+    Config, FakeRuntime, HostOptions, HostedRuntime, StreamEnd, TempDir,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-const EVENT_IDS: [u32; 3] = [1, 2, 3];
-
-/// A user_events session: the runtime provider to a default tracepoint, and events 1 to 3
-/// to `LowEvents`.
-fn with_session<T>(f: impl FnOnce(UserEventsSession<'_>) -> T) -> T {
-    let sets = [TracepointSet {
-        tracepoint_name: Text::Str("LowEvents"),
-        event_ids: Seq::Slice(&EVENT_IDS),
-    }];
-    let providers = [UserEventsProvider {
-        provider: Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4),
-        filter: EventFilter::default(),
-        tracepoint_config: TracepointConfig {
-            default_tracepoint_name: Text::Str("dotnet_runtime"),
-            tracepoints: Seq::Slice(&sets),
-        },
-    }];
-    f(UserEventsSession {
-        rundown_keyword: 0,
-        providers: Seq::Slice(&providers),
-    })
-}
-
 fn fake(dir: &TempDir, config: Config) -> (FakeRuntime, DiagnosticsClient) {
     let rt = config
         .listen_in(dir.path())
@@ -62,32 +38,18 @@ fn fake(dir: &TempDir, config: Config) -> (FakeRuntime, DiagnosticsClient) {
     (rt, client)
 }
 
-/// Reads `mine` to its end: that end sees EOF only once every copy of the other end is
-/// closed (the test's, the fake's, any still in flight). The read timeout bounds the wait:
-/// a copy leaked somewhere fails the test instead of hanging it.
-fn read_to_eof(mut mine: UnixStream) -> Vec<u8> {
-    mine.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let mut got = Vec::new();
-    match mine.read_to_end(&mut got) {
-        Ok(_) => got,
-        Err(e) => panic!(
-            "no EOF within {:?} ({:?} read): a copy of the passed descriptor is still open: {}",
-            TIMEOUT, got, e
-        ),
-    }
-}
-
 #[test]
 fn a_collect_tracing5_session_passes_the_descriptor_and_streams() {
     let dir = TempDir::new("ue-std-ct5").unwrap();
     let (rt, client) = fake(&dir, Config::new());
     let (mine, theirs) = UnixStream::pair().unwrap();
-    let mut session =
-        with_session(|s| client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs))
-            .expect("the session starts");
+    let mut session = with_user_events_session(|s| {
+        client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
+    })
+    .expect("the session starts");
     drop(theirs);
     // The fake wrote its record through the passed descriptor, then closed its copy.
-    assert_eq!(read_to_eof(mine), fake_user_events_record());
+    assert_eq!(read_to_eof(mine, TIMEOUT), fake_user_events_record());
 
     // The request arrived whole, and the session streams and stops like any other.
     let got = rt.wait_received(1, TIMEOUT);
@@ -116,16 +78,11 @@ fn a_collect_tracing5_session_passes_the_descriptor_and_streams() {
 fn a_collect_tracing6_session_writes_into_a_file_the_test_owns() {
     let dir = TempDir::new("ue-std-ct6").unwrap();
     let (rt, client) = fake(&dir, Config::new());
-    let path = dir.join("user_events_data");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .unwrap();
-    let session =
-        with_session(|s| client.start_user_events_tracing(CollectTracing6::UserEvents(s), &file))
-            .expect("the session starts");
+    let (path, file) = user_events_data_file(&dir);
+    let session = with_user_events_session(|s| {
+        client.start_user_events_tracing(CollectTracing6::UserEvents(s), &file)
+    })
+    .expect("the session starts");
     assert_ne!(session.session_id(), 0);
     // The fake wrote its record at the start of the file, through its copy.
     assert_eq!(std::fs::read(&path).unwrap(), fake_user_events_record());
@@ -152,7 +109,7 @@ fn a_request_that_is_not_user_events_passes_nothing_and_sends_nothing() {
         other => panic!("{:?}", other.map(|s| s.session_id())),
     }
     // And the other way round: start_tracing never takes a user_events request.
-    match with_session(|s| client.start_tracing(CollectTracing5::UserEvents(s))) {
+    match with_user_events_session(|s| client.start_tracing(CollectTracing5::UserEvents(s))) {
         Err(Error::InvalidArgument(m)) => assert!(m.contains("start_user_events_tracing"), "{}", m),
         other => panic!("{:?}", other.map(|s| s.session_id())),
     }
@@ -163,7 +120,7 @@ fn a_request_that_is_not_user_events_passes_nothing_and_sends_nothing() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].command, Some(Command::ResumeRuntime));
     drop(theirs);
-    assert_eq!(read_to_eof(mine), b"");
+    assert_eq!(read_to_eof(mine, TIMEOUT), b"");
 }
 
 #[test]
@@ -175,7 +132,7 @@ fn a_runtime_that_does_not_know_the_command_gets_no_descriptor_to_keep() {
         Config::new().answer(Command::CollectTracing5, Answer::unknown_command()),
     );
     let (mine, theirs) = UnixStream::pair().unwrap();
-    match with_session(|s| {
+    match with_user_events_session(|s| {
         client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
     }) {
         Err(Error::NotSupported { command, hresult }) => {
@@ -186,7 +143,7 @@ fn a_runtime_that_does_not_know_the_command_gets_no_descriptor_to_keep() {
     }
     drop(theirs);
     // Whatever was in flight went with the fake's closed connection.
-    assert_eq!(read_to_eof(mine), b"");
+    assert_eq!(read_to_eof(mine, TIMEOUT), b"");
 }
 
 #[test]
@@ -196,7 +153,7 @@ fn a_descriptor_the_fake_cannot_write_is_e_fail() {
     let path = dir.join("read-only");
     std::fs::write(&path, b"").unwrap();
     let read_only = File::open(&path).unwrap();
-    match with_session(|s| {
+    match with_user_events_session(|s| {
         client.start_user_events_tracing(CollectTracing5::UserEvents(s), &read_only)
     }) {
         Err(Error::ErrorReply { hresult, .. }) => assert_eq!(hresult, Hresult::E_FAIL),
@@ -209,7 +166,7 @@ fn a_descriptor_the_fake_cannot_write_is_e_fail() {
 fn the_fake_answers_bad_encoding_when_no_descriptor_comes() {
     let dir = TempDir::new("ue-std-nofd").unwrap();
     let rt = Config::new().listen_in(dir.path()).start().unwrap();
-    let encoded = with_session(|s| {
+    let encoded = with_user_events_session(|s| {
         let req = CollectTracing5::UserEvents(s);
         let mut conn = dsipc::ClientConnection::new();
         let mut tx = vec![0u8; dsipc::payload::Request::encoded_len(&req)];
@@ -319,20 +276,32 @@ fn closing_server(
     (path, t, rx)
 }
 
-#[test]
-fn a_peer_that_closes_before_the_descriptor_is_fd_not_passed() {
-    let dir = TempDir::new("ue-std-closed").unwrap();
-    let (path, server, closed) = closing_server(dir.path(), None);
+/// Starts a CollectTracing5 user_events session against [`closing_server`] (answering
+/// `reply`, if any), passing the descriptor only once that server has closed; returns the
+/// error the start fails with, after the server thread is done.
+fn start_after_the_peer_closed(dir: &Path, reply: Option<Response<'static>>) -> Error {
+    let (path, server, closed) = closing_server(dir, reply);
     let client = DiagnosticsClient::new(LateTransport {
         path,
         closed: std::sync::Mutex::new(Some(closed)),
     })
     .with_timeout(TIMEOUT);
     let (_mine, theirs) = UnixStream::pair().unwrap();
-    match with_session(|s| {
+    let started = with_user_events_session(|s| {
         client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
-    }) {
-        Err(Error::FdNotPassed { command, source }) => {
+    });
+    server.join().unwrap();
+    match started {
+        Err(e) => e,
+        Ok(s) => panic!("a session started: {}", s.session_id()),
+    }
+}
+
+#[test]
+fn a_peer_that_closes_before_the_descriptor_is_fd_not_passed() {
+    let dir = TempDir::new("ue-std-closed").unwrap();
+    match start_after_the_peer_closed(dir.path(), None) {
+        Error::FdNotPassed { command, source } => {
             assert_eq!(command, Command::CollectTracing5);
             assert!(
                 matches!(
@@ -343,29 +312,18 @@ fn a_peer_that_closes_before_the_descriptor_is_fd_not_passed() {
                 source
             );
         }
-        other => panic!("{:?}", other.map(|s| s.session_id())),
+        other => panic!("{:?}", other),
     }
-    server.join().unwrap();
 }
 
 #[test]
 fn a_peer_that_answered_before_closing_is_its_answer() {
     let dir = TempDir::new("ue-std-answered").unwrap();
     let unknown = Response::Error(ErrorReply::new(Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND));
-    let (path, server, closed) = closing_server(dir.path(), Some(unknown));
-    let client = DiagnosticsClient::new(LateTransport {
-        path,
-        closed: std::sync::Mutex::new(Some(closed)),
-    })
-    .with_timeout(TIMEOUT);
-    let (_mine, theirs) = UnixStream::pair().unwrap();
-    match with_session(|s| {
-        client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
-    }) {
-        Err(Error::NotSupported { command, .. }) => assert_eq!(command, Command::CollectTracing5),
-        other => panic!("{:?}", other.map(|s| s.session_id())),
+    match start_after_the_peer_closed(dir.path(), Some(unknown)) {
+        Error::NotSupported { command, .. } => assert_eq!(command, Command::CollectTracing5),
+        other => panic!("{:?}", other),
     }
-    server.join().unwrap();
 }
 
 // ---- real runtimes -----------------------------------------------------------------------
@@ -392,7 +350,7 @@ fn real_runtimes_answer_unknown_command_and_keep_no_descriptor() {
         // out, sometimes after; either way its answer is the error.
         for _ in 0..3 {
             let (mine, theirs) = UnixStream::pair().unwrap();
-            match with_session(|s| {
+            match with_user_events_session(|s| {
                 client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
             }) {
                 Err(Error::NotSupported { command, hresult }) => {
@@ -407,7 +365,7 @@ fn real_runtimes_answer_unknown_command_and_keep_no_descriptor() {
                 other => panic!("{}: {:?}", runtime, other.map(|s| s.session_id())),
             }
             drop(theirs);
-            assert_eq!(read_to_eof(mine), b"", "{}", runtime);
+            assert_eq!(read_to_eof(mine, TIMEOUT), b"", "{}", runtime);
         }
         // The runtime's server goes on serving.
         let info = client.process_info();

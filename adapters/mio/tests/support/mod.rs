@@ -2,18 +2,18 @@
 //! servers answering like a runtime and streaming a checked pattern), and a bounded loop.
 #![allow(dead_code)]
 
+pub mod fdlimit;
+
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use dsipc::conn::Rejection;
-use dsipc::payload::{
-    ProcessEnvironmentReply, ProcessInfo2Reply, ProcessInfo3Reply, ProcessInfoReply, Reply,
-    ReplyKind, Response,
-};
+use dsipc::conn::{process_info_reply, Rejection};
+use dsipc::payload::{ProcessEnvironmentReply, Reply, ReplyKind, Response};
 use dsipc::wire::{Guid, Hresult, Text};
 use dsipc::{AnyRequest, ClientEvent, Command};
 use dsipc_mio::{CloseReason, ConnId, Control, Event, Handler, Reactor};
-use dsipc_testkit::{check_pattern, fill_pattern};
+use dsipc_testkit::{check_pattern, fill_pattern, Identity};
 
 /// What one client connection saw.
 #[derive(Debug, Default, Clone)]
@@ -35,46 +35,27 @@ pub struct Log {
 /// The environment the test servers report.
 pub const ENV: [&str; 3] = ["A=1", "PATH=/usr/bin:/bin", "E="];
 
-/// A response of the right shape for `command` (the server side of the tests).
+/// Who the test servers say they are (ProcessInfo 1 to 3 are built from it by the core).
+pub fn identity() -> &'static Identity {
+    static IDENTITY: OnceLock<Identity> = OnceLock::new();
+    IDENTITY.get_or_init(|| Identity::net8(77, Guid::from_fields(1, 2, 3, [4; 8])))
+}
+
+/// A response of the right shape for `command` (the server side of the tests): ProcessInfo
+/// 1 to 3 from [`identity`], as [`Control::respond_process_info`] sends them.
 pub fn response_for(command: Command) -> Response<'static> {
     match ReplyKind::of(command) {
-        Some(ReplyKind::Status) | None => Response::Ok(Reply::Ok(Hresult::S_OK)),
         Some(ReplyKind::SessionId) => Response::Ok(Reply::SessionId(0x7f00_0000_1234)),
-        Some(ReplyKind::ProcessInfo) => Response::Ok(Reply::ProcessInfo(ProcessInfoReply {
-            process_id: 77,
-            runtime_cookie: Guid::from_fields(1, 2, 3, [4; 8]),
-            command_line: "/usr/bin/dotnet app.dll --flag".into(),
-            os: "Linux".into(),
-            arch: "x64".into(),
-        })),
-        Some(ReplyKind::ProcessInfo2) => Response::Ok(Reply::ProcessInfo2(ProcessInfo2Reply {
-            process_id: 77,
-            runtime_cookie: Guid::NIL,
-            command_line: "app".into(),
-            os: "Linux".into(),
-            arch: "arm64".into(),
-            managed_entrypoint_assembly_name: "App".into(),
-            clr_product_version: "9.0.0".into(),
-        })),
-        Some(ReplyKind::ProcessInfo3) => Response::Ok(Reply::ProcessInfo3(ProcessInfo3Reply {
-            version: 1,
-            process_id: 77,
-            runtime_cookie: Guid::NIL,
-            command_line: "app".into(),
-            os: "Linux".into(),
-            arch: "x64".into(),
-            managed_entrypoint_assembly_name: "App".into(),
-            clr_product_version: "10.0.0".into(),
-            runtime_identifier: "linux-musl-x64".into(),
-            extension: &[],
-        })),
         Some(ReplyKind::ProcessEnvironment) => {
             Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
                 incoming_bytes: 0, // replaced by respond_environment
                 future: 0,
             }))
         }
-        Some(_) => Response::Ok(Reply::Ok(Hresult::S_OK)),
+        _ => match process_info_reply(&identity().process_info(), command) {
+            Some(info) => Response::Ok(info),
+            None => Response::Ok(Reply::Ok(Hresult::S_OK)),
+        },
     }
 }
 
@@ -197,6 +178,12 @@ impl Handler for Peer {
                         ctl.respond_environment(conn, ENV.iter().map(|v| Text::Str(v)))
                             .unwrap();
                     }
+                    AnyRequest::ProcessInfo(_)
+                    | AnyRequest::ProcessInfo2(_)
+                    | AnyRequest::ProcessInfo3(_) => {
+                        ctl.respond_process_info(conn, &identity().process_info())
+                            .unwrap();
+                    }
                     _ => {
                         ctl.respond(conn, &response_for(command)).unwrap();
                         if command.is_collect_tracing() {
@@ -245,24 +232,5 @@ pub fn run_until<H: Handler>(
                 handler,
             )
             .unwrap();
-    }
-}
-
-/// Raises the soft descriptor limit to at least `want` (up to the hard limit).
-pub fn raise_fd_limit(want: u64) -> u64 {
-    // SAFETY: plain getrlimit/setrlimit on a local struct.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        if lim.rlim_cur < want {
-            lim.rlim_cur = want.min(lim.rlim_max);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        lim.rlim_cur
     }
 }

@@ -119,21 +119,15 @@ impl Config {
 
     /// Makes the fake runtime refuse what .NET Core 3.1 does not know: ProcessInfo 1 to 3
     /// (and the other Process commands) get UNKNOWN_COMMAND.
-    pub fn like_netcore31(mut self) -> Self {
-        for c in [
+    pub fn like_netcore31(self) -> Self {
+        self.unknown(&[
             Command::ProcessInfo,
             Command::ProcessInfo2,
             Command::ProcessInfo3,
             Command::ProcessEnvironment,
             Command::SetEnvironmentVariable,
-            Command::CollectTracing3,
-            Command::CollectTracing4,
-            Command::CollectTracing5,
-            Command::CollectTracing6,
-        ] {
-            self.answers.insert(c, Answer::unknown_command());
-        }
-        self
+        ])
+        .like_net8_0_4()
     }
 
     /// Listens in `dir` as `dotnet-diagnostic-{pid}-{key}-socket` (mode 0600).
@@ -190,13 +184,18 @@ impl Config {
 
     /// Makes the fake runtime refuse what .NET 8.0.4 does not know: CollectTracing3 to 6
     /// get UNKNOWN_COMMAND.
-    pub fn like_net8_0_4(mut self) -> Self {
-        for c in [
+    pub fn like_net8_0_4(self) -> Self {
+        self.unknown(&[
             Command::CollectTracing3,
             Command::CollectTracing4,
             Command::CollectTracing5,
             Command::CollectTracing6,
-        ] {
+        ])
+    }
+
+    /// Answers each of `commands` with UNKNOWN_COMMAND.
+    fn unknown(mut self, commands: &[Command]) -> Self {
+        for &c in commands {
             self.answers.insert(c, Answer::unknown_command());
         }
         self

@@ -119,7 +119,6 @@ pub(super) fn serve(shared: &Arc<Shared>, mut stream: Conn, reverse: bool) {
         reject(
             shared,
             &mut stream,
-            &mut machine,
             &received,
             connection,
             reverse,
@@ -168,7 +167,6 @@ fn read_request(
 pub(super) fn reject(
     shared: &Shared,
     stream: &mut Conn,
-    machine: &mut ServerConnection,
     buf: &[u8],
     connection: u64,
     reverse: bool,
@@ -187,10 +185,7 @@ pub(super) fn reject(
             rejection: Some(rejection),
         })
     });
-    let mut out = [0u8; 64];
-    if let Ok(n) = machine.poll_transmit(&mut out) {
-        let _ = stream.write_all(&out[..n]);
-    }
+    let _ = stream.write_all(&rejection.reply());
 }
 
 pub(super) fn send(

@@ -11,7 +11,8 @@ use dsipc::{AnyRequest, Command};
 use super::*;
 use crate::socket::TempDir;
 use dsipc::payload::ProcessInfo;
-use dsipc::{ClientConnection, ClientEvent, Status};
+use dsipc::recv::{Poll, RecvBuffer};
+use dsipc::{ClientConnection, ClientEvent};
 
 fn roundtrip<R: Request>(path: &Path, req: &R) -> Vec<String> {
     let mut s = UnixStream::connect(path).unwrap();
@@ -22,17 +23,13 @@ fn roundtrip<R: Request>(path: &Path, req: &R) -> Vec<String> {
     s.write_all(&tx[..n]).unwrap();
     let mut all = Vec::new();
     s.read_to_end(&mut all).unwrap();
+    // Through the core's receive loop, EOF included, as every adapter feeds its machine.
+    let len = all.len();
+    let mut rx = RecvBuffer::new(all);
+    rx.filled(len);
+    rx.eof();
     let mut out = Vec::new();
-    let mut at = 0;
-    loop {
-        let h = c.handle_input(&all[at..]).unwrap();
-        at += h.consumed;
-        match h.status {
-            Status::Event(e) => out.push(format!("{:?}", e)),
-            _ => break,
-        }
-    }
-    if let Some(e) = c.handle_eof().unwrap() {
+    while let Poll::Event(e) = rx.poll_client(&mut c).unwrap() {
         out.push(format!("{:?}", e));
     }
     out
