@@ -8,7 +8,9 @@ use crate::wire::Guid;
 /// One event, its header decoded and its payload borrowed from the input.
 ///
 /// Thread fields hold OS thread ids in V4/V5 and indexes into the thread table (see
-/// [`Item::Threads`](super::Item::Threads)) in V6.
+/// [`Item::Threads`](super::Item::Threads)) in V6. The activity ids (V4/V5) are kept by the
+/// parser, not here: [`NettraceParser::activity_ids`](super::NettraceParser::activity_ids)
+/// (an event stays small: it is moved a few times per event on its way to the caller).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Event<'a> {
@@ -27,10 +29,6 @@ pub struct Event<'a> {
     pub stack_id: u32,
     /// Timestamp (QPC ticks, see [`TraceHeader`](super::TraceHeader)).
     pub timestamp: i64,
-    /// Activity id (V4/V5; nil in V6, where label lists carry it).
-    pub activity_id: Guid,
-    /// Related activity id (V4/V5; nil in V6).
-    pub related_activity_id: Guid,
     /// V6 label list id (0: none); always 0 in V4/V5.
     pub label_list_id: u32,
     /// No later event in the stream has an earlier timestamp.
@@ -143,8 +141,6 @@ fn event<'a>(st: &HeaderState, is_sorted: bool, payload: &'a [u8], offset: u64) 
         processor_number: st.processor_number,
         stack_id: st.stack_id,
         timestamp: st.timestamp,
-        activity_id: st.activity_id,
-        related_activity_id: st.related_activity_id,
         label_list_id: st.label_list_id,
         is_sorted,
         payload,

@@ -103,23 +103,29 @@ pub fn analyze(
     let mut line = String::new();
     let mut write_error: Option<std::io::Error> = None;
     loop {
-        // Matched by reference: an item is large, and moving it out costs a copy per event.
-        match &rx.poll_nettrace(&mut parser) {
-            Ok(Poll::Event(item)) => {
-                // The header precedes every event: a copy taken before the item is current.
-                let info = match jsonl_out {
-                    Some(_) => analyzer.info().copied(),
-                    None => None,
-                };
-                let meta = analyzer.on_item(item);
-                if let (Some(out), Item::Event(e)) = (jsonl_out.as_mut(), item) {
+        // The item is handed over where the parser built it: moving it out costs a copy per
+        // event.
+        let polled = rx.poll_nettrace_with(&mut parser, |item| {
+            // The header precedes every event: a copy taken before the item is current.
+            let info = match jsonl_out {
+                Some(_) => analyzer.info().copied(),
+                None => None,
+            };
+            let meta = analyzer.on_item(item);
+            match (jsonl_out.as_mut(), item) {
+                (Some(out), Item::Event(e)) => {
                     line.clear();
                     jsonl::event_line(&mut line, e, meta, info.as_ref());
-                    if let Err(err) = out.write_all(line.as_bytes()) {
-                        write_error = Some(err);
-                        break;
-                    }
+                    out.write_all(line.as_bytes())
                 }
+                _ => Ok(()),
+            }
+        });
+        match polled {
+            Ok(Poll::Event(Ok(()))) => {}
+            Ok(Poll::Event(Err(err))) => {
+                write_error = Some(err);
+                break;
             }
             Ok(Poll::NeedInput) => {
                 let spare = match rx.read_buf() {
@@ -138,7 +144,7 @@ pub fn analyze(
             }
             Ok(Poll::End) => break,
             Err(RecvError::Machine(e)) => {
-                problem = Some(describe(e));
+                problem = Some(describe(&e));
                 break;
             }
             Err(e) => {

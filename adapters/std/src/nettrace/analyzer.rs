@@ -1,7 +1,7 @@
 //! One pass over a trace's items: metadata, symbols, samples and lost events together.
 
 use dsipc::nettrace::clr::{self, ClrProvider};
-use dsipc::nettrace::{Event, Format, Item, SystemTime, TraceHeader};
+use dsipc::nettrace::{Event, Item, KeyValues, TraceHeader};
 
 use super::hash::FxHashMap;
 use super::lost::LostEvents;
@@ -9,38 +9,9 @@ use super::metadata::EventMetadata;
 use super::profile::{Profile, ProfileBuilder, SampleKind};
 use super::symbols::MethodRecord;
 
-/// What the trace header said (the owned part of [`TraceHeader`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TraceInfo {
-    /// The stream's framing.
-    pub format: Format,
-    /// Wall-clock (UTC) time of the trace's start.
-    pub sync_time_utc: SystemTime,
-    /// QPC timestamp at `sync_time_utc`.
-    pub sync_time_qpc: i64,
-    /// QPC ticks per second.
-    pub qpc_frequency: i64,
-    /// Pointer size of the traced process.
-    pub pointer_size: u8,
-    /// Traced process id.
-    pub process_id: u32,
-    /// Processors.
-    pub number_of_processors: u32,
-    /// Expected sampling interval (ns; 0 when the trace does not say).
-    pub sampling_interval_ns: u32,
-}
-
-impl TraceInfo {
-    /// Nanoseconds from the trace's start to `timestamp`.
-    pub fn nanos_since_start(&self, timestamp: i64) -> i64 {
-        if self.qpc_frequency <= 0 {
-            return 0;
-        }
-        let d = i128::from(timestamp) - i128::from(self.sync_time_qpc);
-        let ns = d * 1_000_000_000 / i128::from(self.qpc_frequency);
-        ns.max(i128::from(i64::MIN)).min(i128::from(i64::MAX)) as i64
-    }
-}
+/// What the trace header said: the header without its V6 key/value pairs (the only part
+/// that borrows the stream).
+pub type TraceInfo = TraceHeader<'static>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -54,6 +25,59 @@ struct Entry {
     meta: EventMetadata,
     role: Role,
     events: u64,
+}
+
+/// Metadata ids below this are looked up in a flat table (runtimes number records from 1).
+const DIRECT_IDS: u32 = 4096;
+
+/// Metadata id -> [`Entry`]: a flat index for small ids (one lookup per event is the hot
+/// path), a hash map for the rest.
+#[derive(Default)]
+struct MetadataTable {
+    entries: Vec<Entry>,
+    /// Small id -> index into `entries` + 1 (0: undefined).
+    direct: Vec<u32>,
+    far: FxHashMap<u32, u32>,
+}
+
+impl MetadataTable {
+    fn slot(&self, id: u32) -> Option<usize> {
+        let i = if id < DIRECT_IDS {
+            *self.direct.get(id as usize)?
+        } else {
+            *self.far.get(&id)?
+        };
+        i.checked_sub(1).map(|i| i as usize)
+    }
+
+    fn get_mut(&mut self, id: u32) -> Option<&mut Entry> {
+        let i = self.slot(id)?;
+        self.entries.get_mut(i)
+    }
+
+    /// Defines (or redefines: V6 may reuse ids after a flush) `id`.
+    fn insert(&mut self, id: u32, entry: Entry) {
+        if let Some(i) = self.slot(id) {
+            self.entries[i] = entry;
+            return;
+        }
+        self.entries.push(entry);
+        let i = self.entries.len() as u32;
+        if id < DIRECT_IDS {
+            if self.direct.len() <= id as usize {
+                self.direct.resize(id as usize + 1, 0);
+            }
+            self.direct[id as usize] = i;
+        } else {
+            self.far.insert(id, i);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.direct.clear();
+        self.far.clear();
+    }
 }
 
 /// Per-provider event counts.
@@ -73,7 +97,7 @@ pub struct ProviderCount {
 #[derive(Default)]
 pub struct TraceAnalyzer {
     info: Option<TraceInfo>,
-    metadata: FxHashMap<u32, Entry>,
+    metadata: MetadataTable,
     profile: ProfileBuilder,
     lost: LostEvents,
     events: u64,
@@ -94,7 +118,12 @@ impl TraceAnalyzer {
         match item {
             Item::Trace(h) => self.on_header(h),
             Item::Metadata(m) => {
-                let meta = EventMetadata::from_record(m);
+                // The parser validated the record: it decodes.
+                let m = match m.record() {
+                    Ok(m) => m,
+                    Err(_) => return None,
+                };
+                let meta = EventMetadata::from_record(&m);
                 let role = match ClrProvider::from_name(&m.provider_name) {
                     Some(ClrProvider::SampleProfiler) if m.event_id == clr::THREAD_SAMPLE => {
                         Role::Sample
@@ -137,22 +166,19 @@ impl TraceAnalyzer {
 
     fn on_header(&mut self, h: &TraceHeader<'_>) {
         self.info = Some(TraceInfo {
-            format: h.format,
-            sync_time_utc: h.sync_time_utc,
-            sync_time_qpc: h.sync_time_qpc,
-            qpc_frequency: h.qpc_frequency,
-            pointer_size: h.pointer_size,
-            process_id: h.process_id,
-            number_of_processors: h.number_of_processors,
-            sampling_interval_ns: h.sampling_interval_ns,
+            key_values: KeyValues::EMPTY,
+            ..*h
         });
     }
 
     fn on_event(&mut self, e: &Event<'_>) -> Option<&EventMetadata> {
         self.events += 1;
         self.lost.on_event(e.capture_thread_id, e.sequence_number);
-        let pointer_size = self.info.map_or(8, |i| i.pointer_size);
-        let entry = match self.metadata.get_mut(&e.metadata_id) {
+        let pointer_size = match &self.info {
+            Some(i) => i.pointer_size,
+            None => 8,
+        };
+        let entry = match self.metadata.get_mut(e.metadata_id) {
             Some(x) => x,
             None => {
                 self.unknown_metadata += 1;
@@ -282,13 +308,13 @@ impl TraceAnalyzer {
 
     /// Metadata records held.
     pub fn metadata_records(&self) -> usize {
-        self.metadata.len()
+        self.metadata.entries.len()
     }
 
     /// Events per provider, sorted by provider name.
     pub fn provider_counts(&self) -> Vec<ProviderCount> {
         let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
-        for e in self.metadata.values() {
+        for e in &self.metadata.entries {
             *by.entry(e.meta.provider.as_str()).or_insert(0) += e.events;
         }
         by.into_iter()
