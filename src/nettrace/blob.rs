@@ -75,12 +75,25 @@ pub(crate) fn read_blob<'a>(
     v6: bool,
 ) -> Result<Event<'a>, NettraceError> {
     let offset = c.offset();
+    let (payload, is_sorted) = read_header(c, st, compressed, v6)?;
+    Ok(event(st, is_sorted, payload, offset))
+}
+
+/// [`read_blob`] leaving the header in `st`: returns the payload and the sorted flag, for a
+/// caller that builds the [`Event`] (with [`event`]) where it is wanted, without moving it.
+#[inline(always)]
+pub(crate) fn read_header<'a>(
+    c: &mut Cur<'a>,
+    st: &mut HeaderState,
+    compressed: bool,
+    v6: bool,
+) -> Result<(&'a [u8], bool), NettraceError> {
     if compressed {
-        read_compressed(c, st, v6, offset)
+        read_compressed(c, st, v6)
     } else if v6 {
-        read_uncompressed_v6(c, st, offset)
+        read_uncompressed_v6(c, st)
     } else {
-        read_uncompressed_v4(c, st, offset)
+        read_uncompressed_v4(c, st)
     }
 }
 
@@ -89,8 +102,7 @@ fn read_compressed<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
     v6: bool,
-    offset: u64,
-) -> Result<Event<'a>, NettraceError> {
+) -> Result<(&'a [u8], bool), NettraceError> {
     let flags = c.u8("event header flags")?;
     if flags & F_METADATA_ID != 0 {
         st.metadata_id = c.varu32()?;
@@ -128,11 +140,16 @@ fn read_compressed<'a>(
         st.payload_size = c.varu32()?;
     }
     let payload = c.take(st.payload_size as usize, "event payload (PayloadSize)")?;
-    Ok(event(st, flags & F_SORTED != 0, payload, offset))
+    Ok((payload, flags & F_SORTED != 0))
 }
 
 #[inline(always)]
-fn event<'a>(st: &HeaderState, is_sorted: bool, payload: &'a [u8], offset: u64) -> Event<'a> {
+pub(crate) fn event<'a>(
+    st: &HeaderState,
+    is_sorted: bool,
+    payload: &'a [u8],
+    offset: u64,
+) -> Event<'a> {
     Event {
         metadata_id: st.metadata_id,
         sequence_number: st.sequence_number,
@@ -152,8 +169,7 @@ fn event<'a>(st: &HeaderState, is_sorted: bool, payload: &'a [u8], offset: u64) 
 fn read_uncompressed_v4<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
-    offset: u64,
-) -> Result<Event<'a>, NettraceError> {
+) -> Result<(&'a [u8], bool), NettraceError> {
     let start = c.pos;
     let event_size = c.u32("EventSize")? as usize;
     let id = c.u32("MetadataId")?;
@@ -177,15 +193,14 @@ fn read_uncompressed_v4<'a>(
         .ok_or_else(|| c.malformed("EventSize"))?;
     c.pos = end;
     // Bit 31 set means NOT sorted (the runtime's writer; the format texts say the opposite).
-    Ok(event(st, id & 0x8000_0000 == 0, payload, offset))
+    Ok((payload, id & 0x8000_0000 == 0))
 }
 
 /// V6 uncompressed row.
 fn read_uncompressed_v6<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
-    offset: u64,
-) -> Result<Event<'a>, NettraceError> {
+) -> Result<(&'a [u8], bool), NettraceError> {
     let start = c.pos;
     let event_size = c.u32("EventSize")? as usize;
     let id = c.u32("MetadataId")?;
@@ -205,5 +220,5 @@ fn read_uncompressed_v6<'a>(
         .filter(|&e| e >= c.pos && e <= c.bytes.len())
         .ok_or_else(|| c.malformed("EventSize"))?;
     c.pos = end;
-    Ok(event(st, id & 0x8000_0000 != 0, payload, offset))
+    Ok((payload, id & 0x8000_0000 != 0))
 }

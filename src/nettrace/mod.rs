@@ -93,7 +93,7 @@ pub use v6::{
 };
 pub use varint::{read_varuint, zigzag};
 
-use blob::{read_blob, HeaderState};
+use blob::{event, read_blob, read_header, HeaderState};
 use block::{object_header, Step};
 use varint::Cur;
 
@@ -734,10 +734,16 @@ impl NettraceParser {
         if self.block.kind == BlockKind::Event {
             // The hot path: the event is built where the caller finds it, without moves.
             let mut c = Cur::new(content, base);
-            let e = read_blob(&mut c, &mut self.block.header, self.block.compressed, v6)?;
+            let (payload, sorted) =
+                read_header(&mut c, &mut self.block.header, self.block.compressed, v6)?;
             self.consumed_in_block(c.pos);
             return Ok(Handled {
-                status: Status::Item(Item::Event(e)),
+                status: Status::Item(Item::Event(event(
+                    &self.block.header,
+                    sorted,
+                    payload,
+                    base,
+                ))),
                 consumed: c.pos,
             });
         }
