@@ -13,8 +13,9 @@ use super::jsonl;
 
 /// Largest block accepted (runtime blocks are far smaller; a hostile size is an error).
 pub const MAX_BLOCK: usize = 64 << 20;
-/// Read size.
-const CHUNK: usize = 1 << 20;
+/// Initial buffer and read size: 128 KiB holds a runtime block (at most about 100 KB) and
+/// stays in the CPU's cache, where 1 MiB cost page faults and cache misses for nothing.
+const CHUNK: usize = 1 << 17;
 
 /// Figures of one pass.
 #[derive(Debug, Clone, Default)]
@@ -96,7 +97,7 @@ pub fn analyze(
 ) -> Result<Analysis, String> {
     let mut parser = NettraceParser::with_max_block_size(MAX_BLOCK);
     let mut analyzer = TraceAnalyzer::new();
-    // The core's receive loop: reads of up to 1 MiB, growth only to one block plus its
+    // The core's receive loop: reads of up to 128 KiB, growth only to one block plus its
     // framing (the parser refuses a larger block before it is read).
     let mut rx = RecvBuffer::with_limit(vec![0u8; CHUNK], MAX_BLOCK + MAX_FRAMING);
     let mut problem: Option<String> = None;

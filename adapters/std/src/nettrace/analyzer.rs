@@ -21,10 +21,11 @@ enum Role {
     Other,
 }
 
+/// Small, so that the table's hot part (role and count) is dense.
 struct Entry {
-    meta: EventMetadata,
     role: Role,
     events: u64,
+    meta: Box<EventMetadata>,
 }
 
 /// Metadata ids below this are looked up in a flat table (runtimes number records from 1).
@@ -138,7 +139,7 @@ impl TraceAnalyzer {
                 self.metadata.insert(
                     m.metadata_id,
                     Entry {
-                        meta,
+                        meta: Box::new(meta),
                         role,
                         events: 0,
                     },
@@ -225,7 +226,7 @@ impl TraceAnalyzer {
                         .is_sampled(start, start.saturating_add(u64::from(size)))
                     {
                         self.rundown_skipped += 1;
-                        return Some(&entry.meta);
+                        return Some(&*entry.meta);
                     }
                 }
                 let m = &entry.meta;
@@ -241,7 +242,7 @@ impl TraceAnalyzer {
                                 && !self.profile.is_sampled(mv.method_start_address, end)
                             {
                                 self.rundown_skipped += 1;
-                                return Some(&entry.meta);
+                                return Some(&*entry.meta);
                             }
                             self.profile.symbols_mut().add_method(&MethodRecord {
                                 method_id: mv.method_id,
@@ -263,7 +264,7 @@ impl TraceAnalyzer {
             }
             Role::Other => {}
         }
-        Some(&entry.meta)
+        Some(&*entry.meta)
     }
 
     /// The trace header, once seen.
