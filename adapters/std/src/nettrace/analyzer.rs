@@ -51,11 +51,6 @@ impl MetadataTable {
         i.checked_sub(1).map(|i| i as usize)
     }
 
-    fn get_mut(&mut self, id: u32) -> Option<&mut Entry> {
-        let i = self.slot(id)?;
-        self.entries.get_mut(i)
-    }
-
     /// Defines (or redefines: V6 may reuse ids after a flush) `id`.
     fn insert(&mut self, id: u32, entry: Entry) {
         if let Some(i) = self.slot(id) {
@@ -115,14 +110,27 @@ impl TraceAnalyzer {
 
     /// Feeds one item. For an event, returns its metadata (None if its metadata id was never
     /// defined).
+    #[inline]
     pub fn on_item(&mut self, item: &Item<'_>) -> Option<&EventMetadata> {
+        // Events are nearly every item: their path is short and inlined, the rest is not.
+        match item {
+            Item::Event(e) => self.on_event(e),
+            other => {
+                self.on_other(other);
+                None
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn on_other(&mut self, item: &Item<'_>) {
         match item {
             Item::Trace(h) => self.on_header(h),
             Item::Metadata(m) => {
                 // The parser validated the record: it decodes.
                 let m = match m.record() {
                     Ok(m) => m,
-                    Err(_) => return None,
+                    Err(_) => return,
                 };
                 let meta = EventMetadata::from_record(&m);
                 let role = match ClrProvider::from_name(&m.provider_name) {
@@ -145,7 +153,6 @@ impl TraceAnalyzer {
                     },
                 );
             }
-            Item::Event(e) => return self.on_event(e),
             Item::Stacks(b) => {
                 for s in b.iter() {
                     self.profile.on_stack(s.id, s.ips());
@@ -162,7 +169,6 @@ impl TraceAnalyzer {
             }
             _ => {}
         }
-        None
     }
 
     fn on_header(&mut self, h: &TraceHeader<'_>) {
@@ -172,20 +178,18 @@ impl TraceAnalyzer {
         });
     }
 
+    #[inline]
     fn on_event(&mut self, e: &Event<'_>) -> Option<&EventMetadata> {
         self.events += 1;
         self.lost.on_event(e.capture_thread_id, e.sequence_number);
-        let pointer_size = match &self.info {
-            Some(i) => i.pointer_size,
-            None => 8,
-        };
-        let entry = match self.metadata.get_mut(e.metadata_id) {
-            Some(x) => x,
+        let i = match self.metadata.slot(e.metadata_id) {
+            Some(i) => i,
             None => {
                 self.unknown_metadata += 1;
                 return None;
             }
         };
+        let entry = &mut self.metadata.entries[i];
         entry.events += 1;
         match entry.role {
             Role::Sample => {
@@ -202,69 +206,71 @@ impl TraceAnalyzer {
                 self.profile
                     .on_sample(e.thread_id, e.stack_id, kind, e.timestamp);
             }
-            Role::Symbols(p) => {
-                let m = &entry.meta;
-                // Most rundown records name methods no sample hit. Their fixed head
-                // (MethodID u64, ModuleID u64, MethodStartAddress u64, MethodSize u32) tells
-                // the range: skip those before the full decode (which scans three strings).
-                if p == ClrProvider::Rundown
-                    && (m.event_id == clr::METHOD_LOAD_VERBOSE
-                        || m.event_id == clr::METHOD_UNLOAD_VERBOSE)
-                    && e.payload.len() >= 28
-                {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(&e.payload[16..24]);
-                    let start = u64::from_le_bytes(a);
-                    let size = u32::from_le_bytes([
-                        e.payload[24],
-                        e.payload[25],
-                        e.payload[26],
-                        e.payload[27],
-                    ]);
-                    if !self
-                        .profile
-                        .is_sampled(start, start.saturating_add(u64::from(size)))
-                    {
-                        self.rundown_skipped += 1;
-                        return Some(&*entry.meta);
-                    }
-                }
-                let m = &entry.meta;
-                match clr::decode(p, m.event_id, m.version, pointer_size, e.payload) {
-                    Ok(ev) => {
-                        // Load, unload and rundown records all name a code range. The
-                        // rundown comes after the samples: keep only methods they hit.
-                        if let Some(mv) = ev.as_method() {
-                            let end = mv
-                                .method_start_address
-                                .saturating_add(u64::from(mv.method_size));
-                            if p == ClrProvider::Rundown
-                                && !self.profile.is_sampled(mv.method_start_address, end)
-                            {
-                                self.rundown_skipped += 1;
-                                return Some(&*entry.meta);
-                            }
-                            self.profile.symbols_mut().add_method(&MethodRecord {
-                                method_id: mv.method_id,
-                                module_id: mv.module_id,
-                                start: mv.method_start_address,
-                                size: mv.method_size,
-                                namespace: mv.method_namespace.as_bytes(),
-                                name: mv.method_name.as_bytes(),
-                                signature: mv.method_signature.as_bytes(),
-                            });
-                        } else if let Some((id, path)) = ev.as_module() {
-                            if !self.profile.symbols().has_module(id) {
-                                self.profile.symbols_mut().add_module(id, &path.to_string());
-                            }
-                        }
-                    }
-                    Err(_) => self.bad_payloads += 1,
-                }
-            }
+            Role::Symbols(p) => self.on_symbols(p, i, e),
             Role::Other => {}
         }
-        Some(&*entry.meta)
+        Some(&*self.metadata.entries[i].meta)
+    }
+
+    /// A runtime or rundown event that may name a method or a module.
+    #[inline(never)]
+    fn on_symbols(&mut self, p: ClrProvider, i: usize, e: &Event<'_>) {
+        let pointer_size = match &self.info {
+            Some(info) => info.pointer_size,
+            None => 8,
+        };
+        let m = &self.metadata.entries[i].meta;
+        // Most rundown records name methods no sample hit. Their fixed head (MethodID u64,
+        // ModuleID u64, MethodStartAddress u64, MethodSize u32) tells the range: skip those
+        // before the full decode (which scans three strings).
+        if p == ClrProvider::Rundown
+            && (m.event_id == clr::METHOD_LOAD_VERBOSE || m.event_id == clr::METHOD_UNLOAD_VERBOSE)
+            && e.payload.len() >= 28
+        {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&e.payload[16..24]);
+            let start = u64::from_le_bytes(a);
+            let size =
+                u32::from_le_bytes([e.payload[24], e.payload[25], e.payload[26], e.payload[27]]);
+            if !self
+                .profile
+                .is_sampled(start, start.saturating_add(u64::from(size)))
+            {
+                self.rundown_skipped += 1;
+                return;
+            }
+        }
+        match clr::decode(p, m.event_id, m.version, pointer_size, e.payload) {
+            Ok(ev) => {
+                // Load, unload and rundown records all name a code range. The rundown comes
+                // after the samples: keep only methods they hit.
+                if let Some(mv) = ev.as_method() {
+                    let end = mv
+                        .method_start_address
+                        .saturating_add(u64::from(mv.method_size));
+                    if p == ClrProvider::Rundown
+                        && !self.profile.is_sampled(mv.method_start_address, end)
+                    {
+                        self.rundown_skipped += 1;
+                        return;
+                    }
+                    self.profile.symbols_mut().add_method(&MethodRecord {
+                        method_id: mv.method_id,
+                        module_id: mv.module_id,
+                        start: mv.method_start_address,
+                        size: mv.method_size,
+                        namespace: mv.method_namespace.as_bytes(),
+                        name: mv.method_name.as_bytes(),
+                        signature: mv.method_signature.as_bytes(),
+                    });
+                } else if let Some((id, path)) = ev.as_module() {
+                    if !self.profile.symbols().has_module(id) {
+                        self.profile.symbols_mut().add_module(id, &path.to_string());
+                    }
+                }
+            }
+            Err(_) => self.bad_payloads += 1,
+        }
     }
 
     /// The trace header, once seen.
