@@ -209,16 +209,26 @@ impl ProfileBuilder {
     pub fn on_sample(&mut self, thread: u64, stack_id: u32, kind: SampleKind, timestamp: i64) {
         let stack = self.window_stack(stack_id);
         self.samples += 1;
+        // Lookups first (a sample mostly finds its thread and stack known): `entry` would
+        // check the table's room on every call.
         let order = self.threads.len();
-        let t = self.threads.entry(thread).or_insert_with(|| ThreadState {
-            order,
-            first: timestamp,
-            last: timestamp,
-            counts: FxHashMap::default(),
-        });
+        let t = match self.threads.get_mut(&thread) {
+            Some(t) => t,
+            None => self.threads.entry(thread).or_insert(ThreadState {
+                order,
+                first: timestamp,
+                last: timestamp,
+                counts: FxHashMap::default(),
+            }),
+        };
         t.first = t.first.min(timestamp);
         t.last = t.last.max(timestamp);
-        *t.counts.entry((stack, kind)).or_insert(0) += 1;
+        match t.counts.get_mut(&(stack, kind)) {
+            Some(n) => *n += 1,
+            None => {
+                t.counts.insert((stack, kind), 1);
+            }
+        }
     }
 
     /// True if an instruction pointer of a sampled stack lies in `[start, end)`: a method
