@@ -42,6 +42,7 @@ struct MetadataTable {
 }
 
 impl MetadataTable {
+    #[inline]
     fn slot(&self, id: u32) -> Option<usize> {
         let i = if id < DIRECT_IDS {
             *self.direct.get(id as usize)?
