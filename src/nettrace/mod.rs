@@ -94,7 +94,7 @@ pub use v6::{
 pub use varint::{read_varuint, zigzag};
 
 use blob::{event, read_blob, read_header, HeaderState};
-use block::{object_header, Step};
+use block::{end_tag, object_header, Step};
 use varint::Cur;
 
 use crate::wire::Guid;
@@ -474,13 +474,7 @@ impl NettraceParser {
         if input.len() < total {
             return Self::partial(total);
         }
-        if input[total - 1] != 0x06 {
-            return Err(NettraceError::BadTag {
-                offset: base + (total - 1) as u64,
-                expected: 0x06,
-                found: input[total - 1],
-            });
-        }
+        end_tag(input, total - 1, base)?;
         let header = TraceHeader::parse_v4(&input[body_at..body_at + BODY], base + body_at as u64)?;
         self.format = Some(Format::V4);
         self.pointer_size = header.pointer_size;
@@ -628,14 +622,7 @@ impl NettraceParser {
             if rest.len() < total {
                 return partial(total);
             }
-            let tag = rest[total - 1];
-            if tag != 0x06 {
-                return Err(NettraceError::BadTag {
-                    offset: base + (total - 1) as u64,
-                    expected: 0x06,
-                    found: tag,
-                });
-            }
+            end_tag(rest, total - 1, base)?;
             if hdr.name == b"Trace" {
                 return Err(NettraceError::Malformed {
                     offset: base,
@@ -720,12 +707,8 @@ impl NettraceParser {
         }
         let base = self.offset;
         if left == 0 {
-            if trailer == 1 && input[0] != 0x06 {
-                return Err(NettraceError::BadTag {
-                    offset: base,
-                    expected: 0x06,
-                    found: input[0],
-                });
+            if trailer == 1 {
+                end_tag(input, 0, base)?;
             }
             return self.between(input, trailer);
         }

@@ -353,25 +353,20 @@ mod tests {
         b.on_sample(7, 5, SampleKind::Managed, 14); // unknown id: empty stack
         assert_eq!(b.distinct_stacks(), 3);
         let (leaf, root) = (u16le("Leaf"), u16le("Root"));
-        let sig = u16le("void  (int32)");
-        b.symbols_mut().add_method(&MethodRecord {
-            method_id: 1,
-            module_id: 1,
-            start: 0x100,
-            size: 0x10,
-            namespace: &u16le("N"),
-            name: &leaf,
-            signature: &sig,
-        });
-        b.symbols_mut().add_method(&MethodRecord {
-            method_id: 2,
-            module_id: 1,
-            start: 0x200,
-            size: 0x10,
-            namespace: &u16le("N"),
-            name: &root,
-            signature: &[],
-        });
+        let (ns, sig) = (u16le("N"), u16le("void  (int32)"));
+        for (method_id, start, name, signature) in
+            [(1, 0x100, &leaf, &sig[..]), (2, 0x200, &root, &[])]
+        {
+            b.symbols_mut().add_method(&MethodRecord {
+                method_id,
+                module_id: 1,
+                start,
+                size: 0x10,
+                namespace: &ns,
+                name,
+                signature,
+            });
+        }
         b.symbols_mut().add_module(1, "/x/App.dll");
         let p = b.finish(false);
         assert_eq!(p.total_samples(), 5);
