@@ -325,9 +325,9 @@ impl NettraceParser {
         self.pointer_size
     }
 
-    /// The activity id and related activity id of the last event reported (V4/V5: from its
-    /// header, or carried over from the previous event of its block; nil in V6, where label
-    /// lists carry them, and before the first event of a block).
+    /// The activity id and related activity id of the last event (or V4/V5 metadata record)
+    /// reported: from its header, or carried over from the previous one of its block. Nil
+    /// in V6, where label lists carry them, and before the first event of a block.
     pub fn activity_ids(&self) -> (Guid, Guid) {
         let h = &self.block.header;
         (h.activity_id, h.related_activity_id)
