@@ -53,6 +53,7 @@ fn parse_and_decode(data: &[u8]) -> u64 {
         match h.status {
             Status::Item(Item::Trace(t)) => ptr = t.pointer_size,
             Status::Item(Item::Metadata(m)) => {
+                let m = m.record().unwrap();
                 let id = m.metadata_id as usize;
                 if id >= table.len() {
                     table.resize(id + 1, None);

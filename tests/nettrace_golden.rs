@@ -56,7 +56,7 @@ fn check(rt: &str) -> Seen {
                 ptr = t.pointer_size;
             }
             Status::Item(Item::Metadata(m)) => {
-                metas.insert(m.metadata_id, m);
+                metas.insert(m.metadata_id, m.record().unwrap());
             }
             Status::Item(Item::Stacks(s)) => {
                 for st in s.iter() {

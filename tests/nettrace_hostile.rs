@@ -394,8 +394,8 @@ fn uncompressed_blobs_and_v5_tags() {
         let h = p.handle_input(&data[at..]).unwrap();
         at += h.consumed;
         match h.status {
-            Status::Item(Item::Metadata(m)) => meta = Some(m),
-            Status::Item(Item::Event(e)) => event = Some(e),
+            Status::Item(Item::Metadata(m)) => meta = Some(m.record().unwrap()),
+            Status::Item(Item::Event(e)) => event = Some((e, p.activity_ids())),
             Status::Item(Item::Block(b)) => assert_ne!(b.kind, BlockKind::Unknown),
             Status::Item(_) => {}
             Status::Done => break,
@@ -410,7 +410,7 @@ fn uncompressed_blobs_and_v5_tags() {
     let arr = m.fields.find("names").unwrap().ty;
     assert_eq!(arr.code, TypeCode::Array);
     assert_eq!(arr.element().unwrap().code, TypeCode::String);
-    let e = event.unwrap();
+    let (e, (activity_id, related_activity_id)) = event.unwrap();
     assert_eq!(
         (
             e.metadata_id,
@@ -422,7 +422,7 @@ fn uncompressed_blobs_and_v5_tags() {
     );
     assert_eq!((e.processor_number, e.stack_id, e.timestamp), (2, 4, 99));
     assert_eq!(
-        (e.activity_id.0, e.related_activity_id.0),
+        (activity_id.0, related_activity_id.0),
         ([0xA1; 16], [0xB2; 16])
     );
     assert!(e.is_sorted);

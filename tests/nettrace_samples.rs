@@ -83,6 +83,7 @@ fn check(name: &str, data: &[u8]) -> Stats {
                 }
             }
             Item::Metadata(m) => {
+                let m = m.record().unwrap();
                 assert!(
                     !m.fields_malformed,
                     "{}: metadata {} malformed",

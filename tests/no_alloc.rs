@@ -251,7 +251,7 @@ fn nettrace_parsing_does_not_allocate() {
                 match h.status {
                     Status::Item(Item::Trace(t)) => ptr = t.pointer_size,
                     Status::Item(Item::Metadata(m)) => {
-                        metas[m.metadata_id as usize] = Some(m);
+                        metas[m.metadata_id as usize] = Some(m.record().unwrap());
                     }
                     Status::Item(Item::Event(e)) => {
                         events += 1;

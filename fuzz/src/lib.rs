@@ -1616,6 +1616,7 @@ pub fn nettrace_drive(
                 let _ = t.nanos_since_start(i64::MAX);
             }
             Item::Metadata(m) => {
+                let m = m.record().expect("a reported record decodes");
                 write!(Sink, "{}{}", m.provider_name, m.event_name).unwrap();
                 let again =
                     MetadataRecord::parse(m.raw, m.format, 0).expect("a reported record re-parses");

@@ -8,7 +8,9 @@ use crate::wire::Guid;
 /// One event, its header decoded and its payload borrowed from the input.
 ///
 /// Thread fields hold OS thread ids in V4/V5 and indexes into the thread table (see
-/// [`Item::Threads`](super::Item::Threads)) in V6.
+/// [`Item::Threads`](super::Item::Threads)) in V6. The activity ids (V4/V5) are kept by the
+/// parser, not here: [`NettraceParser::activity_ids`](super::NettraceParser::activity_ids)
+/// (an event stays small: it is moved a few times per event on its way to the caller).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Event<'a> {
@@ -27,10 +29,6 @@ pub struct Event<'a> {
     pub stack_id: u32,
     /// Timestamp (QPC ticks, see [`TraceHeader`](super::TraceHeader)).
     pub timestamp: i64,
-    /// Activity id (V4/V5; nil in V6, where label lists carry it).
-    pub activity_id: Guid,
-    /// Related activity id (V4/V5; nil in V6).
-    pub related_activity_id: Guid,
     /// V6 label list id (0: none); always 0 in V4/V5.
     pub label_list_id: u32,
     /// No later event in the stream has an earlier timestamp.
@@ -77,12 +75,25 @@ pub(crate) fn read_blob<'a>(
     v6: bool,
 ) -> Result<Event<'a>, NettraceError> {
     let offset = c.offset();
+    let (payload, is_sorted) = read_header(c, st, compressed, v6)?;
+    Ok(event(st, is_sorted, payload, offset))
+}
+
+/// [`read_blob`] leaving the header in `st`: returns the payload and the sorted flag, for a
+/// caller that builds the [`Event`] (with [`event`]) where it is wanted, without moving it.
+#[inline(always)]
+pub(crate) fn read_header<'a>(
+    c: &mut Cur<'a>,
+    st: &mut HeaderState,
+    compressed: bool,
+    v6: bool,
+) -> Result<(&'a [u8], bool), NettraceError> {
     if compressed {
-        read_compressed(c, st, v6, offset)
+        read_compressed(c, st, v6)
     } else if v6 {
-        read_uncompressed_v6(c, st, offset)
+        read_uncompressed_v6(c, st)
     } else {
-        read_uncompressed_v4(c, st, offset)
+        read_uncompressed_v4(c, st)
     }
 }
 
@@ -91,8 +102,7 @@ fn read_compressed<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
     v6: bool,
-    offset: u64,
-) -> Result<Event<'a>, NettraceError> {
+) -> Result<(&'a [u8], bool), NettraceError> {
     let flags = c.u8("event header flags")?;
     if flags & F_METADATA_ID != 0 {
         st.metadata_id = c.varu32()?;
@@ -130,11 +140,16 @@ fn read_compressed<'a>(
         st.payload_size = c.varu32()?;
     }
     let payload = c.take(st.payload_size as usize, "event payload (PayloadSize)")?;
-    Ok(event(st, flags & F_SORTED != 0, payload, offset))
+    Ok((payload, flags & F_SORTED != 0))
 }
 
 #[inline(always)]
-fn event<'a>(st: &HeaderState, is_sorted: bool, payload: &'a [u8], offset: u64) -> Event<'a> {
+pub(crate) fn event<'a>(
+    st: &HeaderState,
+    is_sorted: bool,
+    payload: &'a [u8],
+    offset: u64,
+) -> Event<'a> {
     Event {
         metadata_id: st.metadata_id,
         sequence_number: st.sequence_number,
@@ -143,8 +158,6 @@ fn event<'a>(st: &HeaderState, is_sorted: bool, payload: &'a [u8], offset: u64) 
         processor_number: st.processor_number,
         stack_id: st.stack_id,
         timestamp: st.timestamp,
-        activity_id: st.activity_id,
-        related_activity_id: st.related_activity_id,
         label_list_id: st.label_list_id,
         is_sorted,
         payload,
@@ -156,8 +169,7 @@ fn event<'a>(st: &HeaderState, is_sorted: bool, payload: &'a [u8], offset: u64) 
 fn read_uncompressed_v4<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
-    offset: u64,
-) -> Result<Event<'a>, NettraceError> {
+) -> Result<(&'a [u8], bool), NettraceError> {
     let start = c.pos;
     let event_size = c.u32("EventSize")? as usize;
     let id = c.u32("MetadataId")?;
@@ -181,15 +193,14 @@ fn read_uncompressed_v4<'a>(
         .ok_or_else(|| c.malformed("EventSize"))?;
     c.pos = end;
     // Bit 31 set means NOT sorted (the runtime's writer; the format texts say the opposite).
-    Ok(event(st, id & 0x8000_0000 == 0, payload, offset))
+    Ok((payload, id & 0x8000_0000 == 0))
 }
 
 /// V6 uncompressed row.
 fn read_uncompressed_v6<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
-    offset: u64,
-) -> Result<Event<'a>, NettraceError> {
+) -> Result<(&'a [u8], bool), NettraceError> {
     let start = c.pos;
     let event_size = c.u32("EventSize")? as usize;
     let id = c.u32("MetadataId")?;
@@ -209,5 +220,5 @@ fn read_uncompressed_v6<'a>(
         .filter(|&e| e >= c.pos && e <= c.bytes.len())
         .ok_or_else(|| c.malformed("EventSize"))?;
     c.pos = end;
-    Ok(event(st, id & 0x8000_0000 != 0, payload, offset))
+    Ok((payload, id & 0x8000_0000 != 0))
 }

@@ -96,6 +96,18 @@ pub(crate) enum Step<T> {
     Need(usize),
 }
 
+/// Checks the `06` end tag of a V4/V5 object at `input[at]` (stream offset `base + at`).
+pub(crate) fn end_tag(input: &[u8], at: usize, base: u64) -> Result<(), NettraceError> {
+    match input[at] {
+        0x06 => Ok(()),
+        found => Err(NettraceError::BadTag {
+            offset: base + at as u64,
+            expected: 0x06,
+            found,
+        }),
+    }
+}
+
 /// Parses a V4/V5 object header at `input[0]` (stream offset `base`).
 pub(crate) fn object_header(
     input: &[u8],
@@ -133,14 +145,7 @@ pub(crate) fn object_header(
     if input.len() < len {
         return Ok(Step::Need(len));
     }
-    let end_tag = input[len - 1];
-    if end_tag != 0x06 {
-        return Err(NettraceError::BadTag {
-            offset: base + (len - 1) as u64,
-            expected: 0x06,
-            found: end_tag,
-        });
-    }
+    end_tag(input, len - 1, base)?;
     Ok(Step::Ready(ObjectHeader {
         version,
         name: &input[15..15 + name_len],

@@ -26,6 +26,7 @@
 //!         at += handled.consumed;
 //!         match handled.status {
 //!             Status::Item(Item::Metadata(m)) => {
+//!                 let m = m.record()?;
 //!                 println!("{} {} {} v{}", m.metadata_id, m.provider_name, m.event_name, m.version);
 //!                 for f in m.fields.iter() {
 //!                     println!("  field {} {:?}", f.name, f.ty.code);
@@ -92,9 +93,11 @@ pub use v6::{
 };
 pub use varint::{read_varuint, zigzag};
 
-use blob::{read_blob, HeaderState};
-use block::{object_header, Step};
+use blob::{event, read_blob, read_header, HeaderState};
+use block::{end_tag, object_header, Step};
 use varint::Cur;
+
+use crate::wire::Guid;
 
 /// Bytes of framing a [`Status::Partial`] may ask for beyond one block's content (the
 /// object header with the longest accepted name, the size, padding and end tag; or the
@@ -114,8 +117,8 @@ pub enum Item<'a> {
     Trace(TraceHeader<'a>),
     /// A block starts (its whole content has arrived); its items follow.
     Block(BlockInfo<'a>),
-    /// A metadata record (from a metadata block).
-    Metadata(MetadataRecord<'a>),
+    /// A metadata record (from a metadata block), validated; [`Metadata::record`] decodes it.
+    Metadata(Metadata<'a>),
     /// An event (from an event block).
     Event(Event<'a>),
     /// A stack block, whole.
@@ -132,6 +135,56 @@ pub enum Item<'a> {
     UnknownBlock(&'a [u8]),
     /// The end-of-stream marker: the stream is complete. [`Status::Done`] follows.
     EndOfStream,
+}
+
+/// A metadata record as an [`Item`] carries it: its bytes, validated by the parser and
+/// decoded again (without copying) by [`Metadata::record`]. Kept this small because every
+/// item is moved a few times on its way to the caller, once per event.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Metadata<'a> {
+    /// The id events use to refer to this record.
+    pub metadata_id: u32,
+    /// The stream's format (decides how `raw` is read).
+    pub format: Format,
+    /// The record's bytes (see [`MetadataRecord::raw`]).
+    pub raw: &'a [u8],
+    /// Stream offset of `raw[0]`.
+    pub offset: u64,
+}
+
+impl<'a> Metadata<'a> {
+    /// The decoded record, borrowing the same bytes. Never fails for an item the parser
+    /// reported (it parsed the record before reporting it).
+    pub fn record(&self) -> Result<MetadataRecord<'a>, NettraceError> {
+        MetadataRecord::parse(self.raw, self.format, self.offset)
+    }
+
+    /// Validates a record and keeps its bytes.
+    #[inline(never)]
+    fn parse(raw: &'a [u8], format: Format, offset: u64) -> Result<Self, NettraceError> {
+        let m = MetadataRecord::parse(raw, format, offset)?;
+        Ok(Metadata {
+            metadata_id: m.metadata_id,
+            format,
+            raw,
+            offset,
+        })
+    }
+}
+
+/// Shows the decoded record.
+impl core::fmt::Debug for Metadata<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.record() {
+            Ok(r) => r.fmt(f),
+            Err(e) => f
+                .debug_struct("Metadata")
+                .field("metadata_id", &self.metadata_id)
+                .field("error", &e)
+                .finish(),
+        }
+    }
 }
 
 /// Outcome of [`NettraceParser::handle_input`].
@@ -155,11 +208,14 @@ pub enum Status<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "consumed bytes must be dropped from the input and the status acted on"]
+// The status first, at offset 0 (as in `Status`, `Item` and the adapters' `Poll`): moving an
+// item out is then a copy along the same 16-byte grid, which the CPU forwards cheaply.
+#[repr(C)]
 pub struct Handled<'a> {
-    /// Bytes of the input that were used; drop them before the next call.
-    pub consumed: usize,
     /// What happened.
     pub status: Status<'a>,
+    /// Bytes of the input that were used; drop them before the next call.
+    pub consumed: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,6 +325,14 @@ impl NettraceParser {
         self.pointer_size
     }
 
+    /// The activity id and related activity id of the last event (or V4/V5 metadata record)
+    /// reported: from its header, or carried over from the previous one of its block. Nil
+    /// in V6, where label lists carry them, and before the first event of a block.
+    pub fn activity_ids(&self) -> (Guid, Guid) {
+        let h = &self.block.header;
+        (h.activity_id, h.related_activity_id)
+    }
+
     /// True once the end-of-stream marker has been reported.
     pub fn is_done(&self) -> bool {
         self.state == State::Done
@@ -300,26 +364,23 @@ impl NettraceParser {
             State::Between => self.between(input, 0),
             State::InBlock => self.in_block(input),
         };
-        match r {
-            Ok(h) => {
-                match h.status {
-                    Status::Partial { needed } => {
-                        self.pending = input.len();
-                        self.needed = needed;
-                    }
-                    _ => {
-                        self.offset += h.consumed as u64;
-                        self.pending = 0;
-                        self.needed = 0;
-                    }
+        // Inspected in place and returned as is: an item is not small, and every move of
+        // it is a copy.
+        match &r {
+            Ok(h) => match h.status {
+                Status::Partial { needed } => {
+                    self.pending = input.len();
+                    self.needed = needed;
                 }
-                Ok(h)
-            }
-            Err(e) => {
-                self.state = State::Failed(e);
-                Err(e)
-            }
+                _ => {
+                    self.offset += h.consumed as u64;
+                    self.pending = 0;
+                    self.needed = 0;
+                }
+            },
+            Err(e) => self.state = State::Failed(*e),
         }
+        r
     }
 
     /// Tells the parser the stream ended (EOF). Ok after the end-of-stream marker;
@@ -413,13 +474,7 @@ impl NettraceParser {
         if input.len() < total {
             return Self::partial(total);
         }
-        if input[total - 1] != 0x06 {
-            return Err(NettraceError::BadTag {
-                offset: base + (total - 1) as u64,
-                expected: 0x06,
-                found: input[total - 1],
-            });
-        }
+        end_tag(input, total - 1, base)?;
         let header = TraceHeader::parse_v4(&input[body_at..body_at + BODY], base + body_at as u64)?;
         self.format = Some(Format::V4);
         self.pointer_size = header.pointer_size;
@@ -567,14 +622,7 @@ impl NettraceParser {
             if rest.len() < total {
                 return partial(total);
             }
-            let tag = rest[total - 1];
-            if tag != 0x06 {
-                return Err(NettraceError::BadTag {
-                    offset: base + (total - 1) as u64,
-                    expected: 0x06,
-                    found: tag,
-                });
-            }
+            end_tag(rest, total - 1, base)?;
             if hdr.name == b"Trace" {
                 return Err(NettraceError::Malformed {
                     offset: base,
@@ -641,6 +689,15 @@ impl NettraceParser {
         })
     }
 
+    /// `used` content bytes of the current block were reported.
+    #[inline]
+    fn consumed_in_block(&mut self, used: usize) {
+        self.block.left -= used;
+        if self.block.left == 0 && self.block.trailer == 0 {
+            self.state = State::Between;
+        }
+    }
+
     #[inline]
     fn in_block<'a>(&mut self, input: &'a [u8]) -> Result<Handled<'a>, NettraceError> {
         let left = self.block.left;
@@ -650,28 +707,35 @@ impl NettraceParser {
         }
         let base = self.offset;
         if left == 0 {
-            if trailer == 1 && input[0] != 0x06 {
-                return Err(NettraceError::BadTag {
-                    offset: base,
-                    expected: 0x06,
-                    found: input[0],
-                });
+            if trailer == 1 {
+                end_tag(input, 0, base)?;
             }
             return self.between(input, trailer);
         }
         let content = &input[..left];
         let v6 = matches!(self.format, Some(Format::V6 { .. }));
+        if self.block.kind == BlockKind::Event {
+            // The hot path: the event is built where the caller finds it, without moves.
+            let mut c = Cur::new(content, base);
+            let (payload, sorted) =
+                read_header(&mut c, &mut self.block.header, self.block.compressed, v6)?;
+            self.consumed_in_block(c.pos);
+            return Ok(Handled {
+                status: Status::Item(Item::Event(event(
+                    &self.block.header,
+                    sorted,
+                    payload,
+                    base,
+                ))),
+                consumed: c.pos,
+            });
+        }
         let (item, used) = match self.block.kind {
-            BlockKind::Event => {
-                let mut c = Cur::new(content, base);
-                let e = read_blob(&mut c, &mut self.block.header, self.block.compressed, v6)?;
-                (Item::Event(e), c.pos)
-            }
             BlockKind::Metadata if !v6 => {
                 let mut c = Cur::new(content, base);
                 let e = read_blob(&mut c, &mut self.block.header, self.block.compressed, false)?;
                 let payload_at = base + (c.pos - e.payload.len()) as u64;
-                let m = MetadataRecord::parse(e.payload, Format::V4, payload_at)?;
+                let m = Metadata::parse(e.payload, Format::V4, payload_at)?;
                 (Item::Metadata(m), c.pos)
             }
             BlockKind::Metadata => {
@@ -680,10 +744,7 @@ impl NettraceParser {
                 let row_at = c.offset();
                 let row = c.take(size, "metadata row")?;
                 let format = self.format.unwrap_or(Format::V6 { minor: 0 });
-                (
-                    Item::Metadata(MetadataRecord::parse(row, format, row_at)?),
-                    c.pos,
-                )
+                (Item::Metadata(Metadata::parse(row, format, row_at)?), c.pos)
             }
             BlockKind::Stack => (
                 Item::Stacks(StackBlock::parse(content, base, self.pointer_size)?),
@@ -702,12 +763,9 @@ impl NettraceParser {
                 Item::LabelLists(LabelListBlock::parse(content, base)?),
                 left,
             ),
-            BlockKind::Unknown => (Item::UnknownBlock(content), left),
+            BlockKind::Unknown | BlockKind::Event => (Item::UnknownBlock(content), left),
         };
-        self.block.left -= used;
-        if self.block.left == 0 && trailer == 0 {
-            self.state = State::Between;
-        }
+        self.consumed_in_block(used);
         Ok(Handled {
             consumed: used,
             status: Status::Item(item),

@@ -7,10 +7,44 @@ use crate::wire::Guid;
 /// Decodes an unsigned LEB128 integer of at most `max_bits` bits from the start of `bytes`.
 /// Returns the value and the number of bytes used, or `None` when the encoding is longer than
 /// the type allows, does not fit, or runs past the end of `bytes`.
-#[inline]
+#[inline(always)]
 pub fn read_varuint(bytes: &[u8], max_bits: u32) -> Option<(u64, usize)> {
     // At most ceil(max_bits / 7) bytes; byte i carries bits 7i.. (7i < max_bits for each).
     let max_len = ((max_bits + 6) / 7) as usize;
+    if let Some(word) = bytes.get(..8) {
+        // Up to 8 bytes without a branch per byte: the first byte with bit 7 clear ends it.
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let x = u64::from_le_bytes(w);
+        let stops = !x & 0x8080_8080_8080_8080;
+        if stops != 0 {
+            let len = (stops.trailing_zeros() / 8 + 1) as usize;
+            if len > max_len {
+                return None;
+            }
+            let x = if len == 8 {
+                x
+            } else {
+                x & ((1u64 << (8 * len)) - 1)
+            };
+            // Squeeze out bit 7 of each byte: 8 x 7 bits, then 4 x 14, then 2 x 28.
+            let x = x & 0x7F7F_7F7F_7F7F_7F7F;
+            let x = (x & 0x007F_007F_007F_007F) | ((x & 0x7F00_7F00_7F00_7F00) >> 1);
+            let x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x3FFF_0000_3FFF_0000) >> 2);
+            let value = (x & 0x0FFF_FFFF) | ((x & 0x0FFF_FFFF_0000_0000) >> 4);
+            // At most 56 bits here: a narrower type must hold the value.
+            if max_bits < 64 && value >> max_bits != 0 {
+                return None;
+            }
+            return Some((value, len));
+        }
+    }
+    read_varuint_bytewise(bytes, max_bits, max_len)
+}
+
+/// [`read_varuint`] one byte at a time (near the end of `bytes`, or past 8 bytes).
+#[inline(never)]
+fn read_varuint_bytewise(bytes: &[u8], max_bits: u32, max_len: usize) -> Option<(u64, usize)> {
     let mut value = 0u64;
     for (i, &b) in bytes.iter().take(max_len).enumerate() {
         let shift = 7 * i as u32;
@@ -125,7 +159,7 @@ impl<'a> Cur<'a> {
         Ok(Guid(self.array(what)?))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn varuint(&mut self, max_bits: u32) -> Result<u64, NettraceError> {
         // One byte (a value below 128) is the common case: no loop, no limit to check.
         if let Some(&b) = self.bytes.get(self.pos) {
@@ -211,5 +245,41 @@ mod tests {
         assert_eq!(zigzag(1), -1);
         assert_eq!(zigzag(2), 1);
         assert_eq!(zigzag(u64::MAX), i64::MIN);
+    }
+
+    #[test]
+    fn word_at_a_time_matches_bytewise() {
+        // Every length and limit, values at the edges, with and without bytes after.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..20_000u32 {
+            let mut buf = [0u8; 12];
+            let len = (round % 11) as usize;
+            for (i, b) in buf.iter_mut().enumerate() {
+                let r = next() as u8;
+                *b = if i < len { r | 0x80 } else { r };
+            }
+            if round % 3 == 0 {
+                buf[len] &= 0x7F;
+            }
+            for max_bits in [7, 8, 16, 31, 32, 33, 56, 57, 63, 64] {
+                let max_len = ((max_bits + 6) / 7) as usize;
+                for end in [len + 1, 8, 9, 12] {
+                    let bytes = &buf[..end.min(12)];
+                    assert_eq!(
+                        read_varuint(bytes, max_bits),
+                        read_varuint_bytewise(bytes, max_bits, max_len),
+                        "{:02x?} {}",
+                        bytes,
+                        max_bits
+                    );
+                }
+            }
+        }
     }
 }

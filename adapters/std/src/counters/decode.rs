@@ -258,7 +258,11 @@ impl Decoder {
     fn item(&mut self, item: Item<'_>, out: &mut dyn FnMut(CounterEvent)) {
         match item {
             Item::Trace(h) => self.clock = Some(clock(&h)),
-            Item::Metadata(m) => self.on_metadata(&m),
+            Item::Metadata(m) => {
+                if let Ok(m) = m.record() {
+                    self.on_metadata(&m);
+                }
+            }
             Item::Event(e) => {
                 self.stats.events += 1;
                 let meta = match self.metadata.get(&e.metadata_id) {

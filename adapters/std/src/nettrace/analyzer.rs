@@ -1,7 +1,7 @@
 //! One pass over a trace's items: metadata, symbols, samples and lost events together.
 
 use dsipc::nettrace::clr::{self, ClrProvider};
-use dsipc::nettrace::{Event, Format, Item, SystemTime, TraceHeader};
+use dsipc::nettrace::{Event, Item, KeyValues, TraceHeader};
 
 use super::hash::FxHashMap;
 use super::lost::LostEvents;
@@ -9,38 +9,9 @@ use super::metadata::EventMetadata;
 use super::profile::{Profile, ProfileBuilder, SampleKind};
 use super::symbols::MethodRecord;
 
-/// What the trace header said (the owned part of [`TraceHeader`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TraceInfo {
-    /// The stream's framing.
-    pub format: Format,
-    /// Wall-clock (UTC) time of the trace's start.
-    pub sync_time_utc: SystemTime,
-    /// QPC timestamp at `sync_time_utc`.
-    pub sync_time_qpc: i64,
-    /// QPC ticks per second.
-    pub qpc_frequency: i64,
-    /// Pointer size of the traced process.
-    pub pointer_size: u8,
-    /// Traced process id.
-    pub process_id: u32,
-    /// Processors.
-    pub number_of_processors: u32,
-    /// Expected sampling interval (ns; 0 when the trace does not say).
-    pub sampling_interval_ns: u32,
-}
-
-impl TraceInfo {
-    /// Nanoseconds from the trace's start to `timestamp`.
-    pub fn nanos_since_start(&self, timestamp: i64) -> i64 {
-        if self.qpc_frequency <= 0 {
-            return 0;
-        }
-        let d = i128::from(timestamp) - i128::from(self.sync_time_qpc);
-        let ns = d * 1_000_000_000 / i128::from(self.qpc_frequency);
-        ns.max(i128::from(i64::MIN)).min(i128::from(i64::MAX)) as i64
-    }
-}
+/// What the trace header said: the header without its V6 key/value pairs (the only part
+/// that borrows the stream).
+pub type TraceInfo = TraceHeader<'static>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -50,10 +21,60 @@ enum Role {
     Other,
 }
 
+/// Small, so that the table's hot part (role and count) is dense.
 struct Entry {
-    meta: EventMetadata,
     role: Role,
     events: u64,
+    meta: Box<EventMetadata>,
+}
+
+/// Metadata ids below this are looked up in a flat table (runtimes number records from 1).
+const DIRECT_IDS: u32 = 4096;
+
+/// Metadata id -> [`Entry`]: a flat index for small ids (one lookup per event is the hot
+/// path), a hash map for the rest.
+#[derive(Default)]
+struct MetadataTable {
+    entries: Vec<Entry>,
+    /// Small id -> index into `entries` + 1 (0: undefined).
+    direct: Vec<u32>,
+    far: FxHashMap<u32, u32>,
+}
+
+impl MetadataTable {
+    #[inline]
+    fn slot(&self, id: u32) -> Option<usize> {
+        let i = if id < DIRECT_IDS {
+            *self.direct.get(id as usize)?
+        } else {
+            *self.far.get(&id)?
+        };
+        i.checked_sub(1).map(|i| i as usize)
+    }
+
+    /// Defines (or redefines: V6 may reuse ids after a flush) `id`.
+    fn insert(&mut self, id: u32, entry: Entry) {
+        if let Some(i) = self.slot(id) {
+            self.entries[i] = entry;
+            return;
+        }
+        self.entries.push(entry);
+        let i = self.entries.len() as u32;
+        if id < DIRECT_IDS {
+            if self.direct.len() <= id as usize {
+                self.direct.resize(id as usize + 1, 0);
+            }
+            self.direct[id as usize] = i;
+        } else {
+            self.far.insert(id, i);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.direct.clear();
+        self.far.clear();
+    }
 }
 
 /// Per-provider event counts.
@@ -73,7 +94,7 @@ pub struct ProviderCount {
 #[derive(Default)]
 pub struct TraceAnalyzer {
     info: Option<TraceInfo>,
-    metadata: FxHashMap<u32, Entry>,
+    metadata: MetadataTable,
     profile: ProfileBuilder,
     lost: LostEvents,
     events: u64,
@@ -90,11 +111,29 @@ impl TraceAnalyzer {
 
     /// Feeds one item. For an event, returns its metadata (None if its metadata id was never
     /// defined).
+    #[inline]
     pub fn on_item(&mut self, item: &Item<'_>) -> Option<&EventMetadata> {
+        // Events are nearly every item: their path is short and inlined, the rest is not.
+        match item {
+            Item::Event(e) => self.on_event(e),
+            other => {
+                self.on_other(other);
+                None
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn on_other(&mut self, item: &Item<'_>) {
         match item {
             Item::Trace(h) => self.on_header(h),
             Item::Metadata(m) => {
-                let meta = EventMetadata::from_record(m);
+                // The parser validated the record: it decodes.
+                let m = match m.record() {
+                    Ok(m) => m,
+                    Err(_) => return,
+                };
+                let meta = EventMetadata::from_record(&m);
                 let role = match ClrProvider::from_name(&m.provider_name) {
                     Some(ClrProvider::SampleProfiler) if m.event_id == clr::THREAD_SAMPLE => {
                         Role::Sample
@@ -109,13 +148,12 @@ impl TraceAnalyzer {
                 self.metadata.insert(
                     m.metadata_id,
                     Entry {
-                        meta,
+                        meta: Box::new(meta),
                         role,
                         events: 0,
                     },
                 );
             }
-            Item::Event(e) => return self.on_event(e),
             Item::Stacks(b) => {
                 for s in b.iter() {
                     self.profile.on_stack(s.id, s.ips());
@@ -132,33 +170,27 @@ impl TraceAnalyzer {
             }
             _ => {}
         }
-        None
     }
 
     fn on_header(&mut self, h: &TraceHeader<'_>) {
         self.info = Some(TraceInfo {
-            format: h.format,
-            sync_time_utc: h.sync_time_utc,
-            sync_time_qpc: h.sync_time_qpc,
-            qpc_frequency: h.qpc_frequency,
-            pointer_size: h.pointer_size,
-            process_id: h.process_id,
-            number_of_processors: h.number_of_processors,
-            sampling_interval_ns: h.sampling_interval_ns,
+            key_values: KeyValues::EMPTY,
+            ..*h
         });
     }
 
+    #[inline]
     fn on_event(&mut self, e: &Event<'_>) -> Option<&EventMetadata> {
         self.events += 1;
         self.lost.on_event(e.capture_thread_id, e.sequence_number);
-        let pointer_size = self.info.map_or(8, |i| i.pointer_size);
-        let entry = match self.metadata.get_mut(&e.metadata_id) {
-            Some(x) => x,
+        let i = match self.metadata.slot(e.metadata_id) {
+            Some(i) => i,
             None => {
                 self.unknown_metadata += 1;
                 return None;
             }
         };
+        let entry = &mut self.metadata.entries[i];
         entry.events += 1;
         match entry.role {
             Role::Sample => {
@@ -175,69 +207,71 @@ impl TraceAnalyzer {
                 self.profile
                     .on_sample(e.thread_id, e.stack_id, kind, e.timestamp);
             }
-            Role::Symbols(p) => {
-                let m = &entry.meta;
-                // Most rundown records name methods no sample hit. Their fixed head
-                // (MethodID u64, ModuleID u64, MethodStartAddress u64, MethodSize u32) tells
-                // the range: skip those before the full decode (which scans three strings).
-                if p == ClrProvider::Rundown
-                    && (m.event_id == clr::METHOD_LOAD_VERBOSE
-                        || m.event_id == clr::METHOD_UNLOAD_VERBOSE)
-                    && e.payload.len() >= 28
-                {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(&e.payload[16..24]);
-                    let start = u64::from_le_bytes(a);
-                    let size = u32::from_le_bytes([
-                        e.payload[24],
-                        e.payload[25],
-                        e.payload[26],
-                        e.payload[27],
-                    ]);
-                    if !self
-                        .profile
-                        .is_sampled(start, start.saturating_add(u64::from(size)))
-                    {
-                        self.rundown_skipped += 1;
-                        return Some(&entry.meta);
-                    }
-                }
-                let m = &entry.meta;
-                match clr::decode(p, m.event_id, m.version, pointer_size, e.payload) {
-                    Ok(ev) => {
-                        // Load, unload and rundown records all name a code range. The
-                        // rundown comes after the samples: keep only methods they hit.
-                        if let Some(mv) = ev.as_method() {
-                            let end = mv
-                                .method_start_address
-                                .saturating_add(u64::from(mv.method_size));
-                            if p == ClrProvider::Rundown
-                                && !self.profile.is_sampled(mv.method_start_address, end)
-                            {
-                                self.rundown_skipped += 1;
-                                return Some(&entry.meta);
-                            }
-                            self.profile.symbols_mut().add_method(&MethodRecord {
-                                method_id: mv.method_id,
-                                module_id: mv.module_id,
-                                start: mv.method_start_address,
-                                size: mv.method_size,
-                                namespace: mv.method_namespace.as_bytes(),
-                                name: mv.method_name.as_bytes(),
-                                signature: mv.method_signature.as_bytes(),
-                            });
-                        } else if let Some((id, path)) = ev.as_module() {
-                            if !self.profile.symbols().has_module(id) {
-                                self.profile.symbols_mut().add_module(id, &path.to_string());
-                            }
-                        }
-                    }
-                    Err(_) => self.bad_payloads += 1,
-                }
-            }
+            Role::Symbols(p) => self.on_symbols(p, i, e),
             Role::Other => {}
         }
-        Some(&entry.meta)
+        Some(&*self.metadata.entries[i].meta)
+    }
+
+    /// A runtime or rundown event that may name a method or a module.
+    #[inline(never)]
+    fn on_symbols(&mut self, p: ClrProvider, i: usize, e: &Event<'_>) {
+        let pointer_size = match &self.info {
+            Some(info) => info.pointer_size,
+            None => 8,
+        };
+        let m = &self.metadata.entries[i].meta;
+        // Most rundown records name methods no sample hit. Their fixed head (MethodID u64,
+        // ModuleID u64, MethodStartAddress u64, MethodSize u32) tells the range: skip those
+        // before the full decode (which scans three strings).
+        if p == ClrProvider::Rundown
+            && (m.event_id == clr::METHOD_LOAD_VERBOSE || m.event_id == clr::METHOD_UNLOAD_VERBOSE)
+            && e.payload.len() >= 28
+        {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&e.payload[16..24]);
+            let start = u64::from_le_bytes(a);
+            let size =
+                u32::from_le_bytes([e.payload[24], e.payload[25], e.payload[26], e.payload[27]]);
+            if !self
+                .profile
+                .is_sampled(start, start.saturating_add(u64::from(size)))
+            {
+                self.rundown_skipped += 1;
+                return;
+            }
+        }
+        match clr::decode(p, m.event_id, m.version, pointer_size, e.payload) {
+            Ok(ev) => {
+                // Load, unload and rundown records all name a code range. The rundown comes
+                // after the samples: keep only methods they hit.
+                if let Some(mv) = ev.as_method() {
+                    let end = mv
+                        .method_start_address
+                        .saturating_add(u64::from(mv.method_size));
+                    if p == ClrProvider::Rundown
+                        && !self.profile.is_sampled(mv.method_start_address, end)
+                    {
+                        self.rundown_skipped += 1;
+                        return;
+                    }
+                    self.profile.symbols_mut().add_method(&MethodRecord {
+                        method_id: mv.method_id,
+                        module_id: mv.module_id,
+                        start: mv.method_start_address,
+                        size: mv.method_size,
+                        namespace: mv.method_namespace.as_bytes(),
+                        name: mv.method_name.as_bytes(),
+                        signature: mv.method_signature.as_bytes(),
+                    });
+                } else if let Some((id, path)) = ev.as_module() {
+                    if !self.profile.symbols().has_module(id) {
+                        self.profile.symbols_mut().add_module(id, &path.to_string());
+                    }
+                }
+            }
+            Err(_) => self.bad_payloads += 1,
+        }
     }
 
     /// The trace header, once seen.
@@ -282,13 +316,13 @@ impl TraceAnalyzer {
 
     /// Metadata records held.
     pub fn metadata_records(&self) -> usize {
-        self.metadata.len()
+        self.metadata.entries.len()
     }
 
     /// Events per provider, sorted by provider name.
     pub fn provider_counts(&self) -> Vec<ProviderCount> {
         let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
-        for e in self.metadata.values() {
+        for e in &self.metadata.entries {
             *by.entry(e.meta.provider.as_str()).or_insert(0) += e.events;
         }
         by.into_iter()

@@ -10,6 +10,9 @@ use super::hash::FxHashMap;
 #[derive(Debug, Default, Clone)]
 pub struct LostEvents {
     last: FxHashMap<u64, u32>,
+    /// The last event's thread and its number: consecutive events mostly share a capture
+    /// thread, so most events need no map lookup. The map's entry for it may be stale.
+    current: Option<(u64, u32)>,
     lost: u64,
 }
 
@@ -20,16 +23,31 @@ impl LostEvents {
     }
 
     /// An event (not a metadata record) with sequence number `seq` from `capture_thread`.
+    #[inline]
     pub fn on_event(&mut self, capture_thread: u64, seq: u32) {
-        let prev = self.last.entry(capture_thread).or_insert(0);
-        if seq > *prev {
-            self.lost += u64::from(seq - *prev - 1);
+        let prev = match self.current {
+            Some((t, prev)) if t == capture_thread => prev,
+            _ => {
+                self.store_current();
+                *self.last.entry(capture_thread).or_insert(0)
+            }
+        };
+        if seq > prev {
+            self.lost += u64::from(seq - prev - 1);
         }
-        *prev = seq;
+        self.current = Some((capture_thread, seq));
+    }
+
+    /// Writes the cached thread's number back to the map.
+    fn store_current(&mut self) {
+        if let Some((t, seq)) = self.current.take() {
+            self.last.insert(t, seq);
+        }
     }
 
     /// One thread entry of a sequence point: `seq` is the last number the thread wrote.
     pub fn on_sequence_point(&mut self, capture_thread: u64, seq: u32) {
+        self.store_current();
         let prev = self.last.entry(capture_thread).or_insert(0);
         if seq > *prev {
             self.lost += u64::from(seq - *prev);
@@ -66,6 +84,25 @@ mod tests {
         assert_eq!(l.lost(), 5);
         l.on_event(9, 3); // a new thread starting at 3: 1 and 2 lost
         assert_eq!(l.lost(), 7);
+        assert_eq!(l.threads(), 2);
+    }
+
+    #[test]
+    fn interleaved_threads() {
+        let mut l = LostEvents::new();
+        l.on_event(7, 1);
+        l.on_event(9, 1);
+        l.on_event(7, 3); // 2 lost
+        l.on_event(9, 2);
+        l.on_event(9, 3);
+        assert_eq!(l.lost(), 1);
+        // Thread 9 is the cached one: the sequence point sees its last number.
+        l.on_sequence_point(9, 3);
+        l.on_sequence_point(7, 3);
+        assert_eq!(l.lost(), 1);
+        l.on_event(9, 4);
+        l.on_sequence_point(9, 6); // 5 and 6 never arrived
+        assert_eq!(l.lost(), 3);
         assert_eq!(l.threads(), 2);
     }
 }

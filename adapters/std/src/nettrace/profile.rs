@@ -209,16 +209,26 @@ impl ProfileBuilder {
     pub fn on_sample(&mut self, thread: u64, stack_id: u32, kind: SampleKind, timestamp: i64) {
         let stack = self.window_stack(stack_id);
         self.samples += 1;
+        // Lookups first (a sample mostly finds its thread and stack known): `entry` would
+        // check the table's room on every call.
         let order = self.threads.len();
-        let t = self.threads.entry(thread).or_insert_with(|| ThreadState {
-            order,
-            first: timestamp,
-            last: timestamp,
-            counts: FxHashMap::default(),
-        });
+        let t = match self.threads.get_mut(&thread) {
+            Some(t) => t,
+            None => self.threads.entry(thread).or_insert(ThreadState {
+                order,
+                first: timestamp,
+                last: timestamp,
+                counts: FxHashMap::default(),
+            }),
+        };
         t.first = t.first.min(timestamp);
         t.last = t.last.max(timestamp);
-        *t.counts.entry((stack, kind)).or_insert(0) += 1;
+        match t.counts.get_mut(&(stack, kind)) {
+            Some(n) => *n += 1,
+            None => {
+                t.counts.insert((stack, kind), 1);
+            }
+        }
     }
 
     /// True if an instruction pointer of a sampled stack lies in `[start, end)`: a method
@@ -343,25 +353,20 @@ mod tests {
         b.on_sample(7, 5, SampleKind::Managed, 14); // unknown id: empty stack
         assert_eq!(b.distinct_stacks(), 3);
         let (leaf, root) = (u16le("Leaf"), u16le("Root"));
-        let sig = u16le("void  (int32)");
-        b.symbols_mut().add_method(&MethodRecord {
-            method_id: 1,
-            module_id: 1,
-            start: 0x100,
-            size: 0x10,
-            namespace: &u16le("N"),
-            name: &leaf,
-            signature: &sig,
-        });
-        b.symbols_mut().add_method(&MethodRecord {
-            method_id: 2,
-            module_id: 1,
-            start: 0x200,
-            size: 0x10,
-            namespace: &u16le("N"),
-            name: &root,
-            signature: &[],
-        });
+        let (ns, sig) = (u16le("N"), u16le("void  (int32)"));
+        for (method_id, start, name, signature) in
+            [(1, 0x100, &leaf, &sig[..]), (2, 0x200, &root, &[])]
+        {
+            b.symbols_mut().add_method(&MethodRecord {
+                method_id,
+                module_id: 1,
+                start,
+                size: 0x10,
+                namespace: &ns,
+                name,
+                signature,
+            });
+        }
         b.symbols_mut().add_module(1, "/x/App.dll");
         let p = b.finish(false);
         assert_eq!(p.total_samples(), 5);

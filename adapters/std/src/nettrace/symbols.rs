@@ -199,7 +199,7 @@ mod tests {
             u16le("Sleep"),
             u16le("void  (int32)"),
         );
-        t.add_method(&MethodRecord {
+        let sleep = MethodRecord {
             method_id: 1,
             module_id: 10,
             start: 0x2000,
@@ -207,7 +207,8 @@ mod tests {
             namespace: &ns,
             name: &name,
             signature: &sig,
-        });
+        };
+        t.add_method(&sleep);
         let other = u16le("Other");
         t.add_method(&MethodRecord {
             method_id: 2,
@@ -219,15 +220,7 @@ mod tests {
             signature: &[],
         });
         // The rundown repeats the first one.
-        t.add_method(&MethodRecord {
-            method_id: 1,
-            module_id: 10,
-            start: 0x2000,
-            size: 0x10,
-            namespace: &ns,
-            name: &name,
-            signature: &sig,
-        });
+        t.add_method(&sleep);
         assert_eq!(t.methods(), 2);
         t.add_module(10, "C:\\Program Files\\dotnet\\System.Private.CoreLib.dll");
         let i = t.resolve(0x200f).unwrap();
