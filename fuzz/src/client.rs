@@ -2,131 +2,17 @@
 
 use dsipc::payload::*;
 use dsipc::recv::{Poll, RecvBuffer, RecvError};
-use dsipc::wire::{Guid, Seq, Text, ADVERTISE_LEN};
+use dsipc::wire::ADVERTISE_LEN;
 use dsipc::{ClientConnection, ClientError, ClientEvent, Command};
 
 use crate::fragment::*;
 use crate::util::*;
 use crate::*;
 
-static PROVIDERS: [Provider<'static>; 1] = [Provider {
-    keywords: 0x14C14FCCBD,
-    log_level: 4,
-    provider_name: Text::Str("Microsoft-Windows-DotNETRuntime"),
-    arguments: Text::Null,
-}];
-
-static STREAMING: [StreamingProvider<'static>; 1] = [StreamingProvider {
-    provider: PROVIDERS[0],
-    filter: EventFilter {
-        enable: false,
-        event_ids: Seq::Slice(&[]),
-    },
-}];
-
-static USER_EVENTS: [UserEventsProvider<'static>; 1] = [UserEventsProvider {
-    provider: PROVIDERS[0],
-    filter: EventFilter {
-        enable: false,
-        event_ids: Seq::Slice(&[]),
-    },
-    tracepoint_config: TracepointConfig {
-        default_tracepoint_name: Text::Str("dotnet"),
-        tracepoints: Seq::Slice(&[]),
-    },
-}];
-
-const SESSION: StreamingSession<'static> = StreamingSession {
-    circular_buffer_mb: 64,
-    format: TraceFormat::NetTrace,
-    rundown_keyword: 0,
-    request_stackwalk: true,
-    providers: Seq::Slice(&STREAMING),
-};
-
-const USER_SESSION: UserEventsSession<'static> = UserEventsSession {
-    rundown_keyword: 0,
-    providers: Seq::Slice(&USER_EVENTS),
-};
-
-/// One valid request per request command (and both CollectTracing5/6 session kinds). The
-/// `client` target picks one with its first byte (`& 0x7F`, modulo the length).
-pub static CLIENT_REQUESTS: [AnyRequest<'static>; 23] = [
-    AnyRequest::GenerateCoreDump(GenerateCoreDump {
-        dump_name: Text::Str("/tmp/core.%p"),
-        dump_type: DumpType::Normal,
-        diagnostics: 0,
-    }),
-    AnyRequest::GenerateCoreDump2(GenerateCoreDump2 {
-        dump_name: Text::Str(""),
-        dump_type: DumpType::Full,
-        flags: 0,
-    }),
-    AnyRequest::GenerateCoreDump3(GenerateCoreDump3 {
-        dump_name: Text::Str("/nonexistent/x.dmp"),
-        dump_type: DumpType::Normal,
-        flags: 0,
-    }),
-    AnyRequest::StopTracing(StopTracing { session_id: 1 }),
-    AnyRequest::CollectTracing(CollectTracing {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        providers: Seq::Slice(&PROVIDERS),
-    }),
-    AnyRequest::CollectTracing2(CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        providers: Seq::Slice(&PROVIDERS),
-    }),
-    AnyRequest::CollectTracing3(CollectTracing3 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        request_stackwalk: true,
-        providers: Seq::Slice(&PROVIDERS),
-    }),
-    AnyRequest::CollectTracing4(CollectTracing4 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        rundown_keyword: 0x8002_0139,
-        request_stackwalk: true,
-        providers: Seq::Slice(&PROVIDERS),
-    }),
-    AnyRequest::CollectTracing5(CollectTracing5::Streaming(SESSION)),
-    AnyRequest::CollectTracing6(CollectTracing6::Streaming {
-        session: SESSION,
-        buffering_mode: BufferingMode::Drop,
-    }),
-    AnyRequest::AttachProfiler(AttachProfiler {
-        attach_timeout: 5,
-        profiler_guid: Guid::NIL,
-        profiler_path: Text::Str("/opt/libprof.so"),
-        client_data: b"data",
-    }),
-    AnyRequest::StartupProfiler(StartupProfiler {
-        profiler_guid: Guid::NIL,
-        profiler_path: Text::Str("/opt/libprof.so"),
-    }),
-    AnyRequest::ProcessInfo(ProcessInfo),
-    AnyRequest::ResumeRuntime(ResumeRuntime),
-    AnyRequest::ProcessEnvironment(ProcessEnvironment),
-    AnyRequest::SetEnvironmentVariable(SetEnvironmentVariable {
-        name: Text::Str("DIAG"),
-        value: Text::Str("1"),
-    }),
-    AnyRequest::ProcessInfo2(ProcessInfo2),
-    AnyRequest::EnablePerfMap(EnablePerfMap {
-        perf_map_type: PerfMapType::PerfMap,
-    }),
-    AnyRequest::DisablePerfMap(DisablePerfMap),
-    AnyRequest::ApplyStartupHook(ApplyStartupHook {
-        startup_hook_path: Text::Str("/app/Hook.dll"),
-    }),
-    AnyRequest::ProcessInfo3(ProcessInfo3),
-    AnyRequest::CollectTracing5(CollectTracing5::UserEvents(USER_SESSION)),
-    AnyRequest::CollectTracing6(CollectTracing6::UserEvents(USER_SESSION)),
-];
+/// One valid request per request command (and both CollectTracing5/6 session kinds): the
+/// crate's fixtures. The `client` target picks one with its first byte (`& 0x1F`, modulo the
+/// length).
+pub use dsipc::fixtures::REQUESTS as CLIENT_REQUESTS;
 
 /// The index in [`CLIENT_REQUESTS`] of the sample for `command` (for seeds).
 pub fn client_selector(command: Command) -> u8 {
@@ -138,7 +24,8 @@ pub fn client_selector(command: Command) -> u8 {
 
 /// The sample request for `command`.
 pub fn sample_request_for(command: Command) -> AnyRequest<'static> {
-    CLIENT_REQUESTS[client_selector(command) as usize]
+    dsipc::fixtures::request_for(command)
+        .unwrap_or_else(|| panic!("no client sample for {}", command))
 }
 
 /// What a client machine reported, owned and independent of how the input was chunked:

@@ -3,74 +3,20 @@
 use dsipc::conn::{RejectReason, ServerError};
 use dsipc::payload::*;
 use dsipc::recv::{Poll, RecvBuffer};
-use dsipc::wire::{
-    Advertise, Guid, Header, Hresult, Text, ADVERTISE_LEN, HEADER_LEN, MAX_MESSAGE_LEN,
-};
+use dsipc::wire::{Advertise, Header, Hresult, ADVERTISE_LEN, HEADER_LEN, MAX_MESSAGE_LEN};
 use dsipc::{ClientEvent, Command, EncodeError, ServerConnection, ServerEvent};
 
 use crate::fragment::*;
 use crate::util::*;
 use crate::*;
 
-/// The environment the `server` target sends for ProcessEnvironment.
-pub static ENVIRONMENT: [Text<'static>; 3] = [
-    Text::Str("PATH=/usr/bin:/bin"),
-    Text::Str("HOME=/root"),
-    Text::Str("LANG=é€𝄞"),
-];
-
-/// The Advertise an advertising `server` sends first.
-pub const ADVERTISE: Advertise = Advertise {
-    runtime_cookie: Guid([7; 16]),
-    process_id: 4242,
-    future: 0,
-};
-
-static PROCESS_INFO: ProcessInfoReply<'static> = ProcessInfoReply {
-    process_id: 4242,
-    runtime_cookie: Guid([7; 16]),
-    command_line: Text::Str("/usr/bin/dotnet app.dll"),
-    os: Text::Str("Linux"),
-    arch: Text::Str("x64"),
-};
+/// The environment the `server` target sends for ProcessEnvironment, and the Advertise an
+/// advertising `server` sends first: the crate's fixtures.
+pub use dsipc::fixtures::{ADVERTISE, ENVIRONMENT};
 
 /// The OK response the `server` target gives to `command`, by reply shape.
 pub fn sample_response(command: Command) -> Response<'static> {
-    let p = PROCESS_INFO;
-    Response::Ok(
-        match ReplyKind::of(command).expect("a request command has a reply shape") {
-            ReplyKind::Status => Reply::Ok(Hresult::S_OK),
-            ReplyKind::SessionId => Reply::SessionId(0x7f9e_b000_10c0),
-            ReplyKind::ProcessInfo => Reply::ProcessInfo(p),
-            ReplyKind::ProcessInfo2 => Reply::ProcessInfo2(ProcessInfo2Reply {
-                process_id: p.process_id,
-                runtime_cookie: p.runtime_cookie,
-                command_line: p.command_line,
-                os: p.os,
-                arch: p.arch,
-                managed_entrypoint_assembly_name: Text::Str("app"),
-                clr_product_version: Text::Str("8.0.4"),
-            }),
-            ReplyKind::ProcessInfo3 => Reply::ProcessInfo3(ProcessInfo3Reply {
-                version: 1,
-                process_id: p.process_id,
-                runtime_cookie: p.runtime_cookie,
-                command_line: p.command_line,
-                os: p.os,
-                arch: p.arch,
-                managed_entrypoint_assembly_name: Text::Str("app"),
-                clr_product_version: Text::Str("8.0.4"),
-                runtime_identifier: Text::Str("linux-x64"),
-                extension: &[],
-            }),
-            ReplyKind::ProcessEnvironment => Reply::ProcessEnvironment(ProcessEnvironmentReply {
-                incoming_bytes: dsipc::conn::environment_block_len(ENVIRONMENT.iter().copied())
-                    as u32,
-                future: 0,
-            }),
-            other => panic!("unknown reply kind {:?}", other),
-        },
-    )
+    dsipc::fixtures::response_for(command).expect("a request command has a reply shape")
 }
 
 /// What a server machine reported and sent, owned and independent of chunking.
