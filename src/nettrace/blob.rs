@@ -79,10 +79,8 @@ pub(crate) fn read_blob<'a>(
     let offset = c.offset();
     if compressed {
         read_compressed(c, st, v6, offset)
-    } else if v6 {
-        read_uncompressed_v6(c, st, offset)
     } else {
-        read_uncompressed_v4(c, st, offset)
+        read_uncompressed(c, st, v6, offset)
     }
 }
 
@@ -152,10 +150,13 @@ fn event<'a>(st: &HeaderState, is_sorted: bool, payload: &'a [u8], offset: u64) 
     }
 }
 
-/// V4/V5 uncompressed blob: fixed 80-byte header, payload, zero padding to 4.
-fn read_uncompressed_v4<'a>(
+/// An uncompressed blob. V4/V5: a fixed 80-byte header, payload, zero padding to 4. V6 (a
+/// row): the same header with a `LabelListId` instead of the two activity ids.
+#[inline(always)]
+fn read_uncompressed<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
+    v6: bool,
     offset: u64,
 ) -> Result<Event<'a>, NettraceError> {
     let start = c.pos;
@@ -163,13 +164,22 @@ fn read_uncompressed_v4<'a>(
     let id = c.u32("MetadataId")?;
     st.metadata_id = id & 0x7FFF_FFFF;
     st.sequence_number = c.u32("SequenceNumber")?;
-    st.thread_id = c.u64("ThreadId")?;
-    st.capture_thread_id = c.u64("CaptureThreadId")?;
+    let (thread, capture_thread) = if v6 {
+        ("ThreadIndex", "CaptureThreadIndex")
+    } else {
+        ("ThreadId", "CaptureThreadId")
+    };
+    st.thread_id = c.u64(thread)?;
+    st.capture_thread_id = c.u64(capture_thread)?;
     st.processor_number = c.u32("ProcessorNumber")?;
     st.stack_id = c.u32("StackId")?;
     st.timestamp = c.i64("TimeStamp")?;
-    st.activity_id = c.guid("ActivityId")?;
-    st.related_activity_id = c.guid("RelatedActivityId")?;
+    if v6 {
+        st.label_list_id = c.u32("LabelListId")?;
+    } else {
+        st.activity_id = c.guid("ActivityId")?;
+        st.related_activity_id = c.guid("RelatedActivityId")?;
+    }
     st.payload_size = c.u32("PayloadSize")?;
     let payload = c.take(st.payload_size as usize, "event payload (PayloadSize)")?;
     // The blob spans 4 + EventSize bytes; EventSize covers at least the payload (padding is
@@ -180,34 +190,8 @@ fn read_uncompressed_v4<'a>(
         .filter(|&e| e >= c.pos && e <= c.bytes.len())
         .ok_or_else(|| c.malformed("EventSize"))?;
     c.pos = end;
-    // Bit 31 set means NOT sorted (the runtime's writer; the format texts say the opposite).
-    Ok(event(st, id & 0x8000_0000 == 0, payload, offset))
-}
-
-/// V6 uncompressed row.
-fn read_uncompressed_v6<'a>(
-    c: &mut Cur<'a>,
-    st: &mut HeaderState,
-    offset: u64,
-) -> Result<Event<'a>, NettraceError> {
-    let start = c.pos;
-    let event_size = c.u32("EventSize")? as usize;
-    let id = c.u32("MetadataId")?;
-    st.metadata_id = id & 0x7FFF_FFFF;
-    st.sequence_number = c.u32("SequenceNumber")?;
-    st.thread_id = c.u64("ThreadIndex")?;
-    st.capture_thread_id = c.u64("CaptureThreadIndex")?;
-    st.processor_number = c.u32("ProcessorNumber")?;
-    st.stack_id = c.u32("StackId")?;
-    st.timestamp = c.i64("TimeStamp")?;
-    st.label_list_id = c.u32("LabelListId")?;
-    st.payload_size = c.u32("PayloadSize")?;
-    let payload = c.take(st.payload_size as usize, "event payload (PayloadSize)")?;
-    let end = start
-        .checked_add(4)
-        .and_then(|x| x.checked_add(event_size))
-        .filter(|&e| e >= c.pos && e <= c.bytes.len())
-        .ok_or_else(|| c.malformed("EventSize"))?;
-    c.pos = end;
-    Ok(event(st, id & 0x8000_0000 != 0, payload, offset))
+    // Bit 31 of the id: V6 sets it on sorted events; V4/V5 set it on events NOT sorted (the
+    // runtime's writer; the format texts say the opposite).
+    let bit31 = id & 0x8000_0000 != 0;
+    Ok(event(st, bit31 == v6, payload, offset))
 }
