@@ -27,7 +27,7 @@ pub const RUNTIME_PROVIDER: Provider<'static> = Provider {
 };
 
 /// dotnet-trace's default providers plus a counters provider with arguments.
-pub static PROVIDERS: [Provider<'static>; 3] = [
+pub const PROVIDERS: [Provider<'static>; 3] = [
     RUNTIME_PROVIDER,
     Provider {
         keywords: 0xF00000000000,
@@ -45,7 +45,7 @@ pub static PROVIDERS: [Provider<'static>; 3] = [
 
 /// Providers at the edges: all keywords with non-ASCII arguments, no keywords at level 0
 /// with empty arguments.
-pub static EDGE_PROVIDERS: [Provider<'static>; 3] = [
+pub const EDGE_PROVIDERS: [Provider<'static>; 3] = [
     RUNTIME_PROVIDER,
     Provider {
         keywords: u64::MAX,
@@ -69,7 +69,7 @@ pub const COLLECT_TRACING2: CollectTracing2<'static> = CollectTracing2 {
     providers: Seq::Slice(&PROVIDERS),
 };
 
-static STREAMING: [StreamingProvider<'static>; 1] = [StreamingProvider {
+const STREAMING: [StreamingProvider<'static>; 1] = [StreamingProvider {
     provider: RUNTIME_PROVIDER,
     filter: EventFilter {
         enable: false,
@@ -77,7 +77,7 @@ static STREAMING: [StreamingProvider<'static>; 1] = [StreamingProvider {
     },
 }];
 
-static USER_EVENTS: [UserEventsProvider<'static>; 1] = [UserEventsProvider {
+const USER_EVENTS: [UserEventsProvider<'static>; 1] = [UserEventsProvider {
     provider: RUNTIME_PROVIDER,
     filter: EventFilter {
         enable: false,
@@ -185,7 +185,7 @@ pub static REQUESTS: [AnyRequest<'static>; 23] = [
 ];
 
 /// The one provider of the tracing requests in [`REQUESTS`].
-static TRACING_PROVIDERS: [Provider<'static>; 1] = [RUNTIME_PROVIDER];
+const TRACING_PROVIDERS: [Provider<'static>; 1] = [RUNTIME_PROVIDER];
 
 /// The first sample in [`REQUESTS`] for `command` (`None` for a reply or unknown command).
 pub fn request_for(command: Command) -> Option<AnyRequest<'static>> {
