@@ -29,7 +29,7 @@ use dsipc::payload::{
 };
 use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc::transport::{key_from_proc_stat, DiagnosticPorts, SocketName};
-use dsipc::wire::{Header, Hresult, Text, HEADER_LEN};
+use dsipc::wire::{Header, Hresult, HEADER_LEN};
 use dsipc::{ClientConnection, ClientError, ClientEvent, ServerEvent, ServerStatus, Status};
 
 // ---------------------------------------------------------------------------------------
@@ -377,7 +377,7 @@ fn run() -> Result<usize, Step> {
     check!(pid == 4242, "pid");
 
     // 3. ProcessEnvironment: reply, then the environment block written by the server side.
-    let vars = [Text::Str("PATH=/usr/bin"), Text::Str("LANG=é€")];
+    let vars = fixtures::ENVIRONMENT;
     let mut client = ClientConnection::new();
     let n = client
         .send_request(&ProcessEnvironment, &mut req)
@@ -405,7 +405,7 @@ fn run() -> Result<usize, Step> {
         }
         Ok(())
     })?;
-    check!(seen == 2, "environment count");
+    check!(seen == vars.len(), "environment count");
 
     // 4. CollectTracing2: session id, then stream bytes until EOF.
     let mut client = ClientConnection::new();
