@@ -11,6 +11,20 @@ use dsipc::{ClientConnection, ClientError, ClientEvent};
 #[allow(unused_imports)]
 pub use dsipc::fixtures::{each_request, each_response};
 
+/// The UTF-16 command line (with a lone surrogate) of [`each_response`]'s ProcessInfo reply.
+pub fn lone_surrogate_command_line() -> Vec<u8> {
+    dsipc::fixtures::LONE_SURROGATE_COMMAND_LINE.to_vec()
+}
+
+/// [`each_response`], for callers that prepared the command line (which it no longer needs:
+/// kept for dsipc-mio's tests, which include this module).
+pub fn each_response_with(
+    _lone: &[u8],
+    f: impl FnMut(dsipc::Command, dsipc::payload::Response<'_>),
+) {
+    each_response(f)
+}
+
 /// What a client machine reported, owned and independent of how the input was chunked:
 /// stream bytes are concatenated, everything else is kept as its Debug text.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
