@@ -5,9 +5,10 @@
 //! - a 64 MiB EventPipe continuation through the client machine in 64 KiB chunks (≥ 5 GB/s)
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use dsipc::payload::{CollectTracing2, Provider, Reply, Request, TraceFormat};
+use dsipc::fixtures;
+use dsipc::payload::{Reply, Request};
 use dsipc::recv::{Poll, RecvBuffer};
-use dsipc::wire::{Header, Seq, Text};
+use dsipc::wire::Header;
 use dsipc::{ClientConnection, ClientEvent, Command, Status};
 
 fn capture(name: &str) -> Vec<u8> {
@@ -31,22 +32,7 @@ fn header_parse(c: &mut Criterion) {
 
 fn encode_collect_tracing2(c: &mut Criterion) {
     // dotnet-trace's default providers plus a counters provider with arguments.
-    let providers = [
-        Provider::new("Microsoft-Windows-DotNETRuntime", 0x14C14FCCBD, 4),
-        Provider::new("Microsoft-DotNETCore-SampleProfiler", 0xF00000000000, 5),
-        Provider {
-            keywords: u64::MAX,
-            log_level: 4,
-            provider_name: Text::Str("System.Runtime"),
-            arguments: Text::Str("EventCounterIntervalSec=1"),
-        },
-    ];
-    let req = CollectTracing2 {
-        circular_buffer_mb: 256,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        providers: Seq::Slice(&providers),
-    };
+    let req = fixtures::COLLECT_TRACING2;
     let mut out = [0u8; 1024];
     c.bench_function("encode_collect_tracing2_3_providers", |b| {
         b.iter(|| black_box(&req).encode(black_box(&mut out)).unwrap())
@@ -77,14 +63,8 @@ fn stream_64mib(c: &mut Criterion) {
     const CHUNK: usize = 64 << 10;
     let reply = capture("collect-tracing2.reply.bin");
     let chunk = vec![0xA5u8; CHUNK];
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 1, 4)];
-    let req = CollectTracing2 {
-        circular_buffer_mb: 256,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        providers: Seq::Slice(&providers),
-    };
-    let mut tx = [0u8; 256];
+    let req = fixtures::COLLECT_TRACING2;
+    let mut tx = [0u8; 1024];
     let mut group = c.benchmark_group("eventpipe_stream");
     group.throughput(Throughput::Bytes(TOTAL as u64));
     group.sample_size(20);

@@ -131,6 +131,8 @@ pub(crate) mod fmt;
 
 pub mod conn;
 pub mod error;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod nettrace;
 pub mod payload;
 pub mod recv;

@@ -342,20 +342,9 @@ fn invalid_requests_are_refused_before_sending() {
 
 #[test]
 fn user_events_session_asks_for_fd_passing() {
-    let providers = [UserEventsProvider {
-        provider: Provider::new("P", 1, 4),
-        filter: EventFilter::default(),
-        tracepoint_config: TracepointConfig {
-            default_tracepoint_name: "tp".into(),
-            tracepoints: dsipc::wire::Seq::EMPTY,
-        },
-    }];
     let mut conn = ClientConnection::new();
     let mut tx = [0u8; 256];
-    let req = CollectTracing5::UserEvents(UserEventsSession {
-        rundown_keyword: 0,
-        providers: dsipc::wire::Seq::Slice(&providers),
-    });
+    let req = CollectTracing5::UserEvents(dsipc::fixtures::USER_EVENTS_SESSION);
     conn.send_request(&req, &mut tx).unwrap();
     assert!(req.requires_fd_passing());
     // Through AnyRequest too (what generic drivers hold).
@@ -369,18 +358,9 @@ fn user_events_session_asks_for_fd_passing() {
 #[test]
 fn stream_passes_through_without_copy() {
     let mut conn = ClientConnection::new();
-    let mut tx = [0u8; 256];
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 1, 4)];
-    conn.send_request(
-        &CollectTracing2 {
-            circular_buffer_mb: 16,
-            format: TraceFormat::NetTrace,
-            request_rundown: true,
-            providers: dsipc::wire::Seq::Slice(&providers),
-        },
-        &mut tx,
-    )
-    .unwrap();
+    let mut tx = [0u8; 1024];
+    conn.send_request(&dsipc::fixtures::COLLECT_TRACING2, &mut tx)
+        .unwrap();
     let mut input = message(Command::ServerOk, &7u64.to_le_bytes());
     input.extend_from_slice(b"Nettrace-and-more");
     let h = conn.handle_input(&input).unwrap();

@@ -91,9 +91,8 @@ fn text_debug_is_the_same_for_equal_texts() {
 #[test]
 fn server_answers_a_request_after_the_client_half_closes() {
     use dsipc::conn::ServerConnection;
-    use dsipc::payload::{ProcessInfoReply, Request, Response};
-    use dsipc::wire::Guid;
-    use dsipc::{ServerEvent, ServerStatus};
+    use dsipc::payload::Request;
+    use dsipc::{Command, ServerEvent, ServerStatus};
 
     let mut req = [0u8; 64];
     let n = dsipc::payload::ProcessInfo.encode(&mut req).unwrap();
@@ -104,18 +103,10 @@ fn server_answers_a_request_after_the_client_half_closes() {
         ServerStatus::Event(ServerEvent::Request { .. })
     ));
     assert_eq!(server.handle_eof(), Some(ServerEvent::PeerClosed));
-    let info = ProcessInfoReply {
-        process_id: 1,
-        runtime_cookie: Guid::NIL,
-        command_line: "x".into(),
-        os: "Linux".into(),
-        arch: "x64".into(),
-    };
+    let info = dsipc::fixtures::response_for(Command::ProcessInfo).unwrap();
     let mut out = [0u8; 256];
     assert!(
-        server
-            .send_response(&Response::Ok(Reply::ProcessInfo(info)), &mut out)
-            .is_ok(),
+        server.send_response(&info, &mut out).is_ok(),
         "the reply to a complete request cannot be sent after the client's EOF"
     );
 }

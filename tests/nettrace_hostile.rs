@@ -190,6 +190,18 @@ fn truncation_anywhere_is_reported_with_its_offset() {
     }
 }
 
+/// Parsing `t` fails on the tag at `offset`: `found` where `expected` belongs.
+fn assert_bad_tag(t: &[u8], offset: usize, expected: u8, found: u8) {
+    assert_eq!(
+        parse_all(t).1.unwrap_err(),
+        NettraceError::BadTag {
+            offset: offset as u64,
+            expected,
+            found
+        }
+    );
+}
+
 #[test]
 fn corrupted_tags_and_trailing_bytes() {
     let data = small_v4();
@@ -197,37 +209,16 @@ fn corrupted_tags_and_trailing_bytes() {
     let mut t = data.clone();
     let end = 32 + 21 + 48;
     t[end] = 0x07;
-    assert_eq!(
-        parse_all(&t).1.unwrap_err(),
-        NettraceError::BadTag {
-            offset: end as u64,
-            expected: 0x06,
-            found: 0x07
-        }
-    );
+    assert_bad_tag(&t, end, 0x06, 0x07);
     // Something other than an object or the end marker between blocks.
     let mut t = data.clone();
     t[end + 1] = 0x02;
-    assert_eq!(
-        parse_all(&t).1.unwrap_err(),
-        NettraceError::BadTag {
-            offset: end as u64 + 1,
-            expected: 0x05,
-            found: 0x02
-        }
-    );
+    assert_bad_tag(&t, end + 1, 0x05, 0x02);
     // The end tag of the last block, checked when the block is complete.
     let mut t = data.clone();
     let last_tag = t.len() - 2;
     t[last_tag] = 0;
-    assert_eq!(
-        parse_all(&t).1.unwrap_err(),
-        NettraceError::BadTag {
-            offset: last_tag as u64,
-            expected: 0x06,
-            found: 0
-        }
-    );
+    assert_bad_tag(&t, last_tag, 0x06, 0);
     // Bytes after the end marker.
     let mut t = data.clone();
     t.extend_from_slice(b"junk");

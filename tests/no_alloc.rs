@@ -87,7 +87,6 @@ fn core_operations_do_not_allocate() {
     let dump3 = common::capture("net8.0.4", "generate-core-dump3-bad-dir.reply.bin");
     let stat = b"77 (dotnet) S 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 9 0 123456 0 0".to_vec();
     let ports = "/tmp/a.sock,nosuspend;/tmp/b.sock".to_string();
-    let lone = common::lone_surrogate_command_line();
     let pi3_request = common::capture("net8.0.4", "process-info3.request.bin");
     let bad_magic = common::capture("net8.0.4", "bad-magic.request.bin");
 
@@ -104,7 +103,7 @@ fn core_operations_do_not_allocate() {
             let _ = conn.send_request(&req, &mut tx).unwrap();
             requests += 1;
         });
-        common::each_response_with(&lone, |command, resp| {
+        common::each_response(|command, resp| {
             let len = resp.encode(&mut buf).unwrap();
             let payload = &buf[HEADER_LEN..len];
             match resp {
@@ -133,14 +132,9 @@ fn core_operations_do_not_allocate() {
         assert!(drain(&mut conn, &env) > 3);
 
         let mut conn = ClientConnection::new();
-        let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 1, 4)];
-        let ct = CollectTracing2 {
-            circular_buffer_mb: 64,
-            format: TraceFormat::NetTrace,
-            request_rundown: true,
-            providers: dsipc::wire::Seq::Slice(&providers),
-        };
-        let _ = conn.send_request(&ct, &mut tx).unwrap();
+        let _ = conn
+            .send_request(&dsipc::fixtures::COLLECT_TRACING2, &mut tx)
+            .unwrap();
         assert_eq!(drain(&mut conn, &stream), 2);
         conn.handle_eof().unwrap();
 
@@ -183,12 +177,7 @@ fn core_operations_do_not_allocate() {
             ServerStatus::Event(ServerEvent::Rejected(r)) => assert_eq!(r.reply().len(), 24),
             other => panic!("{:?}", other),
         }
-        let adv = dsipc::wire::Advertise {
-            runtime_cookie: dsipc::Guid::NIL,
-            process_id: 1,
-            future: 0,
-        };
-        let mut server = ServerConnection::advertising(adv);
+        let mut server = ServerConnection::advertising(dsipc::fixtures::ADVERTISE);
         assert_eq!(server.poll_transmit(&mut buf).unwrap(), 34);
         let mut monitor = ClientConnection::expecting_advertise();
         assert!(matches!(

@@ -22,14 +22,14 @@ compile_error!("nostd-check's entry point and syscalls are written for x86_64 Li
 use core::fmt::{self, Write as _};
 
 use dsipc::conn::{encode_environment_block, environment_block_len, ServerConnection};
+use dsipc::fixtures;
 use dsipc::payload::{
-    AnyRequest, CollectTracing2, ErrorReply, ProcessEnvironment, ProcessEnvironmentReply,
-    ProcessInfo, ProcessInfoReply, Provider, Reply, Request, Response, SetEnvironmentVariable,
-    TraceFormat,
+    AnyRequest, ErrorReply, ProcessEnvironment, ProcessEnvironmentReply, ProcessInfo, Reply,
+    Request, Response,
 };
 use dsipc::recv::{Poll, RecvBuffer, RecvError};
 use dsipc::transport::{key_from_proc_stat, DiagnosticPorts, SocketName};
-use dsipc::wire::{Advertise, Guid, Header, Hresult, Seq, Text, HEADER_LEN};
+use dsipc::wire::{Header, Hresult, HEADER_LEN};
 use dsipc::{ClientConnection, ClientError, ClientEvent, ServerEvent, ServerStatus, Status};
 
 // ---------------------------------------------------------------------------------------
@@ -321,54 +321,38 @@ fn serve(
     Ok(sent)
 }
 
+/// Encodes `r`, then decodes it as a runtime would: equal.
+fn round_trip(r: &AnyRequest<'_>, req: &mut [u8]) -> Result<(), Step> {
+    let n = r.encode(req).map_err(|_| "encode request")?;
+    let h = Header::parse(&req[..n]).map_err(|_| "parse header")?;
+    check!(h.command() == r.command(), "header command");
+    let back = AnyRequest::decode(h.command(), &req[HEADER_LEN..n]).map_err(|_| "decode")?;
+    check!(back == Some(*r), "request round trip");
+    Ok(())
+}
+
 fn run() -> Result<usize, Step> {
     let mut events = 0;
     let mut req = [0u8; 512];
     let mut tx = [0u8; 2048];
     let mut utf8 = [0u8; 256];
 
-    // 1. Requests encode and decode (as a runtime would) to equal values.
-    let providers = [
-        Provider::new("Microsoft-Windows-DotNETRuntime", 0x14C14FCCBD, 4),
-        Provider {
-            keywords: 0,
-            log_level: 5,
-            provider_name: Text::Str("System.Runtime"),
-            arguments: Text::Str("EventCounterIntervalSec=1;é€"),
-        },
-    ];
-    let collect = CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        providers: Seq::Slice(&providers),
-    };
-    let set_env = SetEnvironmentVariable {
-        name: Text::Str("DIAG"),
-        value: Text::Str("1"),
-    };
-    let samples: [AnyRequest<'_>; 4] = [
-        ProcessInfo.into(),
-        collect.into(),
-        set_env.into(),
-        ProcessEnvironment.into(),
-    ];
-    for r in &samples {
-        let n = r.encode(&mut req).map_err(|_| "encode request")?;
-        let h = Header::parse(&req[..n]).map_err(|_| "parse header")?;
-        check!(h.command() == r.command(), "header command");
-        let back = AnyRequest::decode(h.command(), &req[HEADER_LEN..n]).map_err(|_| "decode")?;
-        check!(back == Some(*r), "request round trip");
+    // 1. Requests encode and decode (as a runtime would) to equal values: the crate's samples: one of every request, the edge values of every type, and a
+    // session with dotnet-trace's default providers.
+    let mut result = Ok(());
+    fixtures::each_request(|r| {
+        if result.is_ok() {
+            result = round_trip(&r, &mut req);
+        }
+    });
+    result?;
+    for r in fixtures::REQUESTS.iter() {
+        round_trip(r, &mut req)?;
     }
+    round_trip(&fixtures::COLLECT_TRACING2.into(), &mut req)?;
 
     // 2. ProcessInfo: server answers, client reads the reply 3 bytes at a time.
-    let info = ProcessInfoReply {
-        process_id: 4242,
-        runtime_cookie: Guid::NIL,
-        command_line: Text::Str("/usr/bin/dotnet app.dll"),
-        os: Text::Str("Linux"),
-        arch: Text::Str("x64"),
-    };
+    let info = fixtures::PROCESS_INFO2.as_process_info();
     let mut client = ClientConnection::new();
     let n = client
         .send_request(&ProcessInfo, &mut req)
@@ -394,7 +378,7 @@ fn run() -> Result<usize, Step> {
     check!(pid == 4242, "pid");
 
     // 3. ProcessEnvironment: reply, then the environment block written by the server side.
-    let vars = [Text::Str("PATH=/usr/bin"), Text::Str("LANG=é€")];
+    let vars = fixtures::ENVIRONMENT;
     let mut client = ClientConnection::new();
     let n = client
         .send_request(&ProcessEnvironment, &mut req)
@@ -422,17 +406,17 @@ fn run() -> Result<usize, Step> {
         }
         Ok(())
     })?;
-    check!(seen == 2, "environment count");
+    check!(seen == vars.len(), "environment count");
 
     // 4. CollectTracing2: session id, then stream bytes until EOF.
     let mut client = ClientConnection::new();
     let n = client
-        .send_request(&collect, &mut req)
+        .send_request(&fixtures::COLLECT_TRACING2, &mut req)
         .map_err(|_| "send CollectTracing2")?;
     let mut server = ServerConnection::new();
     let sent = serve(&mut server, &req[..n], &mut tx, |s, r, out| {
         check!(
-            r == AnyRequest::CollectTracing2(collect),
+            r == AnyRequest::CollectTracing2(fixtures::COLLECT_TRACING2),
             "served CollectTracing2"
         );
         let n = s
@@ -478,11 +462,7 @@ fn run() -> Result<usize, Step> {
     check!(hresult == Hresult::CORDIAGIPC_E_UNKNOWN_MAGIC, "rejection");
 
     // 6. Reverse port: the runtime side advertises, the monitor side then sends a request.
-    let adv = Advertise {
-        runtime_cookie: Guid([9; 16]),
-        process_id: 77,
-        future: 0,
-    };
+    let adv = fixtures::ADVERTISE;
     let mut server = ServerConnection::advertising(adv);
     let mut client = ClientConnection::expecting_advertise();
     let a = server.poll_transmit(&mut tx).map_err(|_| "advertise")?;

@@ -90,10 +90,8 @@ pub(crate) fn read_header<'a>(
 ) -> Result<(&'a [u8], bool), NettraceError> {
     if compressed {
         read_compressed(c, st, v6)
-    } else if v6 {
-        read_uncompressed_v6(c, st)
     } else {
-        read_uncompressed_v4(c, st)
+        read_uncompressed(c, st, v6)
     }
 }
 
@@ -165,23 +163,35 @@ pub(crate) fn event<'a>(
     }
 }
 
-/// V4/V5 uncompressed blob: fixed 80-byte header, payload, zero padding to 4.
-fn read_uncompressed_v4<'a>(
+/// An uncompressed blob. V4/V5: a fixed 80-byte header, payload, zero padding to 4. V6 (a
+/// row): the same header with a `LabelListId` instead of the two activity ids.
+#[inline(always)]
+fn read_uncompressed<'a>(
     c: &mut Cur<'a>,
     st: &mut HeaderState,
+    v6: bool,
 ) -> Result<(&'a [u8], bool), NettraceError> {
     let start = c.pos;
     let event_size = c.u32("EventSize")? as usize;
     let id = c.u32("MetadataId")?;
     st.metadata_id = id & 0x7FFF_FFFF;
     st.sequence_number = c.u32("SequenceNumber")?;
-    st.thread_id = c.u64("ThreadId")?;
-    st.capture_thread_id = c.u64("CaptureThreadId")?;
+    let (thread, capture_thread) = if v6 {
+        ("ThreadIndex", "CaptureThreadIndex")
+    } else {
+        ("ThreadId", "CaptureThreadId")
+    };
+    st.thread_id = c.u64(thread)?;
+    st.capture_thread_id = c.u64(capture_thread)?;
     st.processor_number = c.u32("ProcessorNumber")?;
     st.stack_id = c.u32("StackId")?;
     st.timestamp = c.i64("TimeStamp")?;
-    st.activity_id = c.guid("ActivityId")?;
-    st.related_activity_id = c.guid("RelatedActivityId")?;
+    if v6 {
+        st.label_list_id = c.u32("LabelListId")?;
+    } else {
+        st.activity_id = c.guid("ActivityId")?;
+        st.related_activity_id = c.guid("RelatedActivityId")?;
+    }
     st.payload_size = c.u32("PayloadSize")?;
     let payload = c.take(st.payload_size as usize, "event payload (PayloadSize)")?;
     // The blob spans 4 + EventSize bytes; EventSize covers at least the payload (padding is
@@ -192,33 +202,8 @@ fn read_uncompressed_v4<'a>(
         .filter(|&e| e >= c.pos && e <= c.bytes.len())
         .ok_or_else(|| c.malformed("EventSize"))?;
     c.pos = end;
-    // Bit 31 set means NOT sorted (the runtime's writer; the format texts say the opposite).
-    Ok((payload, id & 0x8000_0000 == 0))
-}
-
-/// V6 uncompressed row.
-fn read_uncompressed_v6<'a>(
-    c: &mut Cur<'a>,
-    st: &mut HeaderState,
-) -> Result<(&'a [u8], bool), NettraceError> {
-    let start = c.pos;
-    let event_size = c.u32("EventSize")? as usize;
-    let id = c.u32("MetadataId")?;
-    st.metadata_id = id & 0x7FFF_FFFF;
-    st.sequence_number = c.u32("SequenceNumber")?;
-    st.thread_id = c.u64("ThreadIndex")?;
-    st.capture_thread_id = c.u64("CaptureThreadIndex")?;
-    st.processor_number = c.u32("ProcessorNumber")?;
-    st.stack_id = c.u32("StackId")?;
-    st.timestamp = c.i64("TimeStamp")?;
-    st.label_list_id = c.u32("LabelListId")?;
-    st.payload_size = c.u32("PayloadSize")?;
-    let payload = c.take(st.payload_size as usize, "event payload (PayloadSize)")?;
-    let end = start
-        .checked_add(4)
-        .and_then(|x| x.checked_add(event_size))
-        .filter(|&e| e >= c.pos && e <= c.bytes.len())
-        .ok_or_else(|| c.malformed("EventSize"))?;
-    c.pos = end;
-    Ok((payload, id & 0x8000_0000 != 0))
+    // Bit 31 of the id: V6 sets it on sorted events; V4/V5 set it on events NOT sorted (the
+    // runtime's writer; the format texts say the opposite).
+    let bit31 = id & 0x8000_0000 != 0;
+    Ok((payload, bit31 == v6))
 }

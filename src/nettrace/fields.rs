@@ -142,9 +142,7 @@ impl<'a> ObjectValue<'a> {
     pub fn fields(&self) -> PayloadFields<'a> {
         PayloadFields {
             descs: self.fields.iter(),
-            payload: self.payload,
-            pos: self.start,
-            end: self.end,
+            values: ValueCursor::new(self.payload, self.start, self.end),
             failed: false,
         }
     }
@@ -178,9 +176,7 @@ impl<'a> ArrayValue<'a> {
     pub fn iter(&self) -> ArrayIter<'a> {
         ArrayIter {
             element: self.element,
-            payload: self.payload,
-            pos: self.start,
-            end: self.end,
+            values: ValueCursor::new(self.payload, self.start, self.end),
             left: self.count,
         }
     }
@@ -195,9 +191,7 @@ impl<'a> ArrayValue<'a> {
 #[derive(Debug, Clone)]
 pub struct ArrayIter<'a> {
     element: FieldType<'a>,
-    payload: &'a [u8],
-    pos: usize,
-    end: usize,
+    values: ValueCursor<'a>,
     left: usize,
 }
 
@@ -208,16 +202,35 @@ impl<'a> Iterator for ArrayIter<'a> {
             return None;
         }
         self.left -= 1;
-        match read_value(&self.element, self.payload, self.pos, self.end) {
-            Ok((v, next)) => {
-                self.pos = next;
-                Some(Ok(v))
-            }
-            Err(e) => {
-                self.left = 0;
-                Some(Err(e))
-            }
+        let r = self.values.read(&self.element).map(|(v, _)| v);
+        if r.is_err() {
+            self.left = 0;
         }
+        Some(r)
+    }
+}
+
+/// Where the next value of a payload (or of a nested object or array) starts, and where the
+/// payload's part ends: what [`ArrayIter`] and [`PayloadFields`] read from.
+#[derive(Debug, Clone)]
+struct ValueCursor<'a> {
+    payload: &'a [u8],
+    pos: usize,
+    end: usize,
+}
+
+impl<'a> ValueCursor<'a> {
+    fn new(payload: &'a [u8], pos: usize, end: usize) -> Self {
+        ValueCursor { payload, pos, end }
+    }
+
+    /// Reads a value of type `ty` and moves past it; returns it with its offset.
+    #[inline]
+    fn read(&mut self, ty: &FieldType<'a>) -> Result<(Value<'a>, usize), FieldError> {
+        let (value, next) = read_value(ty, self.payload, self.pos, self.end)?;
+        let offset = self.pos;
+        self.pos = next;
+        Ok((value, offset))
     }
 }
 
@@ -226,9 +239,7 @@ impl<'a> Iterator for ArrayIter<'a> {
 #[derive(Debug, Clone)]
 pub struct PayloadFields<'a> {
     descs: FieldDescIter<'a>,
-    payload: &'a [u8],
-    pos: usize,
-    end: usize,
+    values: ValueCursor<'a>,
     failed: bool,
 }
 
@@ -236,12 +247,13 @@ impl<'a> PayloadFields<'a> {
     /// Offset in the payload of the next field (after the walk: of the first byte no field
     /// covered).
     pub fn position(&self) -> usize {
-        self.pos
+        self.values.pos
     }
 
     /// The bytes not covered by the fields walked so far.
     pub fn rest(&self) -> &'a [u8] {
-        &self.payload[self.pos.min(self.end)..self.end]
+        let v = &self.values;
+        &v.payload[v.pos.min(v.end)..v.end]
     }
 
     /// The value of the first field named `name` (walking from the current position);
@@ -264,22 +276,14 @@ impl<'a> Iterator for PayloadFields<'a> {
             return None;
         }
         let d = self.descs.next()?;
-        match read_value(&d.ty, self.payload, self.pos, self.end) {
-            Ok((value, next)) => {
-                let offset = self.pos;
-                self.pos = next;
-                Some(Ok(Field {
-                    name: d.name,
-                    ty: d.ty,
-                    value,
-                    offset,
-                }))
-            }
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
-            }
-        }
+        let r = self.values.read(&d.ty).map(|(value, offset)| Field {
+            name: d.name,
+            ty: d.ty,
+            value,
+            offset,
+        });
+        self.failed = r.is_err();
+        Some(r)
     }
 }
 
@@ -288,9 +292,7 @@ impl<'a> FieldDescriptions<'a> {
     pub fn walk(&self, payload: &'a [u8]) -> PayloadFields<'a> {
         PayloadFields {
             descs: self.iter(),
-            payload,
-            pos: 0,
-            end: payload.len(),
+            values: ValueCursor::new(payload, 0, payload.len()),
             failed: false,
         }
     }

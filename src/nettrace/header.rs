@@ -115,29 +115,39 @@ impl<'a> TraceHeader<'a> {
         ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
     }
 
-    /// Parses the 48-byte body of a V4/V5 `Trace` object at stream offset `base`.
-    pub(crate) fn parse_v4(body: &'a [u8], base: u64) -> Result<TraceHeader<'a>, NettraceError> {
-        let mut c = Cur::new(body, base);
-        let sync_time_utc = SystemTime::read(&mut c)?;
-        let sync_time_qpc = c.i64("SyncTimeQPC")?;
-        let qpc_frequency = c.i64("QPCFrequency")?;
+    /// Reads what both versions start with (clock, tick rate, pointer size), naming the two
+    /// tick fields as the version does; the rest is zero (V4).
+    fn read_start(
+        c: &mut Cur<'a>,
+        ticks: &'static str,
+        frequency: &'static str,
+    ) -> Result<TraceHeader<'a>, NettraceError> {
+        let sync_time_utc = SystemTime::read(c)?;
+        let sync_time_qpc = c.i64(ticks)?;
+        let qpc_frequency = c.i64(frequency)?;
         let ptr_at = c.offset();
-        let pointer_size = c.u32("PointerSize")?;
-        let process_id = c.u32("ProcessId")?;
-        let number_of_processors = c.u32("NumberOfProcessors")?;
-        let sampling_interval_ns = c.u32("ExpectedCPUSamplingRate")?;
-        let pointer_size = check_pointer_size(pointer_size, ptr_at)?;
+        let pointer_size = check_pointer_size(c.u32("PointerSize")?, ptr_at)?;
         Ok(TraceHeader {
             format: Format::V4,
             sync_time_utc,
             sync_time_qpc,
             qpc_frequency,
             pointer_size,
-            process_id,
-            number_of_processors,
-            sampling_interval_ns,
+            process_id: 0,
+            number_of_processors: 0,
+            sampling_interval_ns: 0,
             key_values: KeyValues::EMPTY,
         })
+    }
+
+    /// Parses the 48-byte body of a V4/V5 `Trace` object at stream offset `base`.
+    pub(crate) fn parse_v4(body: &'a [u8], base: u64) -> Result<TraceHeader<'a>, NettraceError> {
+        let mut c = Cur::new(body, base);
+        let mut h = Self::read_start(&mut c, "SyncTimeQPC", "QPCFrequency")?;
+        h.process_id = c.u32("ProcessId")?;
+        h.number_of_processors = c.u32("NumberOfProcessors")?;
+        h.sampling_interval_ns = c.u32("ExpectedCPUSamplingRate")?;
+        Ok(h)
     }
 
     /// Parses the content of a V6 Trace block at stream offset `base`.
@@ -147,43 +157,26 @@ impl<'a> TraceHeader<'a> {
         minor: u32,
     ) -> Result<TraceHeader<'a>, NettraceError> {
         let mut c = Cur::new(body, base);
-        let sync_time_utc = SystemTime::read(&mut c)?;
-        let sync_time_qpc = c.i64("SyncTimeTicks")?;
-        let qpc_frequency = c.i64("TickFrequency")?;
-        let ptr_at = c.offset();
-        let pointer_size = check_pointer_size(c.u32("PointerSize")?, ptr_at)?;
+        let mut h = Self::read_start(&mut c, "SyncTimeTicks", "TickFrequency")?;
+        h.format = Format::V6 { minor };
         let count = c.u32("KeyValueCount")?;
         let kv_start = c.pos;
-        let kv_base = c.offset();
-        let mut process_id = 0;
-        let mut number_of_processors = 0;
-        let mut sampling_interval_ns = 0;
         for _ in 0..count {
             let k = c.str8("trace key")?;
             let v = c.str8("trace value")?;
             let num = parse_decimal(v);
             match k {
-                b"ProcessId" => process_id = num,
-                b"HardwareThreadCount" => number_of_processors = num,
-                b"ExpectedCPUSamplingRate" => sampling_interval_ns = num,
+                b"ProcessId" => h.process_id = num,
+                b"HardwareThreadCount" => h.number_of_processors = num,
+                b"ExpectedCPUSamplingRate" => h.sampling_interval_ns = num,
                 _ => {}
             }
         }
-        let _ = kv_base;
-        Ok(TraceHeader {
-            format: Format::V6 { minor },
-            sync_time_utc,
-            sync_time_qpc,
-            qpc_frequency,
-            pointer_size,
-            process_id,
-            number_of_processors,
-            sampling_interval_ns,
-            key_values: KeyValues {
-                bytes: &body[kv_start..c.pos],
-                count,
-            },
-        })
+        h.key_values = KeyValues {
+            bytes: &body[kv_start..c.pos],
+            count,
+        };
+        Ok(h)
     }
 }
 

@@ -64,6 +64,44 @@ impl<'a> MetadataRecord<'a> {
             parse_v4(raw, offset)
         }
     }
+
+    /// A record of the event `event_id` (`event_name`) of `provider_name`, everything else empty.
+    fn new(
+        raw: &'a [u8],
+        format: Format,
+        metadata_id: u32,
+        provider_name: TraceStr<'a>,
+        event_id: u32,
+        event_name: TraceStr<'a>,
+    ) -> Self {
+        MetadataRecord {
+            metadata_id,
+            provider_name,
+            provider_id: None,
+            event_id,
+            event_name,
+            keywords: 0,
+            version: 0,
+            level: 0,
+            opcode: None,
+            fields: FieldDescriptions::EMPTY,
+            fields_malformed: false,
+            message_template: None,
+            description: None,
+            raw,
+            format,
+        }
+    }
+
+    /// The record once its field descriptions and tags were read: when that failed, no
+    /// fields and `fields_malformed` (the trace itself stays readable).
+    fn with_tail(mut self, tail: Result<(), NettraceError>) -> Self {
+        if tail.is_err() {
+            self.fields = FieldDescriptions::EMPTY;
+            self.fields_malformed = true;
+        }
+        self
+    }
 }
 
 fn parse_v4(raw: &[u8], offset: u64) -> Result<MetadataRecord<'_>, NettraceError> {
@@ -72,26 +110,17 @@ fn parse_v4(raw: &[u8], offset: u64) -> Result<MetadataRecord<'_>, NettraceError
     let provider_name = TraceStr::utf16(c.utf16z("metadata ProviderName")?);
     let event_id = c.u32("metadata EventId")?;
     let event_name = TraceStr::utf16(c.utf16z("metadata EventName")?);
-    let keywords = c.u64("metadata Keywords")?;
-    let version = c.u32("metadata Version")?;
-    let level = c.u32("metadata Level")?;
-    let mut rec = MetadataRecord {
+    let mut rec = MetadataRecord::new(
+        raw,
+        Format::V4,
         metadata_id,
         provider_name,
-        provider_id: None,
         event_id,
         event_name,
-        keywords,
-        version,
-        level,
-        opcode: None,
-        fields: FieldDescriptions::EMPTY,
-        fields_malformed: false,
-        message_template: None,
-        description: None,
-        raw,
-        format: Format::V4,
-    };
+    );
+    rec.keywords = c.u64("metadata Keywords")?;
+    rec.version = c.u32("metadata Version")?;
+    rec.level = c.u32("metadata Level")?;
     if c.is_empty() {
         return Ok(rec);
     }
@@ -115,11 +144,7 @@ fn parse_v4(raw: &[u8], offset: u64) -> Result<MetadataRecord<'_>, NettraceError
         }
         Ok(())
     })();
-    if tail.is_err() {
-        rec.fields = FieldDescriptions::EMPTY;
-        rec.fields_malformed = true;
-    }
-    Ok(rec)
+    Ok(rec.with_tail(tail))
 }
 
 fn parse_v6(raw: &[u8], offset: u64, format: Format) -> Result<MetadataRecord<'_>, NettraceError> {
@@ -128,23 +153,14 @@ fn parse_v6(raw: &[u8], offset: u64, format: Format) -> Result<MetadataRecord<'_
     let provider_name = TraceStr::Utf8(c.str8("metadata ProviderName")?);
     let event_id = c.varu32()?;
     let event_name = TraceStr::Utf8(c.str8("metadata EventName")?);
-    let mut rec = MetadataRecord {
-        metadata_id,
-        provider_name,
-        provider_id: None,
-        event_id,
-        event_name,
-        keywords: 0,
-        version: 0,
-        level: 0,
-        opcode: None,
-        fields: FieldDescriptions::EMPTY,
-        fields_malformed: false,
-        message_template: None,
-        description: None,
+    let mut rec = MetadataRecord::new(
         raw,
         format,
-    };
+        metadata_id,
+        provider_name,
+        event_id,
+        event_name,
+    );
     let tail = (|| -> Result<(), NettraceError> {
         let count = c.u16("metadata field count")?;
         rec.fields = parse_fields(&mut c, u32::from(count), FieldEncoding::V6, 0)?;
@@ -173,11 +189,7 @@ fn parse_v6(raw: &[u8], offset: u64, format: Format) -> Result<MetadataRecord<'_
         }
         Ok(())
     })();
-    if tail.is_err() {
-        rec.fields = FieldDescriptions::EMPTY;
-        rec.fields_malformed = true;
-    }
-    Ok(rec)
+    Ok(rec.with_tail(tail))
 }
 
 /// A payload field's type code.
