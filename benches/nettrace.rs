@@ -25,11 +25,11 @@ fn parse(data: &[u8]) -> (u64, u64) {
             Ok(h) => {
                 at += h.consumed;
                 match h.status {
-                    Status::Item(Item::Event(e)) => {
+                    Status::Event(Item::Event(e)) => {
                         events += 1;
                         black_box(&e);
                     }
-                    Status::Item(i) => {
+                    Status::Event(i) => {
                         items += 1;
                         black_box(&i);
                     }
@@ -51,8 +51,8 @@ fn parse_and_decode(data: &[u8]) -> u64 {
     while let Ok(h) = p.handle_input(&data[at..]) {
         at += h.consumed;
         match h.status {
-            Status::Item(Item::Trace(t)) => ptr = t.pointer_size,
-            Status::Item(Item::Metadata(m)) => {
+            Status::Event(Item::Trace(t)) => ptr = t.pointer_size,
+            Status::Event(Item::Metadata(m)) => {
                 let m = m.record().unwrap();
                 let id = m.metadata_id as usize;
                 if id >= table.len() {
@@ -61,7 +61,7 @@ fn parse_and_decode(data: &[u8]) -> u64 {
                 table[id] =
                     ClrProvider::from_name(&m.provider_name).map(|p| (p, m.event_id, m.version));
             }
-            Status::Item(Item::Event(e)) => {
+            Status::Event(Item::Event(e)) => {
                 if let Some(Some((prov, id, v))) = table.get(e.metadata_id as usize) {
                     if let Ok(ev) = clr::decode(*prov, *id, *v, ptr, e.payload) {
                         black_box(&ev);
@@ -69,7 +69,7 @@ fn parse_and_decode(data: &[u8]) -> u64 {
                     }
                 }
             }
-            Status::Item(_) => {}
+            Status::Event(_) => {}
             _ => break,
         }
     }

@@ -449,7 +449,7 @@ impl<S: RecvStorage> RecvBuffer<S> {
             Err(e) => return Err(RecvError::Machine(*e)),
         };
         match &handled.status {
-            nettrace::Status::Item(item) => {
+            nettrace::Status::Event(item) => {
                 debug_assert!(handled.consumed <= cur.end - cur.start);
                 cur.start += handled.consumed;
                 Ok(Poll::Event(f(item)))

@@ -47,7 +47,7 @@ fn check(rt: &str) -> Seen {
             .unwrap_or_else(|e| panic!("{}: {}", rt, e));
         at += h.consumed;
         match h.status {
-            Status::Item(Item::Trace(t)) => {
+            Status::Event(Item::Trace(t)) => {
                 assert_eq!(t.format, Format::V4);
                 assert_eq!(t.pointer_size, 8);
                 assert!(t.process_id > 0 && t.number_of_processors > 0);
@@ -55,16 +55,16 @@ fn check(rt: &str) -> Seen {
                 assert_eq!(t.qpc_frequency, 1_000_000_000, "{}: Linux QPC is in ns", rt);
                 ptr = t.pointer_size;
             }
-            Status::Item(Item::Metadata(m)) => {
+            Status::Event(Item::Metadata(m)) => {
                 metas.insert(m.metadata_id, m.record().unwrap());
             }
-            Status::Item(Item::Stacks(s)) => {
+            Status::Event(Item::Stacks(s)) => {
                 for st in s.iter() {
                     stacks.insert(st.id, st.ips().collect());
                 }
             }
-            Status::Item(Item::SequencePoint(_)) => stacks.clear(),
-            Status::Item(Item::Event(e)) => {
+            Status::Event(Item::SequencePoint(_)) => stacks.clear(),
+            Status::Event(Item::Event(e)) => {
                 if let Some(last) = seq.insert(e.capture_thread_id, e.sequence_number) {
                     seen.lost += u64::from(e.sequence_number.wrapping_sub(last).wrapping_sub(1));
                 }
@@ -128,7 +128,7 @@ fn check(rt: &str) -> Seen {
                     _ => {}
                 }
             }
-            Status::Item(_) => {}
+            Status::Event(_) => {}
             Status::Done => break,
             Status::Partial { needed } => panic!("{}: truncated: needs {} at {}", rt, needed, at),
         }

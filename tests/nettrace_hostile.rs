@@ -385,10 +385,10 @@ fn uncompressed_blobs_and_v5_tags() {
         let h = p.handle_input(&data[at..]).unwrap();
         at += h.consumed;
         match h.status {
-            Status::Item(Item::Metadata(m)) => meta = Some(m.record().unwrap()),
-            Status::Item(Item::Event(e)) => event = Some((e, p.activity_ids())),
-            Status::Item(Item::Block(b)) => assert_ne!(b.kind, BlockKind::Unknown),
-            Status::Item(_) => {}
+            Status::Event(Item::Metadata(m)) => meta = Some(m.record().unwrap()),
+            Status::Event(Item::Event(e)) => event = Some((e, p.activity_ids())),
+            Status::Event(Item::Block(b)) => assert_ne!(b.kind, BlockKind::Unknown),
+            Status::Event(_) => {}
             Status::Done => break,
             Status::Partial { .. } => panic!(),
         }

@@ -52,7 +52,7 @@ fn check(name: &str, data: &[u8]) -> Stats {
         at += h.consumed;
         assert_eq!(p.offset(), at as u64);
         let item = match h.status {
-            Status::Item(i) => i,
+            Status::Event(i) => i,
             Status::Done => break,
             Status::Partial { needed } => {
                 panic!(
@@ -394,14 +394,14 @@ fn items_arrive_as_soon_as_their_block_is_complete() {
             let h = p.handle_input(&data[at..]).unwrap();
             at += h.consumed;
             match h.status {
-                Status::Item(Item::Block(b)) => {
+                Status::Event(Item::Block(b)) => {
                     if let Some(e) = pending_end.take() {
                         ends.push(e);
                     }
                     // V4: content, then the end tag.
                     pending_end = Some(b.content_offset as usize + b.size as usize + 1);
                 }
-                Status::Item(_) => {}
+                Status::Event(_) => {}
                 Status::Done => break,
                 Status::Partial { .. } => panic!("{}", name),
             }
@@ -419,8 +419,8 @@ fn items_arrive_as_soon_as_their_block_is_complete() {
                 let h = p.handle_input(&data[at..end]).unwrap();
                 at += h.consumed;
                 match h.status {
-                    Status::Item(Item::Block(_)) => blocks_done += 1,
-                    Status::Item(_) => {}
+                    Status::Event(Item::Block(_)) => blocks_done += 1,
+                    Status::Event(_) => {}
                     Status::Partial { needed } => {
                         // Everything of block i has been yielded; at most its end tag
                         // (1 byte) is left, and the parser asks for the next block only.

@@ -321,7 +321,7 @@ fn a_v6_stream_parses_field_by_field() {
         let h = p.handle_input(&data[at..]).unwrap();
         at += h.consumed;
         match h.status {
-            Status::Item(i) => {
+            Status::Event(i) => {
                 if let Item::Event(_) = i {
                     // V6 events carry no activity ids (label lists do).
                     assert_eq!(p.activity_ids(), (Guid::NIL, Guid::NIL));
@@ -663,7 +663,7 @@ fn v6_errors_are_typed() {
     // A block announcing more than the maximum is refused from its 4-byte header alone.
     let mut p = NettraceParser::with_max_block_size(1000);
     let first = p.handle_input(&b.bytes).unwrap();
-    assert!(matches!(first.status, Status::Item(Item::Trace(_))));
+    assert!(matches!(first.status, Status::Event(Item::Trace(_))));
     let at = first.consumed;
     let header = 0x00FF_FFFFu32 | 2 << 24;
     let e = p.handle_input(&header.to_le_bytes()).unwrap_err();

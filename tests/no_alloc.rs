@@ -238,11 +238,11 @@ fn nettrace_parsing_does_not_allocate() {
                 let h = p.handle_input(&data[at..end]).unwrap();
                 at += h.consumed;
                 match h.status {
-                    Status::Item(Item::Trace(t)) => ptr = t.pointer_size,
-                    Status::Item(Item::Metadata(m)) => {
+                    Status::Event(Item::Trace(t)) => ptr = t.pointer_size,
+                    Status::Event(Item::Metadata(m)) => {
                         metas[m.metadata_id as usize] = Some(m.record().unwrap());
                     }
-                    Status::Item(Item::Event(e)) => {
+                    Status::Event(Item::Event(e)) => {
                         events += 1;
                         let m = metas[e.metadata_id as usize].as_ref().unwrap();
                         for f in m.fields.walk(e.payload) {
@@ -271,17 +271,17 @@ fn nettrace_parsing_does_not_allocate() {
                             }
                         }
                     }
-                    Status::Item(Item::Stacks(s)) => {
+                    Status::Event(Item::Stacks(s)) => {
                         for st in s.iter() {
                             ips += st.ips().count() as u64;
                         }
                     }
-                    Status::Item(Item::SequencePoint(sp)) => {
+                    Status::Event(Item::SequencePoint(sp)) => {
                         for t in sp.threads() {
                             std::hint::black_box(t);
                         }
                     }
-                    Status::Item(_) => {}
+                    Status::Event(_) => {}
                     Status::Partial { .. } => {
                         assert!(end < data.len());
                         end = (end + 4096).min(data.len());

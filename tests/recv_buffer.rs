@@ -310,7 +310,7 @@ fn nettrace_chunk_split_invariance() {
         let h = direct.handle_input(&data[at..]).unwrap();
         at += h.consumed;
         match h.status {
-            dsipc::nettrace::Status::Item(item) => items.push(format!("{:?}", item)),
+            dsipc::nettrace::Status::Event(item) => items.push(format!("{:?}", item)),
             _ => break,
         }
     }

@@ -351,7 +351,7 @@ fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
             let h = p.handle_input(&data[at..]).unwrap();
             at += h.consumed;
             match h.status {
-                Status::Item(Item::Block(b)) => {
+                Status::Event(Item::Block(b)) => {
                     let end = (b.content_offset + u64::from(b.size)) as usize + 1;
                     let first_event =
                         rt == "net8.0.4" && cut == 0 && b.kind == dsipc::nettrace::BlockKind::Event;
@@ -360,7 +360,7 @@ fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
                         cut = end;
                     }
                 }
-                Status::Item(_) => {}
+                Status::Event(_) => {}
                 _ => break,
             }
         }

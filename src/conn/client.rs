@@ -30,8 +30,10 @@ pub enum ClientEvent<'a> {
 }
 
 /// Outcome of a machine's `handle_input`: [`ClientConnection::handle_input`] (events
-/// [`ClientEvent`]) and [`ServerConnection::handle_input`](crate::ServerConnection::handle_input)
-/// (events [`ServerEvent`](crate::ServerEvent), as [`ServerStatus`](crate::ServerStatus)).
+/// [`ClientEvent`]), [`ServerConnection::handle_input`](crate::ServerConnection::handle_input)
+/// (events [`ServerEvent`](crate::ServerEvent), as [`ServerStatus`](crate::ServerStatus)) and
+/// [`NettraceParser::handle_input`](crate::nettrace::NettraceParser::handle_input) (trace
+/// items, as [`nettrace::Status`](crate::nettrace::Status)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Status<E> {
@@ -45,7 +47,8 @@ pub enum Status<E> {
     /// never more than the size the reply announced: Linux allows one variable of up to
     /// 128 KiB, so such an entry can need about 256 KiB. Grow the buffer up to a limit you
     /// choose, and report [`BufferTooSmall`](crate::recv::BufferTooSmall) past it
-    /// ([`RecvBuffer`](crate::recv::RecvBuffer) does).
+    /// ([`RecvBuffer`](crate::recv::RecvBuffer) does). The nettrace parser asks for at most
+    /// one block plus its framing.
     Partial {
         /// Contiguous bytes required.
         needed: usize,

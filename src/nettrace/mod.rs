@@ -25,15 +25,15 @@
 //!         let handled = parser.handle_input(&trace[at..])?;
 //!         at += handled.consumed;
 //!         match handled.status {
-//!             Status::Item(Item::Metadata(m)) => {
+//!             Status::Event(Item::Metadata(m)) => {
 //!                 let m = m.record()?;
 //!                 println!("{} {} {} v{}", m.metadata_id, m.provider_name, m.event_name, m.version);
 //!                 for f in m.fields.iter() {
 //!                     println!("  field {} {:?}", f.name, f.ty.code);
 //!                 }
 //!             }
-//!             Status::Item(Item::Event(_)) => events += 1,
-//!             Status::Item(_) => {}
+//!             Status::Event(Item::Event(_)) => events += 1,
+//!             Status::Event(_) => {}
 //!             // A file: no more bytes will come.
 //!             Status::Partial { .. } => {
 //!                 parser.handle_eof()?; // Err(Truncated) without the end-of-stream marker
@@ -187,22 +187,12 @@ impl core::fmt::Debug for Metadata<'_> {
     }
 }
 
-/// Outcome of [`NettraceParser::handle_input`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Status<'a> {
-    /// An item; call again with the unconsumed rest of the input.
-    Item(Item<'a>),
-    /// Not an error: at least `needed` contiguous bytes (counted from the first unconsumed
-    /// byte) must be available before the next item. Never more than one block plus its
-    /// framing: at most the maximum block size + [`MAX_FRAMING`].
-    Partial {
-        /// Contiguous bytes required.
-        needed: usize,
-    },
-    /// The end-of-stream marker was reported: nothing more will come.
-    Done,
-}
+/// Outcome of [`NettraceParser::handle_input`]: the machines' one status type
+/// ([`crate::conn::Status`]) over [`Item`]. `Event` is an item (call again with the
+/// unconsumed rest of the input); `Partial { needed }` never asks for more than one block
+/// plus its framing (at most the maximum block size + [`MAX_FRAMING`]); `Done` follows the
+/// end-of-stream marker: nothing more will come.
+pub type Status<'a> = crate::conn::Status<Item<'a>>;
 
 /// What [`NettraceParser::handle_input`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -481,7 +471,7 @@ impl NettraceParser {
         self.state = State::Between;
         Ok(Handled {
             consumed: total,
-            status: Status::Item(Item::Trace(header)),
+            status: Status::Event(Item::Trace(header)),
         })
     }
 
@@ -527,7 +517,7 @@ impl NettraceParser {
         self.state = State::Between;
         Ok(Handled {
             consumed: total,
-            status: Status::Item(Item::Trace(header)),
+            status: Status::Event(Item::Trace(header)),
         })
     }
 
@@ -554,7 +544,7 @@ impl NettraceParser {
                 self.state = State::Done;
                 return Ok(Handled {
                     consumed: skip + 4 + size,
-                    status: Status::Item(Item::EndOfStream),
+                    status: Status::Event(Item::EndOfStream),
                 });
             }
             if code == 1 {
@@ -585,7 +575,7 @@ impl NettraceParser {
                 self.state = State::Done;
                 return Ok(Handled {
                     consumed: skip + 1,
-                    status: Status::Item(Item::EndOfStream),
+                    status: Status::Event(Item::EndOfStream),
                 });
             }
             if first != 0x05 {
@@ -685,7 +675,7 @@ impl NettraceParser {
         self.state = State::InBlock;
         Ok(Handled {
             consumed: skip + content_at + header_len,
-            status: Status::Item(Item::Block(info)),
+            status: Status::Event(Item::Block(info)),
         })
     }
 
@@ -721,7 +711,7 @@ impl NettraceParser {
                 read_header(&mut c, &mut self.block.header, self.block.compressed, v6)?;
             self.consumed_in_block(c.pos);
             return Ok(Handled {
-                status: Status::Item(Item::Event(event(
+                status: Status::Event(Item::Event(event(
                     &self.block.header,
                     sorted,
                     payload,
@@ -768,7 +758,7 @@ impl NettraceParser {
         self.consumed_in_block(used);
         Ok(Handled {
             consumed: used,
-            status: Status::Item(item),
+            status: Status::Event(item),
         })
     }
 }

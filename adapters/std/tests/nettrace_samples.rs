@@ -25,7 +25,7 @@ fn analyze(data: &[u8], chunk: usize, mut each: impl FnMut(&Item<'_>)) -> TraceA
     loop {
         let h = p.handle_input(&buf[start..]).unwrap();
         match h.status {
-            Status::Item(item) => {
+            Status::Event(item) => {
                 a.on_item(&item);
                 each(&item);
                 start += h.consumed;
