@@ -16,7 +16,7 @@ use dsipc::wire::{Hresult, Text};
 use dsipc::{AnyRequest, Command};
 use dsipc_mio::{CloseReason, Control, Error, Event, Reactor};
 use dsipc_testkit::TempDir;
-use support::{response_for, run_until, Peer, ENV};
+use support::{env, response_for, run_until, Peer};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -59,7 +59,7 @@ fn every_request_and_reply() {
         // The client got the reply the server sent.
         let sent = format!("{:?}", ClientReply(response_for(command)));
         if command == Command::ProcessEnvironment {
-            assert_eq!(log.env, ENV, "{:?}", log);
+            assert_eq!(log.env, env(), "{:?}", log);
             assert_eq!(log.events.last().unwrap(), "EndOfStream");
         } else {
             assert_eq!(log.events[0], sent, "{:?}", command);
@@ -535,14 +535,10 @@ fn replies_arriving_byte_by_byte() {
             let n = match req[17] {
                 0x00 => response_for(Command::ProcessInfo).encode(&mut out).unwrap(),
                 _ => {
-                    let vars = ENV.iter().map(|v| Text::Str(v));
-                    let len = dsipc::conn::environment_block_len(vars.clone());
-                    let head = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
-                        incoming_bytes: len as u32,
-                        future: 0,
-                    }))
-                    .encode(&mut out)
-                    .unwrap();
+                    let vars = dsipc::fixtures::ENVIRONMENT.iter().copied();
+                    let head = response_for(Command::ProcessEnvironment)
+                        .encode(&mut out)
+                        .unwrap();
                     head + dsipc::conn::encode_environment_block(vars, &mut out[head..]).unwrap()
                 }
             };
@@ -574,7 +570,7 @@ fn replies_arriving_byte_by_byte() {
         format!("{:?}", ClientReply(response_for(Command::ProcessInfo)))
     );
     assert!(peer.logs[&b].done, "{:?}", peer.logs[&b]);
-    assert_eq!(peer.logs[&b].env, ENV);
+    assert_eq!(peer.logs[&b].env, env());
     // Far more reads than messages: the partial bytes were kept between reads.
     assert!(reactor.control().stats().reads > 150);
 }
