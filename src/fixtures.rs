@@ -85,7 +85,10 @@ const USER_EVENTS: [UserEventsProvider<'static>; 1] = [UserEventsProvider {
     },
     tracepoint_config: TracepointConfig {
         default_tracepoint_name: Text::Str("dotnet"),
-        tracepoints: Seq::Slice(&[]),
+        tracepoints: Seq::Slice(&[TracepointSet {
+            tracepoint_name: Text::Str("LowEvents"),
+            event_ids: Seq::Slice(&[1, 2, 3]),
+        }]),
     },
 }];
 
@@ -98,8 +101,8 @@ pub const STREAMING_SESSION: StreamingSession<'static> = StreamingSession {
     providers: Seq::Slice(&STREAMING),
 };
 
-/// A user_events CollectTracing5/6 session: the runtime provider to tracepoint `dotnet`
-/// (needs the tracepoint fd passed with the request).
+/// A user_events CollectTracing5/6 session: the runtime provider to tracepoint `dotnet`,
+/// its events 1 to 3 to `LowEvents` (needs the tracepoint fd passed with the request).
 pub const USER_EVENTS_SESSION: UserEventsSession<'static> = UserEventsSession {
     rundown_keyword: 0,
     providers: Seq::Slice(&USER_EVENTS),

@@ -12,13 +12,12 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
+use dsipc::fixtures;
 use dsipc::payload::*;
 use dsipc::wire::{Guid, Hresult, Seq};
 use dsipc::{ClientError, ClientEvent, Command, Request, UsageError};
 use dsipc_mio::{CloseReason, ConnId, Control, Error, Event, Reactor};
-use dsipc_testkit::{
-    with_user_events_session, Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir,
-};
+use dsipc_testkit::{Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
 use support::{run_until, Log, Peer};
 
 const T: Duration = Duration::from_secs(30);
@@ -398,11 +397,10 @@ fn client_error_paths() {
     assert!(t0.elapsed() >= Duration::from_millis(300));
 
     // user_events sessions need descriptor passing: refused before connecting.
-    let refused = with_user_events_session(|s| {
-        reactor
-            .control()
-            .connect(rt.socket_path().unwrap(), &CollectTracing5::UserEvents(s))
-    });
+    let refused = reactor.control().connect(
+        rt.socket_path().unwrap(),
+        &CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+    );
     assert!(matches!(refused, Err(Error::FdPassingUnsupported)));
     let _ = (ClientError::Misuse(UsageError::NotSent), CloseReason::Done);
 }
