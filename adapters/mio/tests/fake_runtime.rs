@@ -235,14 +235,7 @@ fn stream_of_a_given_size() {
         ),
     );
     let mut reactor = Reactor::new().unwrap();
-    let providers = [Provider::new("P", 1, 4)];
-    let req = CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        providers: Seq::Slice(&providers),
-    };
-    let log = exchange(&mut reactor, &rt, &req, None);
+    let log = exchange(&mut reactor, &rt, &fixtures::COLLECT_TRACING2, None);
     assert!(log.done, "{:?}", log);
     assert_eq!(log.stream, len);
     assert_eq!(log.stream_bad, None);

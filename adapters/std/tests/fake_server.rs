@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use dsipc::fixtures;
-use dsipc::payload::{ErrorReply, ProcessInfo3, Provider, Reply, Response};
+use dsipc::payload::{ErrorReply, ProcessInfo2Reply, ProcessInfo3, Provider, Reply, Response};
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::ClientError;
 use dsipc_std::{DiagnosticsClient, Endpoint, Error};
@@ -134,7 +133,15 @@ fn process_info_falls_back_from_3_to_2() {
             ),
             Command::ProcessInfo2 => send(
                 &mut conn,
-                Response::Ok(Reply::ProcessInfo2(fixtures::PROCESS_INFO2)),
+                Response::Ok(Reply::ProcessInfo2(ProcessInfo2Reply {
+                    process_id: 42,
+                    runtime_cookie: Guid::from_fields(1, 2, 3, [4; 8]),
+                    command_line: Text::Str("/usr/bin/dotnet app.dll"),
+                    os: Text::Str("Linux"),
+                    arch: Text::Str("arm64"),
+                    managed_entrypoint_assembly_name: Text::Str("app"),
+                    clr_product_version: Text::Str("6.0.0"),
+                })),
             ),
             other => panic!("unexpected {:?}", other),
         }
@@ -143,9 +150,9 @@ fn process_info_falls_back_from_3_to_2() {
         .process_info()
         .unwrap();
     assert_eq!(info.command, Command::ProcessInfo2);
-    assert_eq!(info.pid, fixtures::PROCESS_INFO2.process_id);
+    assert_eq!(info.pid, 42);
     assert_eq!(info.command_line, "/usr/bin/dotnet app.dll");
-    assert_eq!(info.clr_version.as_deref(), Some("8.0.4"));
+    assert_eq!(info.clr_version.as_deref(), Some("6.0.0"));
     assert_eq!(info.runtime_identifier, None);
     let _ = std::fs::remove_file(path);
 }
@@ -199,8 +206,15 @@ fn a_stale_socket_is_a_connect_error() {
 fn requests_are_routed_by_kind() {
     let c = client(&socket_path(), Duration::from_secs(1));
     // EventPipe sessions must go through start_tracing, and start_tracing only takes them.
+    let providers = [Provider::new("X", 1, 4)];
+    let ct2 = dsipc::payload::CollectTracing2 {
+        circular_buffer_mb: 1,
+        format: dsipc::payload::TraceFormat::NetTrace,
+        request_rundown: false,
+        providers: (&providers[..]).into(),
+    };
     assert!(matches!(
-        c.exchange(&fixtures::COLLECT_TRACING2, |_| Ok(())),
+        c.exchange(&ct2, |_| Ok(())),
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(

@@ -13,16 +13,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use dsipc::fixtures;
-use dsipc::payload::{ProcessInfo3Reply, Reply, Response};
+use dsipc::conn::process_info3_from_v2;
+use dsipc::payload::{ProcessInfo2Reply, ProcessInfo3Reply, Reply, Response};
 use dsipc::recv::{Poll, RecvBuffer};
 use dsipc::wire::{Advertise, Command, Guid, Hresult, ADVERTISE_LEN};
 use dsipc::{ClientError, Request, ServerConnection, ServerEvent};
 use dsipc_std::reverse::{AcceptError, ListenError, ReverseListener};
 use dsipc_std::Error;
 
-const PID: u64 = fixtures::ADVERTISE.process_id;
-const COOKIE: Guid = fixtures::ADVERTISE.runtime_cookie;
+const PID: u64 = 31337;
+const COOKIE: Guid = Guid::from_fields(0xdead_beef, 1, 2, [3, 4, 5, 6, 7, 8, 9, 10]);
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A fresh private directory, removed on drop.
@@ -60,7 +60,11 @@ impl Drop for TempDir {
 }
 
 fn advertise() -> Advertise {
-    fixtures::ADVERTISE
+    Advertise {
+        runtime_cookie: COOKIE,
+        process_id: PID,
+        future: 0,
+    }
 }
 
 /// Connects to `port`, retrying while it does not exist yet (bounded).
@@ -128,10 +132,20 @@ fn serve_one(mut stream: UnixStream) -> Option<Command> {
     }
 }
 
-/// Every field a ProcessInfo reply of any version carries (the fixture's process, which
-/// the Advertise names).
+/// Every field a ProcessInfo reply of any version carries.
 fn info3() -> ProcessInfo3Reply<'static> {
-    fixtures::process_info3()
+    process_info3_from_v2(
+        &ProcessInfo2Reply {
+            process_id: PID,
+            runtime_cookie: COOKIE,
+            command_line: "fake".into(),
+            os: "Linux".into(),
+            arch: "x64".into(),
+            managed_entrypoint_assembly_name: "".into(),
+            clr_product_version: "8.0.4".into(),
+        },
+        "linux-x64".into(),
+    )
 }
 
 /// Lets one runtime connect to `port` and resumes it through `listener`.
