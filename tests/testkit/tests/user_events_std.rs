@@ -17,10 +17,8 @@ use std::thread;
 use std::time::Duration;
 
 use dsipc::fixtures;
-use dsipc::payload::{
-    CollectTracing2, CollectTracing5, CollectTracing6, ErrorReply, Provider, Response, TraceFormat,
-};
-use dsipc::wire::{Command, Hresult, Seq};
+use dsipc::payload::{CollectTracing5, CollectTracing6, ErrorReply, Response};
+use dsipc::wire::{Command, Hresult};
 use dsipc::AnyRequest;
 use dsipc_std::{Connection, DiagnosticsClient, Endpoint, Error, PassFd, Transport};
 use dsipc_testkit::{
@@ -98,14 +96,7 @@ fn a_request_that_is_not_user_events_passes_nothing_and_sends_nothing() {
     let dir = TempDir::new("ue-std-not").unwrap();
     let (rt, client) = fake(&dir, Config::new());
     let (mine, theirs) = UnixStream::pair().unwrap();
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)];
-    let streaming = CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: false,
-        providers: Seq::Slice(&providers),
-    };
-    match client.start_user_events_tracing(streaming, &theirs) {
+    match client.start_user_events_tracing(fixtures::COLLECT_TRACING2, &theirs) {
         Err(Error::InvalidArgument(_)) => {}
         other => panic!("{:?}", other.map(|s| s.session_id())),
     }
