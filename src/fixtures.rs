@@ -85,7 +85,10 @@ const USER_EVENTS: [UserEventsProvider<'static>; 1] = [UserEventsProvider {
     },
     tracepoint_config: TracepointConfig {
         default_tracepoint_name: Text::Str("dotnet"),
-        tracepoints: Seq::Slice(&[]),
+        tracepoints: Seq::Slice(&[TracepointSet {
+            tracepoint_name: Text::Str("LowEvents"),
+            event_ids: Seq::Slice(&[1, 2, 3]),
+        }]),
     },
 }];
 
@@ -98,8 +101,8 @@ pub const STREAMING_SESSION: StreamingSession<'static> = StreamingSession {
     providers: Seq::Slice(&STREAMING),
 };
 
-/// A user_events CollectTracing5/6 session: the runtime provider to tracepoint `dotnet`
-/// (needs the tracepoint fd passed with the request).
+/// A user_events CollectTracing5/6 session: the runtime provider to tracepoint `dotnet`,
+/// its events 1 to 3 to `LowEvents` (needs the tracepoint fd passed with the request).
 pub const USER_EVENTS_SESSION: UserEventsSession<'static> = UserEventsSession {
     rundown_keyword: 0,
     providers: Seq::Slice(&USER_EVENTS),
@@ -492,6 +495,12 @@ pub static PROCESS_INFO2: ProcessInfo2Reply<'static> = ProcessInfo2Reply {
 /// The runtime identifier ProcessInfo3 adds to [`PROCESS_INFO2`].
 pub const RUNTIME_IDENTIFIER: &str = "linux-x64";
 
+/// ProcessInfo3's fields for the [`PROCESS_INFO2`] process (payload version 1, with
+/// [`RUNTIME_IDENTIFIER`]): what a fake runtime answers every ProcessInfo version from.
+pub fn process_info3() -> ProcessInfo3Reply<'static> {
+    crate::conn::process_info3_from_v2(&PROCESS_INFO2, Text::Str(RUNTIME_IDENTIFIER))
+}
+
 /// The environment a fake runtime sends for ProcessEnvironment.
 pub static ENVIRONMENT: [Text<'static>; 3] = [
     Text::Str("PATH=/usr/bin:/bin"),
@@ -516,10 +525,7 @@ pub fn response_for(command: Command) -> Option<Response<'static>> {
         ReplyKind::SessionId => Reply::SessionId(0x7f9e_b000_10c0),
         ReplyKind::ProcessInfo => Reply::ProcessInfo(PROCESS_INFO2.as_process_info()),
         ReplyKind::ProcessInfo2 => Reply::ProcessInfo2(PROCESS_INFO2),
-        ReplyKind::ProcessInfo3 => Reply::ProcessInfo3(crate::conn::process_info3_from_v2(
-            &PROCESS_INFO2,
-            Text::Str(RUNTIME_IDENTIFIER),
-        )),
+        ReplyKind::ProcessInfo3 => Reply::ProcessInfo3(process_info3()),
         ReplyKind::ProcessEnvironment => Reply::ProcessEnvironment(ProcessEnvironmentReply {
             incoming_bytes: crate::conn::environment_block_len(ENVIRONMENT.iter().copied()) as u32,
             future: 0,

@@ -6,12 +6,13 @@ mod common;
 
 use common::{capture, each_request, Rng, RUNTIMES};
 use dsipc::conn::{
-    encode_environment_block, environment_block_len, RejectReason, ServerConnection, ServerError,
-    ServerEvent, ServerStatus,
+    encode_environment_block, RejectReason, ServerConnection, ServerError, ServerEvent,
+    ServerStatus,
 };
+use dsipc::fixtures;
 use dsipc::payload::*;
 use dsipc::recv::{Poll, RecvBuffer};
-use dsipc::wire::{Advertise, Guid, Hresult, Text};
+use dsipc::wire::{Advertise, Guid, Hresult};
 use dsipc::{ClientConnection, ClientError, ClientEvent, Command, Status, UsageError};
 
 /// Moves bytes from one side to the other in chunks, like a socket would.
@@ -52,52 +53,10 @@ fn server_events(
     }
 }
 
-/// A response of the right shape for `command`.
+/// A response of the right shape for `command`: the crate's fixture (ProcessInfo 1 to 3
+/// describe `fixtures::PROCESS_INFO2`, ProcessEnvironment announces `fixtures::ENVIRONMENT`).
 fn response_for(command: Command) -> Response<'static> {
-    match ReplyKind::of(command).unwrap() {
-        ReplyKind::Status => Response::Ok(Reply::Ok(Hresult::S_OK)),
-        ReplyKind::SessionId => Response::Ok(Reply::SessionId(0x7f00_0000_1234)),
-        ReplyKind::ProcessInfo => Response::Ok(Reply::ProcessInfo(ProcessInfoReply {
-            process_id: 77,
-            runtime_cookie: Guid::from_fields(1, 2, 3, [4; 8]),
-            command_line: "/usr/bin/dotnet app.dll --flag".into(),
-            os: "Linux".into(),
-            arch: "x64".into(),
-        })),
-        ReplyKind::ProcessInfo2 => Response::Ok(Reply::ProcessInfo2(ProcessInfo2Reply {
-            process_id: 77,
-            runtime_cookie: Guid::NIL,
-            command_line: "app".into(),
-            os: "Windows".into(),
-            arch: "arm64".into(),
-            managed_entrypoint_assembly_name: "App".into(),
-            clr_product_version: "9.0.0".into(),
-        })),
-        ReplyKind::ProcessInfo3 => Response::Ok(Reply::ProcessInfo3(ProcessInfo3Reply {
-            version: 1,
-            process_id: 77,
-            runtime_cookie: Guid::NIL,
-            command_line: "app".into(),
-            os: "Linux".into(),
-            arch: "x64".into(),
-            managed_entrypoint_assembly_name: "App".into(),
-            clr_product_version: "10.0.0".into(),
-            runtime_identifier: "linux-musl-x64".into(),
-            extension: &[],
-        })),
-        ReplyKind::ProcessEnvironment => {
-            let vars = [
-                Text::Str("A=1"),
-                Text::Str("PATH=/usr/bin:/bin"),
-                Text::Str("E="),
-            ];
-            Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
-                incoming_bytes: environment_block_len(vars) as u32,
-                future: 0,
-            }))
-        }
-        _ => unreachable!(),
-    }
+    fixtures::response_for(command).unwrap()
 }
 
 /// One whole exchange between the two machines, with both directions chunked by `rng`
@@ -147,13 +106,9 @@ fn exchange(req: &AnyRequest<'_>, mut rng: Option<&mut Rng>) -> common::Log {
         }
         server.finish_stream().unwrap();
     } else if got == Command::ProcessEnvironment {
-        let vars = [
-            Text::Str("A=1"),
-            Text::Str("PATH=/usr/bin:/bin"),
-            Text::Str("E="),
-        ];
         let mut block = vec![0u8; 256];
-        let n = encode_environment_block(vars, &mut block).unwrap();
+        let n =
+            encode_environment_block(fixtures::ENVIRONMENT.iter().copied(), &mut block).unwrap();
         server.continuation_sent(n).unwrap();
         s2c.extend_from_slice(&block[..n]);
     }
@@ -178,7 +133,7 @@ fn in_memory_pair_every_command() {
         }
         if req.command() == Command::ProcessEnvironment {
             assert_eq!(whole.events.len(), 5, "{:?}", whole.events);
-            assert!(whole.events[2].contains("PATH=/usr/bin:/bin"));
+            assert!(whole.events[1].contains("PATH=/usr/bin:/bin"));
         }
         for _ in 0..5 {
             assert_eq!(exchange(&req, Some(&mut rng)), whole, "{:?}", req.command());
@@ -307,14 +262,8 @@ fn runtime_rules() {
     assert_eq!(hr, Hresult::CORDIAGIPC_E_BAD_ENCODING);
     assert!(matches!(reason, RejectReason::InvalidPayload { .. }));
     // Values the runtime refuses: BAD_ENCODING.
-    let providers = [Provider::new("P", 1, 4)];
-    let mut bad = CollectTracing2 {
-        circular_buffer_mb: 1,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        providers: dsipc::wire::Seq::Slice(&providers),
-    };
-    let mut buf = vec![0u8; 256];
+    let mut bad = fixtures::COLLECT_TRACING2;
+    let mut buf = vec![0u8; 1024];
     let n = bad.encode(&mut buf).unwrap();
     buf[20..24].copy_from_slice(&0u32.to_le_bytes()); // buffer size 0
     let (hr, reason) = rejection(&buf[..n], false);
@@ -501,15 +450,11 @@ fn misuse() {
 
     // A client that closes during a stream is reported.
     let mut server = ServerConnection::new();
-    let providers = [Provider::new("P", 1, 4)];
-    let mut buf = [0u8; 128];
-    let n = CollectTracing {
-        circular_buffer_mb: 1,
-        format: TraceFormat::NetTrace,
-        providers: dsipc::wire::Seq::Slice(&providers),
-    }
-    .encode(&mut buf)
-    .unwrap();
+    let mut buf = [0u8; 256];
+    let n = fixtures::request_for(Command::CollectTracing)
+        .unwrap()
+        .encode(&mut buf)
+        .unwrap();
     let _ = server_events(&mut server, &buf[..n], |n| n);
     server
         .send_response(&Response::Ok(Reply::SessionId(5)), &mut big)

@@ -23,11 +23,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsipc::payload::{
-    CollectTracing2, ProcessInfo, ProcessInfoReply, Provider, Reply, ResumeRuntime, TraceFormat,
-};
-use dsipc::wire::{Guid, Seq};
-use dsipc::{ClientEvent, Response};
+use dsipc::fixtures;
+use dsipc::payload::{CollectTracing2, ProcessInfo, Reply, ResumeRuntime};
+use dsipc::wire::Guid;
+use dsipc::{ClientEvent, Command, Response};
 use dsipc_mio::{CloseReason, ConnId, Control, Event, Handler, Reactor};
 use fdlimit::raise_fd_limit;
 
@@ -119,21 +118,10 @@ fn temp_dir(tag: &str) -> PathBuf {
     d
 }
 
-const COOKIE: Guid = Guid::from_fields(
-    0xc354_3ae5,
-    0x872a,
-    0x40f1,
-    [0xa3, 0x61, 0xc1, 0x71, 0x84, 0x75, 0x63, 0xb0],
-);
-
+/// The ProcessInfo reply the server side sends (the core's fixture, pid
+/// `fixtures::PROCESS_INFO2.process_id`).
 fn info_reply() -> Response<'static> {
-    Response::Ok(Reply::ProcessInfo(ProcessInfoReply {
-        process_id: 12814,
-        runtime_cookie: COOKIE,
-        command_line: "/usr/bin/dotnet /app/app.dll".into(),
-        os: "Linux".into(),
-        arch: "x64".into(),
-    }))
+    fixtures::response_for(Command::ProcessInfo).unwrap()
 }
 
 /// The server side: answers ProcessInfo, streams `stream_len` bytes after CollectTracing.
@@ -362,7 +350,10 @@ fn concurrent(one_thread: bool) {
         .unwrap_or(0);
     let server_cpu = server.map(|s| s.finish());
     assert_eq!(h.client.failed, 0);
-    assert_eq!(h.client.pids, 12814 * CONNS * ROUNDS);
+    assert_eq!(
+        h.client.pids,
+        fixtures::PROCESS_INFO2.process_id * CONNS * ROUNDS
+    );
     rounds.sort();
     let per = |cpu: f64| cpu * 1e6 / (CONNS * ROUNDS) as f64;
     println!(
@@ -456,12 +447,9 @@ fn stream(one_thread: bool) {
         server: Server::new(GIB),
         client: Client::default(),
     };
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 1, 4)];
     let req = CollectTracing2 {
-        circular_buffer_mb: 256,
-        format: TraceFormat::NetTrace,
         request_rundown: false,
-        providers: Seq::Slice(&providers),
+        ..fixtures::COLLECT_TRACING2
     };
     let t0 = Instant::now();
     let c = reactor.control().connect(&path, &req).unwrap();

@@ -11,12 +11,13 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream as StdStream;
 use std::time::Duration;
 
+use dsipc::fixtures;
 use dsipc::payload::*;
 use dsipc::wire::{Hresult, Text};
 use dsipc::{AnyRequest, Command};
 use dsipc_mio::{CloseReason, Control, Error, Event, Reactor};
 use dsipc_testkit::TempDir;
-use support::{response_for, run_until, Peer, ENV};
+use support::{env, response_for, run_until, Peer};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -59,7 +60,7 @@ fn every_request_and_reply() {
         // The client got the reply the server sent.
         let sent = format!("{:?}", ClientReply(response_for(command)));
         if command == Command::ProcessEnvironment {
-            assert_eq!(log.env, ENV, "{:?}", log);
+            assert_eq!(log.env, env(), "{:?}", log);
             assert_eq!(log.events.last().unwrap(), "EndOfStream");
         } else {
             assert_eq!(log.events[0], sent, "{:?}", command);
@@ -98,35 +99,9 @@ impl std::fmt::Debug for ClientReply {
 fn every_response_shape() {
     let (_dir, path, mut reactor) = setup();
     let lone = common::lone_surrogate_command_line();
-    let providers = [Provider::new("P", 1, 4)];
     let mut cases = 0;
     common::each_response_with(&lone, |command, response| {
-        let request: AnyRequest<'_> = match command {
-            Command::ResumeRuntime => ResumeRuntime.into(),
-            Command::EnablePerfMap => EnablePerfMap {
-                perf_map_type: PerfMapType::All,
-            }
-            .into(),
-            Command::CollectTracing2 => CollectTracing2 {
-                circular_buffer_mb: 16,
-                format: TraceFormat::NetTrace,
-                request_rundown: false,
-                providers: dsipc::wire::Seq::Slice(&providers),
-            }
-            .into(),
-            Command::StopTracing => StopTracing { session_id: 0 }.into(),
-            Command::ProcessInfo => ProcessInfo.into(),
-            Command::ProcessInfo2 => ProcessInfo2.into(),
-            Command::ProcessInfo3 => ProcessInfo3.into(),
-            Command::ProcessEnvironment => ProcessEnvironment.into(),
-            Command::GenerateCoreDump3 => GenerateCoreDump3 {
-                dump_name: "/tmp/d".into(),
-                dump_type: DumpType::Full,
-                flags: 0,
-            }
-            .into(),
-            other => panic!("{:?}", other),
-        };
+        let request = fixtures::request_for(command).expect("a request command");
         let conn = reactor.control().connect(&path, &request).unwrap();
         let mut got = Vec::new();
         let mut closed = None;
@@ -179,13 +154,7 @@ fn many_concurrent_connections() {
         stream_len: 256 * 1024,
         ..Peer::default()
     };
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 1, 4)];
-    let trace = CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        providers: dsipc::wire::Seq::Slice(&providers),
-    };
+    let trace = fixtures::COLLECT_TRACING2;
     for i in 0..300 {
         let conn = match i % 3 {
             0 => reactor.control().connect(&path, &ProcessInfo3),
@@ -488,13 +457,7 @@ fn an_endless_stream_does_not_starve_others() {
         stream_len: u64::MAX,
         ..Peer::default()
     };
-    let providers = [Provider::new("P", 1, 4)];
-    let trace = CollectTracing2 {
-        circular_buffer_mb: 1,
-        format: TraceFormat::NetTrace,
-        request_rundown: false,
-        providers: dsipc::wire::Seq::Slice(&providers),
-    };
+    let trace = fixtures::COLLECT_TRACING2;
     let stream = reactor.control().connect(&path, &trace).unwrap();
     peer.track(stream);
     run_until(&mut reactor, &mut peer, T, "stream", |p| {
@@ -535,14 +498,10 @@ fn replies_arriving_byte_by_byte() {
             let n = match req[17] {
                 0x00 => response_for(Command::ProcessInfo).encode(&mut out).unwrap(),
                 _ => {
-                    let vars = ENV.iter().map(|v| Text::Str(v));
-                    let len = dsipc::conn::environment_block_len(vars.clone());
-                    let head = Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
-                        incoming_bytes: len as u32,
-                        future: 0,
-                    }))
-                    .encode(&mut out)
-                    .unwrap();
+                    let vars = fixtures::ENVIRONMENT.iter().copied();
+                    let head = response_for(Command::ProcessEnvironment)
+                        .encode(&mut out)
+                        .unwrap();
                     head + dsipc::conn::encode_environment_block(vars, &mut out[head..]).unwrap()
                 }
             };
@@ -574,7 +533,7 @@ fn replies_arriving_byte_by_byte() {
         format!("{:?}", ClientReply(response_for(Command::ProcessInfo)))
     );
     assert!(peer.logs[&b].done, "{:?}", peer.logs[&b]);
-    assert_eq!(peer.logs[&b].env, ENV);
+    assert_eq!(peer.logs[&b].env, env());
     // Far more reads than messages: the partial bytes were kept between reads.
     assert!(reactor.control().stats().reads > 150);
 }
@@ -660,18 +619,7 @@ fn a_large_entry_arriving_in_pieces() {
 #[test]
 fn process_info_of_every_version_from_one_value() {
     let (_dir, path, mut reactor) = setup();
-    let info = ProcessInfo3Reply {
-        version: 1,
-        process_id: 4242,
-        runtime_cookie: dsipc::wire::Guid::from_fields(9, 8, 7, [6; 8]),
-        command_line: "/usr/bin/dotnet app.dll".into(),
-        os: "Linux".into(),
-        arch: "x64".into(),
-        managed_entrypoint_assembly_name: "app".into(),
-        clr_product_version: "8.0.4".into(),
-        runtime_identifier: "linux-x64".into(),
-        extension: &[],
-    };
+    let info = fixtures::process_info3();
     let mut replies = Vec::new();
     let mut refused = Vec::new();
     let mut closed = 0;

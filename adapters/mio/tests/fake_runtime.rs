@@ -12,13 +12,12 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
+use dsipc::fixtures;
 use dsipc::payload::*;
 use dsipc::wire::{Guid, Hresult, Seq};
 use dsipc::{ClientError, ClientEvent, Command, Request, UsageError};
 use dsipc_mio::{CloseReason, ConnId, Control, Error, Event, Reactor};
-use dsipc_testkit::{
-    with_user_events_session, Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir,
-};
+use dsipc_testkit::{Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
 use support::{run_until, Log, Peer};
 
 const T: Duration = Duration::from_secs(30);
@@ -236,14 +235,7 @@ fn stream_of_a_given_size() {
         ),
     );
     let mut reactor = Reactor::new().unwrap();
-    let providers = [Provider::new("P", 1, 4)];
-    let req = CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: true,
-        providers: Seq::Slice(&providers),
-    };
-    let log = exchange(&mut reactor, &rt, &req, None);
+    let log = exchange(&mut reactor, &rt, &fixtures::COLLECT_TRACING2, None);
     assert!(log.done, "{:?}", log);
     assert_eq!(log.stream, len);
     assert_eq!(log.stream_bad, None);
@@ -398,11 +390,10 @@ fn client_error_paths() {
     assert!(t0.elapsed() >= Duration::from_millis(300));
 
     // user_events sessions need descriptor passing: refused before connecting.
-    let refused = with_user_events_session(|s| {
-        reactor
-            .control()
-            .connect(rt.socket_path().unwrap(), &CollectTracing5::UserEvents(s))
-    });
+    let refused = reactor.control().connect(
+        rt.socket_path().unwrap(),
+        &CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+    );
     assert!(matches!(refused, Err(Error::FdPassingUnsupported)));
     let _ = (ClientError::Misuse(UsageError::NotSent), CloseReason::Done);
 }

@@ -365,9 +365,7 @@ fn runtime_side_in_the_reactor() {
                         let reply = dsipc::payload::ProcessInfoReply {
                             process_id: adv.process_id,
                             runtime_cookie: adv.runtime_cookie,
-                            command_line: "app".into(),
-                            os: "Linux".into(),
-                            arch: "x64".into(),
+                            ..dsipc::fixtures::PROCESS_INFO2.as_process_info()
                         };
                         ctl.respond(conn, &dsipc::Response::Ok(Reply::ProcessInfo(reply)))
                             .unwrap();

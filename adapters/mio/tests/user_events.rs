@@ -13,13 +13,14 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use dsipc::fixtures;
 use dsipc::payload::{CollectTracing5, CollectTracing6, Reply, Request};
 use dsipc::wire::{Command, Hresult};
 use dsipc::ClientEvent;
 use dsipc_mio::{ConnId, Control, Error, Event, Reactor};
 use dsipc_testkit::{
-    fake_user_events_record, read_to_eof, user_events_data_file, with_user_events_session, Answer,
-    Config, FakeRuntime, HostOptions, HostedRuntime, StreamEnd, TempDir,
+    fake_user_events_record, read_to_eof, user_events_data_file, Answer, Config, FakeRuntime,
+    HostOptions, HostedRuntime, StreamEnd, TempDir,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -73,12 +74,14 @@ fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
 /// Connects to `socket` with the sample CollectTracing5 user_events request, passing
 /// `theirs`, then closes the test's copy (the connection sent its own).
 fn connect_ct5(reactor: &mut Reactor, socket: &Path, theirs: UnixStream) -> ConnId {
-    let conn = with_user_events_session(|s| {
-        reactor
-            .control()
-            .connect_user_events(socket, &CollectTracing5::UserEvents(s), &theirs)
-    })
-    .unwrap();
+    let conn = reactor
+        .control()
+        .connect_user_events(
+            socket,
+            &CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+            &theirs,
+        )
+        .unwrap();
     drop(theirs);
     conn
 }
@@ -127,14 +130,14 @@ fn a_collect_tracing6_session_writes_into_a_file_the_test_owns() {
     let rt = fake(&dir, Config::new());
     let mut reactor = Reactor::new().unwrap();
     let (path, file) = user_events_data_file(&dir);
-    let conn = with_user_events_session(|s| {
-        reactor.control().connect_user_events(
+    let conn = reactor
+        .control()
+        .connect_user_events(
             rt.socket_path().unwrap(),
-            &CollectTracing6::UserEvents(s),
+            &CollectTracing6::UserEvents(fixtures::USER_EVENTS_SESSION),
             &file,
         )
-    })
-    .unwrap();
+        .unwrap();
     let mut seen = Vec::new();
     run_until(&mut reactor, &mut seen, |s| !s.is_empty());
     assert!(
@@ -170,11 +173,10 @@ fn a_request_that_is_not_user_events_passes_nothing() {
     });
     assert!(not_user_events >= 20, "{}", not_user_events);
     // And plain connect still refuses user_events requests.
-    let refused = with_user_events_session(|s| {
-        reactor
-            .control()
-            .connect(rt.socket_path().unwrap(), &CollectTracing5::UserEvents(s))
-    });
+    let refused = reactor.control().connect(
+        rt.socket_path().unwrap(),
+        &CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+    );
     assert!(
         matches!(refused, Err(Error::FdPassingUnsupported)),
         "{:?}",
@@ -216,12 +218,14 @@ fn a_reverse_connection_passes_the_descriptor_too() {
         ref other => panic!("{:?}", other),
     };
     let (mine, theirs) = UnixStream::pair().unwrap();
-    with_user_events_session(|s| {
-        reactor
-            .control()
-            .send_user_events_request(conn, &CollectTracing5::UserEvents(s), &theirs)
-    })
-    .unwrap();
+    reactor
+        .control()
+        .send_user_events_request(
+            conn,
+            &CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+            &theirs,
+        )
+        .unwrap();
     drop(theirs);
     run_until(&mut reactor, &mut seen, |s| {
         s.iter()

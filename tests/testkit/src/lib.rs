@@ -76,8 +76,7 @@ pub use pattern::{check_pattern, fill_pattern, pattern_byte};
 #[cfg(unix)]
 pub use socket::{bind_private, socket_name, stale_socket, ListenError, TempDir};
 pub use user_events::{
-    fake_user_events_record, user_events_record, with_user_events_session, USER_EVENTS_MARKER,
-    USER_EVENTS_VERSION,
+    fake_user_events_record, user_events_record, USER_EVENTS_MARKER, USER_EVENTS_VERSION,
 };
 #[cfg(unix)]
 pub use user_events::{read_to_eof, user_events_data_file};

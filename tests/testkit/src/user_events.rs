@@ -24,11 +24,8 @@ use std::time::Duration;
 #[cfg(unix)]
 use std::time::Instant;
 
-use dsipc::payload::{
-    EventFilter, Provider, Request, TracepointConfig, TracepointSet, UserEventsProvider,
-    UserEventsSession,
-};
-use dsipc::wire::{Hresult, Seq, Text};
+use dsipc::payload::Request;
+use dsipc::wire::Hresult;
 use dsipc::AnyRequest;
 
 use crate::answer::Answer;
@@ -73,30 +70,6 @@ pub fn user_events_record(
 /// write index 0, event id 1, no extension, [`USER_EVENTS_MARKER`] as payload.
 pub fn fake_user_events_record() -> Vec<u8> {
     user_events_record(0, 1, &[], USER_EVENTS_MARKER)
-}
-
-/// The event ids [`with_user_events_session`] sends to its `LowEvents` tracepoint.
-const SAMPLE_EVENT_IDS: [u32; 3] = [1, 2, 3];
-
-/// Calls `f` with the tests' sample user_events session: the runtime provider (keyword 0x1,
-/// level 4) to the default tracepoint `dotnet_runtime`, and events 1 to 3 to `LowEvents`.
-pub fn with_user_events_session<T>(f: impl FnOnce(UserEventsSession<'_>) -> T) -> T {
-    let sets = [TracepointSet {
-        tracepoint_name: Text::Str("LowEvents"),
-        event_ids: Seq::Slice(&SAMPLE_EVENT_IDS),
-    }];
-    let providers = [UserEventsProvider {
-        provider: Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4),
-        filter: EventFilter::default(),
-        tracepoint_config: TracepointConfig {
-            default_tracepoint_name: Text::Str("dotnet_runtime"),
-            tracepoints: Seq::Slice(&sets),
-        },
-    }];
-    f(UserEventsSession {
-        rundown_keyword: 0,
-        providers: Seq::Slice(&providers),
-    })
 }
 
 /// Reads `mine` to its end: it sees EOF only once every copy of its peer is closed (the

@@ -16,15 +16,14 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use dsipc::payload::{
-    CollectTracing2, CollectTracing5, CollectTracing6, ErrorReply, Provider, Response, TraceFormat,
-};
-use dsipc::wire::{Command, Hresult, Seq, Text};
+use dsipc::fixtures;
+use dsipc::payload::{CollectTracing5, CollectTracing6, ErrorReply, Response};
+use dsipc::wire::{Command, Hresult};
 use dsipc::AnyRequest;
 use dsipc_std::{Connection, DiagnosticsClient, Endpoint, Error, PassFd, Transport};
 use dsipc_testkit::{
-    fake_user_events_record, read_to_eof, user_events_data_file, with_user_events_session, Answer,
-    Config, FakeRuntime, HostOptions, HostedRuntime, StreamEnd, TempDir,
+    fake_user_events_record, read_to_eof, user_events_data_file, Answer, Config, FakeRuntime,
+    HostOptions, HostedRuntime, StreamEnd, TempDir,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,10 +42,12 @@ fn a_collect_tracing5_session_passes_the_descriptor_and_streams() {
     let dir = TempDir::new("ue-std-ct5").unwrap();
     let (rt, client) = fake(&dir, Config::new());
     let (mine, theirs) = UnixStream::pair().unwrap();
-    let mut session = with_user_events_session(|s| {
-        client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
-    })
-    .expect("the session starts");
+    let mut session = client
+        .start_user_events_tracing(
+            CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+            &theirs,
+        )
+        .expect("the session starts");
     drop(theirs);
     // The fake wrote its record through the passed descriptor, then closed its copy.
     assert_eq!(read_to_eof(mine, TIMEOUT), fake_user_events_record());
@@ -56,11 +57,7 @@ fn a_collect_tracing5_session_passes_the_descriptor_and_streams() {
     assert_eq!(got[0].command, Some(Command::CollectTracing5));
     match got[0].request() {
         Some(AnyRequest::CollectTracing5(CollectTracing5::UserEvents(u))) => {
-            let p = u.providers.iter().next().expect("one provider");
-            assert_eq!(
-                p.tracepoint_config.default_tracepoint_name,
-                Text::Str("dotnet_runtime")
-            );
+            assert_eq!(u, fixtures::USER_EVENTS_SESSION);
         }
         other => panic!("{:?}", other),
     }
@@ -79,10 +76,12 @@ fn a_collect_tracing6_session_writes_into_a_file_the_test_owns() {
     let dir = TempDir::new("ue-std-ct6").unwrap();
     let (rt, client) = fake(&dir, Config::new());
     let (path, file) = user_events_data_file(&dir);
-    let session = with_user_events_session(|s| {
-        client.start_user_events_tracing(CollectTracing6::UserEvents(s), &file)
-    })
-    .expect("the session starts");
+    let session = client
+        .start_user_events_tracing(
+            CollectTracing6::UserEvents(fixtures::USER_EVENTS_SESSION),
+            &file,
+        )
+        .expect("the session starts");
     assert_ne!(session.session_id(), 0);
     // The fake wrote its record at the start of the file, through its copy.
     assert_eq!(std::fs::read(&path).unwrap(), fake_user_events_record());
@@ -97,19 +96,12 @@ fn a_request_that_is_not_user_events_passes_nothing_and_sends_nothing() {
     let dir = TempDir::new("ue-std-not").unwrap();
     let (rt, client) = fake(&dir, Config::new());
     let (mine, theirs) = UnixStream::pair().unwrap();
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)];
-    let streaming = CollectTracing2 {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        request_rundown: false,
-        providers: Seq::Slice(&providers),
-    };
-    match client.start_user_events_tracing(streaming, &theirs) {
+    match client.start_user_events_tracing(fixtures::COLLECT_TRACING2, &theirs) {
         Err(Error::InvalidArgument(_)) => {}
         other => panic!("{:?}", other.map(|s| s.session_id())),
     }
     // And the other way round: start_tracing never takes a user_events request.
-    match with_user_events_session(|s| client.start_tracing(CollectTracing5::UserEvents(s))) {
+    match client.start_tracing(CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION)) {
         Err(Error::InvalidArgument(m)) => assert!(m.contains("start_user_events_tracing"), "{}", m),
         other => panic!("{:?}", other.map(|s| s.session_id())),
     }
@@ -132,9 +124,10 @@ fn a_runtime_that_does_not_know_the_command_gets_no_descriptor_to_keep() {
         Config::new().answer(Command::CollectTracing5, Answer::unknown_command()),
     );
     let (mine, theirs) = UnixStream::pair().unwrap();
-    match with_user_events_session(|s| {
-        client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
-    }) {
+    match client.start_user_events_tracing(
+        CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+        &theirs,
+    ) {
         Err(Error::NotSupported { command, hresult }) => {
             assert_eq!(command, Command::CollectTracing5);
             assert_eq!(hresult, Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND);
@@ -153,9 +146,10 @@ fn a_descriptor_the_fake_cannot_write_is_e_fail() {
     let path = dir.join("read-only");
     std::fs::write(&path, b"").unwrap();
     let read_only = File::open(&path).unwrap();
-    match with_user_events_session(|s| {
-        client.start_user_events_tracing(CollectTracing5::UserEvents(s), &read_only)
-    }) {
+    match client.start_user_events_tracing(
+        CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+        &read_only,
+    ) {
         Err(Error::ErrorReply { hresult, .. }) => assert_eq!(hresult, Hresult::E_FAIL),
         other => panic!("{:?}", other.map(|s| s.session_id())),
     }
@@ -166,14 +160,14 @@ fn a_descriptor_the_fake_cannot_write_is_e_fail() {
 fn the_fake_answers_bad_encoding_when_no_descriptor_comes() {
     let dir = TempDir::new("ue-std-nofd").unwrap();
     let rt = Config::new().listen_in(dir.path()).start().unwrap();
-    let encoded = with_user_events_session(|s| {
-        let req = CollectTracing5::UserEvents(s);
+    let encoded = {
+        let req = CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION);
         let mut conn = dsipc::ClientConnection::new();
         let mut tx = vec![0u8; dsipc::payload::Request::encoded_len(&req)];
         let n = conn.send_request(&req, &mut tx).unwrap();
         tx.truncate(n);
         tx
-    });
+    };
     // A plain byte where the descriptor should be, then the same with nothing at all (the
     // client half-closes).
     for plain_byte in [true, false] {
@@ -287,9 +281,10 @@ fn start_after_the_peer_closed(dir: &Path, reply: Option<Response<'static>>) -> 
     })
     .with_timeout(TIMEOUT);
     let (_mine, theirs) = UnixStream::pair().unwrap();
-    let started = with_user_events_session(|s| {
-        client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
-    });
+    let started = client.start_user_events_tracing(
+        CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+        &theirs,
+    );
     server.join().unwrap();
     match started {
         Err(e) => e,
@@ -350,9 +345,10 @@ fn real_runtimes_answer_unknown_command_and_keep_no_descriptor() {
         // out, sometimes after; either way its answer is the error.
         for _ in 0..3 {
             let (mine, theirs) = UnixStream::pair().unwrap();
-            match with_user_events_session(|s| {
-                client.start_user_events_tracing(CollectTracing5::UserEvents(s), &theirs)
-            }) {
+            match client.start_user_events_tracing(
+                CollectTracing5::UserEvents(fixtures::USER_EVENTS_SESSION),
+                &theirs,
+            ) {
                 Err(Error::NotSupported { command, hresult }) => {
                     assert_eq!(command, Command::CollectTracing5, "{}", runtime);
                     assert_eq!(

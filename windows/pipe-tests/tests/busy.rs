@@ -8,6 +8,8 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use dsipc::fixtures;
+use dsipc::wire::Command;
 use dsipc_std::windows::{connect, pipe_exists, PipeListener};
 use dsipc_std::{DiagnosticsClient, Endpoint, Error};
 use dsipc_windows_tests::{fake_config, listen};
@@ -113,7 +115,6 @@ fn a_client_waits_behind_an_idle_one_and_is_served_after_it() {
     let served = listener.accept().unwrap();
     let fake_thread = thread::spawn(move || {
         use dsipc::conn::ServerConnection;
-        use dsipc::payload::{ProcessInfoReply, Reply, Response};
         use std::io::{Read, Write};
         let mut s = served;
         let mut m = ServerConnection::new();
@@ -123,13 +124,7 @@ fn a_client_waits_behind_an_idle_one_and_is_served_after_it() {
         let mut out = [0u8; 256];
         let n = m
             .send_response(
-                &Response::Ok(Reply::ProcessInfo(ProcessInfoReply {
-                    process_id: 99,
-                    runtime_cookie: dsipc::wire::Guid::NIL,
-                    command_line: "c".into(),
-                    os: "Windows".into(),
-                    arch: "x64".into(),
-                })),
+                &fixtures::response_for(Command::ProcessInfo).unwrap(),
                 &mut out,
             )
             .unwrap();
@@ -137,7 +132,7 @@ fn a_client_waits_behind_an_idle_one_and_is_served_after_it() {
         s.wait_until_read().unwrap();
     });
     let info = client_thread.join().unwrap().unwrap();
-    assert_eq!(info.pid, 99);
+    assert_eq!(info.pid, fixtures::PROCESS_INFO2.process_id);
     fake_thread.join().unwrap();
 
     // And the fake runtime, which keeps a free instance at all times, is never busy for

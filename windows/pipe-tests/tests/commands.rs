@@ -7,11 +7,8 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use dsipc::payload::{
-    BufferingMode, CollectTracing, CollectTracing3, CollectTracing4, CollectTracing5,
-    CollectTracing6, DumpType, EventFilter, PerfMapType, Provider, StreamingProvider,
-    StreamingSession, TraceFormat,
-};
+use dsipc::fixtures;
+use dsipc::payload::{DumpType, PerfMapType};
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
 use dsipc_std::{DiagnosticsClient, Endpoint, Error};
@@ -237,51 +234,22 @@ fn eventpipe_sessions_of_every_version_stop_from_a_second_connection() {
     let mut config = fake_config();
     config.stream = StreamSpec::default(); // until StopTracing
     let (fake, client) = start("eventpipe", config);
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)];
-    let streaming = [StreamingProvider {
-        provider: providers[0],
-        filter: EventFilter::default(),
-    }];
-    let session = StreamingSession {
-        circular_buffer_mb: 64,
-        format: TraceFormat::NetTrace,
-        rundown_keyword: 0,
-        request_stackwalk: true,
-        providers: (&streaming[..]).into(),
-    };
+    let providers = [fixtures::RUNTIME_PROVIDER];
     let t = Instant::now();
     let n = drain_and_stop(
         &client,
-        CollectTracing {
-            circular_buffer_mb: 64,
-            format: TraceFormat::NetTrace,
-            providers: (&providers[..]).into(),
-        },
+        fixtures::request_for(Command::CollectTracing).unwrap(),
         256 * 1024,
     );
     assert!(n >= 256 * 1024);
     let mut total = n;
     for (i, request) in [
-        AnyRequest::CollectTracing3(CollectTracing3 {
-            circular_buffer_mb: 64,
-            format: TraceFormat::NetTrace,
-            request_rundown: true,
-            request_stackwalk: false,
-            providers: (&providers[..]).into(),
-        }),
-        AnyRequest::CollectTracing4(CollectTracing4 {
-            circular_buffer_mb: 64,
-            format: TraceFormat::NetTrace,
-            rundown_keyword: dsipc::payload::eventpipe::DEFAULT_RUNDOWN_KEYWORD,
-            request_stackwalk: true,
-            providers: (&providers[..]).into(),
-        }),
-        AnyRequest::CollectTracing5(CollectTracing5::Streaming(session)),
-        AnyRequest::CollectTracing6(CollectTracing6::Streaming {
-            session,
-            buffering_mode: BufferingMode::Block,
-        }),
+        Command::CollectTracing3,
+        Command::CollectTracing4,
+        Command::CollectTracing5,
+        Command::CollectTracing6,
     ]
+    .map(|c| fixtures::request_for(c).unwrap())
     .into_iter()
     .enumerate()
     {

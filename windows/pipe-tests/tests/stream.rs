@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dsipc::conn::ServerConnection;
-use dsipc::payload::{ProcessInfoReply, Provider, Reply, Response};
-use dsipc::wire::Guid;
+use dsipc::fixtures;
+use dsipc::payload::{ProcessInfoReply, Reply, Response};
 use dsipc_std::windows::PipeListener;
 use dsipc_std::{DiagnosticsClient, Endpoint};
 use dsipc_testkit::{check_pattern, StreamSpec};
@@ -23,7 +23,7 @@ fn a_64_mib_eventpipe_stream_arrives_whole() {
     let config = fake_config().stream(StreamSpec::bytes(64 * MIB));
     let fake = listen(Path::new(&path), config).unwrap();
     let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(Duration::from_secs(30));
-    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 5)];
+    let providers = [fixtures::RUNTIME_PROVIDER];
     let t = Instant::now();
     let mut session = client.collect_tracing(&providers, 256, true).unwrap();
     let mut offset = 0u64;
@@ -90,12 +90,10 @@ fn a_reply_written_right_before_the_server_closes_is_not_lost() {
             assert_eq!(h.consumed, 20);
             let mut out = [0u8; 512];
             let command_line = "x".repeat(100);
+            // The fixture's process with a 100-character command line.
             let reply = Response::Ok(Reply::ProcessInfo(ProcessInfoReply {
-                process_id: 7,
-                runtime_cookie: Guid::NIL,
                 command_line: command_line.as_str().into(),
-                os: "Windows".into(),
-                arch: "x64".into(),
+                ..fixtures::PROCESS_INFO2.as_process_info()
             }));
             let n = machine.send_response(&reply, &mut out).unwrap();
             s.write_all(&out[..n]).unwrap();
@@ -105,7 +103,7 @@ fn a_reply_written_right_before_the_server_closes_is_not_lost() {
     let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(Duration::from_secs(10));
     for _ in 0..20 {
         let info = client.process_info_basic().unwrap();
-        assert_eq!(info.pid, 7);
+        assert_eq!(info.pid, fixtures::PROCESS_INFO2.process_id);
         assert_eq!(info.command_line.len(), 100);
     }
     server.join().unwrap();

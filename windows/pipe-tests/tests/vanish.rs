@@ -101,7 +101,7 @@ fn a_stream_cut_short_by_a_dying_server_ends_the_session() {
             bytes: 28 + 300_000,
         },
     );
-    let providers = [dsipc::payload::Provider::new("P", 1, 4)];
+    let providers = [dsipc::fixtures::RUNTIME_PROVIDER];
     let mut session = client.collect_tracing(&providers, 16, false).unwrap();
     let n = session.drain(|_| Ok(()), |_| false).unwrap();
     assert_eq!(n, 300_000);

@@ -5,15 +5,14 @@
 pub mod fdlimit;
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use dsipc::conn::{process_info_reply, Rejection};
-use dsipc::payload::{ProcessEnvironmentReply, Reply, ReplyKind, Response};
-use dsipc::wire::{Guid, Hresult, Text};
+use dsipc::conn::Rejection;
+use dsipc::fixtures;
+use dsipc::payload::Response;
 use dsipc::{AnyRequest, ClientEvent, Command};
 use dsipc_mio::{CloseReason, ConnId, Control, Event, Handler, Reactor};
-use dsipc_testkit::{check_pattern, fill_pattern, Identity};
+use dsipc_testkit::{check_pattern, fill_pattern};
 
 /// What one client connection saw.
 #[derive(Debug, Default, Clone)]
@@ -32,31 +31,18 @@ pub struct Log {
     pub done: bool,
 }
 
-/// The environment the test servers report.
-pub const ENV: [&str; 3] = ["A=1", "PATH=/usr/bin:/bin", "E="];
-
-/// Who the test servers say they are (ProcessInfo 1 to 3 are built from it by the core).
-pub fn identity() -> &'static Identity {
-    static IDENTITY: OnceLock<Identity> = OnceLock::new();
-    IDENTITY.get_or_init(|| Identity::net8(77, Guid::from_fields(1, 2, 3, [4; 8])))
+/// The environment the test servers report (`dsipc::fixtures::ENVIRONMENT`, lossy UTF-8).
+pub fn env() -> Vec<String> {
+    fixtures::ENVIRONMENT
+        .iter()
+        .map(|v| v.chars_lossy().collect())
+        .collect()
 }
 
-/// A response of the right shape for `command` (the server side of the tests): ProcessInfo
-/// 1 to 3 from [`identity`], as [`Control::respond_process_info`] sends them.
+/// A response of the right shape for `command` (the server side of the tests): the core's
+/// fixture, ProcessInfo 1 to 3 as [`Control::respond_process_info`] sends them.
 pub fn response_for(command: Command) -> Response<'static> {
-    match ReplyKind::of(command) {
-        Some(ReplyKind::SessionId) => Response::Ok(Reply::SessionId(0x7f00_0000_1234)),
-        Some(ReplyKind::ProcessEnvironment) => {
-            Response::Ok(Reply::ProcessEnvironment(ProcessEnvironmentReply {
-                incoming_bytes: 0, // replaced by respond_environment
-                future: 0,
-            }))
-        }
-        _ => match process_info_reply(&identity().process_info(), command) {
-            Some(info) => Response::Ok(info),
-            None => Response::Ok(Reply::Ok(Hresult::S_OK)),
-        },
-    }
+    fixtures::response_for(command).expect("a request with a reply shape")
 }
 
 /// Plays both sides in one reactor.
@@ -175,13 +161,13 @@ impl Handler for Peer {
                 }
                 match request {
                     AnyRequest::ProcessEnvironment(_) => {
-                        ctl.respond_environment(conn, ENV.iter().map(|v| Text::Str(v)))
+                        ctl.respond_environment(conn, fixtures::ENVIRONMENT.iter().copied())
                             .unwrap();
                     }
                     AnyRequest::ProcessInfo(_)
                     | AnyRequest::ProcessInfo2(_)
                     | AnyRequest::ProcessInfo3(_) => {
-                        ctl.respond_process_info(conn, &identity().process_info())
+                        ctl.respond_process_info(conn, &fixtures::process_info3())
                             .unwrap();
                     }
                     _ => {
