@@ -161,10 +161,15 @@ fn netcore31_system_runtime() {
 fn damaged_streams_never_panic_and_are_reported() {
     let bytes = capture("net8.0.4-system-runtime-and-meter.nettrace");
     let cfg = config("System.Runtime,MyMeter", shared());
-    // Cut anywhere: what precedes is decoded, nothing panics.
+    // Cut anywhere: what precedes is decoded, nothing panics, and the end of input (through
+    // the receive buffer's EOF) reports the stream as truncated, not as an error.
     for cut in (0..bytes.len()).step_by(97) {
-        let _ = decode(&bytes[..cut], &cfg, 512);
+        let (_, d) = decode(&bytes[..cut], &cfg, 512);
+        assert!(d.stats().truncated, "cut at {}", cut);
+        assert_eq!(d.stats().stream_error, None, "cut at {}", cut);
     }
+    let (_, d) = decode(&bytes, &cfg, 512);
+    assert!(!d.stats().truncated);
     // Flip bytes all over: errors are counted or reported, never a panic.
     let mut reported = 0;
     for (i, pos) in (40..bytes.len()).step_by(53).enumerate() {

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dsipc::nettrace::{
-    Format, Item, MetadataRecord, NettraceParser, PayloadFields, TraceHeader, Value as V,
-    MAX_FRAMING,
+    Format, Item, MetadataRecord, NettraceError, NettraceParser, PayloadFields, TraceHeader,
+    Value as V, MAX_FRAMING,
 };
-use dsipc::recv::{Poll, RecvBuffer};
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
 
 use super::events::{Fields, Interpreter, Outcome, Value};
 use super::{CounterEvent, CountersConfig};
@@ -289,8 +289,26 @@ impl Decoder {
     /// End of stream: hands out what is still held back, and notes a stream that ended
     /// without its end marker.
     pub fn finish(&mut self, out: &mut dyn FnMut(CounterEvent)) {
-        if !self.failed && !self.parser.is_done() && self.parser.handle_eof().is_err() {
-            self.stats.truncated = true;
+        if !self.failed {
+            // The EOF goes through the receive buffer like every other input: the parser's
+            // `handle_eof` answers its last `Partial`.
+            let mut rx = std::mem::replace(&mut self.rx, RecvBuffer::new(Vec::new()));
+            rx.eof();
+            loop {
+                match rx.poll_nettrace(&mut self.parser) {
+                    Ok(Poll::Event(item)) => self.item(item, out),
+                    Ok(Poll::End) | Ok(Poll::NeedInput) => break,
+                    Err(RecvError::Machine(NettraceError::Truncated { .. })) => {
+                        self.stats.truncated = true;
+                        break;
+                    }
+                    Err(e) => {
+                        self.stats.stream_error = Some(e.to_string());
+                        self.failed = true;
+                        break;
+                    }
+                }
+            }
         }
         for ev in self.interp.release(None) {
             self.emit(ev, out);
