@@ -357,6 +357,13 @@ impl<S: RecvStorage> RecvBuffer<S> {
         self.cur.eof = true;
     }
 
+    /// Drops every byte received and not consumed (bytes no machine will read: a runtime
+    /// ignores what a client sends after its request). The bound, the storage and EOF stay.
+    pub fn discard(&mut self) {
+        self.cur.start = 0;
+        self.cur.end = 0;
+    }
+
     /// Copies as much of `data` as fits into the spare space (growing as
     /// [`read_buf`](Self::read_buf) does) and returns how many bytes were taken: for callers
     /// handed bytes rather than reading them.

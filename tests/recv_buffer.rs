@@ -469,3 +469,19 @@ fn growth_follows_the_bytes_not_the_announcement() {
     });
     assert_eq!(got.error, Some(format!("{:?}", want)));
 }
+
+/// `discard` drops what no machine will read and keeps the storage, the bound and EOF: a
+/// full buffer takes reads again.
+#[test]
+fn discard_drops_pending_bytes_only() {
+    let mut storage = [0u8; 32];
+    let mut rx = RecvBuffer::new(&mut storage[..]);
+    assert_eq!(rx.push(&[0xAB; 40]), Ok(32));
+    assert_eq!(rx.pending(), &[0xAB; 32][..]);
+    assert!(rx.read_buf().is_err(), "a full fixed buffer has no room");
+    rx.eof();
+    rx.discard();
+    assert!(rx.pending().is_empty());
+    assert_eq!((rx.capacity(), rx.limit(), rx.is_eof()), (32, 32, true));
+    assert_eq!(rx.read_buf().map(|b| b.len()), Ok(32));
+}

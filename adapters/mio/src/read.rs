@@ -168,8 +168,7 @@ fn feed<H: Handler + ?Sized>(
                 Ok(Poll::NeedInput) => return true,
                 // Bytes after the request: the runtime does not read them either.
                 Ok(Poll::End) => {
-                    let storage = std::mem::replace(rx, empty_rx()).into_storage();
-                    *rx = RecvBuffer::with_limit(storage, MAX_READ_BUFFER_LEN);
+                    rx.discard();
                     return true;
                 }
                 Err(e) => {
