@@ -300,6 +300,13 @@ impl NettraceParser {
         self.max_block
     }
 
+    /// The most contiguous bytes a [`Status::Partial`] can ask for: one block of the maximum
+    /// size plus its framing. The bound to give this parser's receive buffer
+    /// ([`RecvBuffer::with_limit`](crate::recv::RecvBuffer::with_limit)).
+    pub fn max_needed(&self) -> usize {
+        self.max_block.saturating_add(MAX_FRAMING)
+    }
+
     /// Stream offset of the next byte to be consumed (bytes consumed so far).
     pub fn offset(&self) -> u64 {
         self.offset

@@ -5,8 +5,8 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use dsipc::nettrace::{Item, NettraceError, NettraceParser, MAX_FRAMING};
-use dsipc::recv::{Poll, RecvBuffer, RecvError};
+use dsipc::nettrace::{Item, NettraceParser};
+use dsipc::recv::{Poll, RecvBuffer};
 use dsipc_std::nettrace::{Profile, TraceAnalyzer, TraceInfo};
 
 use super::jsonl;
@@ -83,11 +83,6 @@ pub fn unix_nanos(i: &TraceInfo) -> i64 {
         .saturating_add(i64::from(t.millisecond) * 1_000_000)
 }
 
-fn describe(e: &NettraceError) -> String {
-    // The core's messages name the offset ("stream truncated at offset N: ...").
-    e.to_string()
-}
-
 /// Reads `file` to its end through the parser. `Err` only when nothing usable was read (not
 /// a nettrace file, or an I/O error); a stream that breaks off later is `Ok` with `problem`.
 pub fn analyze(
@@ -99,7 +94,7 @@ pub fn analyze(
     let mut analyzer = TraceAnalyzer::new();
     // The core's receive loop: reads of up to 128 KiB, growth only to one block plus its
     // framing (the parser refuses a larger block before it is read).
-    let mut rx = RecvBuffer::with_limit(vec![0u8; CHUNK], MAX_BLOCK + MAX_FRAMING);
+    let mut rx = RecvBuffer::with_limit(vec![0u8; CHUNK], parser.max_needed());
     let mut problem: Option<String> = None;
     let mut line = String::new();
     let mut write_error: Option<std::io::Error> = None;
@@ -144,10 +139,7 @@ pub fn analyze(
                 }
             }
             Ok(Poll::End) => break,
-            Err(RecvError::Machine(e)) => {
-                problem = Some(describe(&e));
-                break;
-            }
+            // The core's messages name the offset ("stream truncated at offset N: ...").
             Err(e) => {
                 problem = Some(e.to_string());
                 break;

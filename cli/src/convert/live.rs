@@ -6,18 +6,18 @@
 
 use std::path::{Path, PathBuf};
 
-use dsipc::nettrace::{NettraceParser, MAX_FRAMING};
-use dsipc::recv::{Poll, RecvBuffer, RecvError};
+use dsipc::nettrace::NettraceParser;
+use dsipc::recv::{Poll, RecvBuffer};
 use dsipc_std::nettrace::TraceAnalyzer;
 
 use super::analyze::MAX_BLOCK;
 use super::output::{self, Output};
 use super::Selection;
 
-/// An empty receive buffer for the stream, growing as bytes arrive up to one block plus its
-/// framing.
-fn new_rx() -> RecvBuffer<Vec<u8>> {
-    RecvBuffer::with_limit(Vec::new(), MAX_BLOCK + MAX_FRAMING)
+/// An empty receive buffer for `parser`'s stream, growing as bytes arrive up to one block
+/// plus its framing.
+fn new_rx(parser: &NettraceParser) -> RecvBuffer<Vec<u8>> {
+    RecvBuffer::with_limit(Vec::new(), parser.max_needed())
 }
 
 /// The profile formats `dsipc trace --format` writes.
@@ -83,8 +83,6 @@ pub struct LiveProfile {
     rx: RecvBuffer<Vec<u8>>,
     /// Bytes fed so far.
     fed: u64,
-    /// The end-of-stream object was parsed.
-    done: bool,
     /// Why parsing stopped (the stream offset is in the text).
     problem: Option<String>,
     /// The problem is that the stream ended early (not bad bytes).
@@ -102,12 +100,12 @@ impl Default for LiveProfile {
 impl LiveProfile {
     /// A parser waiting for the stream's first byte.
     pub fn new() -> Self {
+        let parser = NettraceParser::with_max_block_size(MAX_BLOCK);
         LiveProfile {
-            parser: NettraceParser::with_max_block_size(MAX_BLOCK),
+            rx: new_rx(&parser),
+            parser,
             analyzer: TraceAnalyzer::new(),
-            rx: new_rx(),
             fed: 0,
-            done: false,
             problem: None,
             truncated: false,
             peak_buffer: 0,
@@ -115,18 +113,11 @@ impl LiveProfile {
     }
 
     /// Parses `data`, the next bytes of the stream. After a parse error it only counts bytes:
-    /// the error is kept for [`LiveProfile::problem`].
+    /// the error is kept for [`LiveProfile::problem`]. Bytes after the end-of-stream object
+    /// are the parser's error (`TrailingData`), like any other bad byte.
     pub fn feed(&mut self, data: &[u8]) {
         self.fed += data.len() as u64;
         if self.problem.is_some() || data.is_empty() {
-            return;
-        }
-        if self.done {
-            self.problem = Some(format!(
-                "{} bytes after the end-of-stream object (offset {})",
-                data.len(),
-                self.fed - data.len() as u64
-            ));
             return;
         }
         let mut rest = data;
@@ -139,48 +130,30 @@ impl LiveProfile {
                 }
             }
             self.peak_buffer = self.peak_buffer.max(self.rx.capacity());
-            if !self.parse() {
-                break;
-            }
-        }
-        if self.done && self.problem.is_none() {
-            let after = self.rx.pending().len() + rest.len();
-            if after > 0 {
-                self.problem = Some(format!(
-                    "{} bytes after the end-of-stream object (offset {})",
-                    after,
-                    self.fed - after as u64
-                ));
+            if let Err(e) = self.parse() {
+                self.problem = Some(e);
+                return;
             }
         }
         // A long stream of small partial blocks must not keep a large allocation around.
         if self.rx.pending().is_empty() && self.rx.capacity() > (1 << 20) {
-            self.rx = new_rx();
+            self.rx = new_rx(&self.parser);
         }
     }
 
-    /// Parses every complete item buffered; false once parsing is over (the end of the
-    /// stream, or a problem).
-    fn parse(&mut self) -> bool {
+    /// Parses every complete item buffered, until more input is needed or the parser is done
+    /// (it is asked again when more bytes come: they are its to judge).
+    fn parse(&mut self) -> Result<(), String> {
+        let analyzer = &mut self.analyzer;
         loop {
-            // Matched by reference: an item is large, and moving it out costs a copy.
-            match &self.rx.poll_nettrace(&mut self.parser) {
-                Ok(Poll::Event(item)) => {
-                    self.analyzer.on_item(item);
-                }
-                Ok(Poll::NeedInput) => return true,
-                Ok(Poll::End) => {
-                    self.done = true;
-                    return false;
-                }
-                Err(RecvError::Machine(e)) => {
-                    self.problem = Some(e.to_string());
-                    return false;
-                }
-                Err(e) => {
-                    self.problem = Some(e.to_string());
-                    return false;
-                }
+            // Handed over where the parser built it: no copy of the item.
+            match self
+                .rx
+                .poll_nettrace_with(&mut self.parser, |item| analyzer.on_item(item))
+            {
+                Ok(Poll::Event(_)) => {}
+                Ok(Poll::NeedInput) | Ok(Poll::End) => return Ok(()),
+                Err(e) => return Err(e.to_string()),
             }
         }
     }
@@ -212,12 +185,11 @@ impl LiveProfile {
     /// The stream ended: notes a missing end of stream as the problem (the profile still
     /// covers what was parsed) and returns the final counts.
     pub fn end(&mut self) -> LiveCounts {
-        if self.problem.is_none() && !self.done {
+        if self.problem.is_none() && !self.parser.is_done() {
             self.truncated = true;
             let unparsed = self.rx.pending().len();
             self.rx.eof();
-            let ended = match &self.rx.poll_nettrace(&mut self.parser) {
-                Err(RecvError::Machine(e)) => Err(e.to_string()),
+            let ended = match self.rx.poll_nettrace_with(&mut self.parser, |_| ()) {
                 Err(e) => Err(e.to_string()),
                 Ok(_) => Ok(()),
             };
@@ -364,6 +336,26 @@ mod tests {
             assert_eq!(o, &outputs[0]);
         }
         std::fs::remove_dir_all(&dir).unwrap();
+
+        // Bytes after the end-of-stream object are the parser's error, naming their offset,
+        // in the same feed or a later one; a stream cut short is truncated.
+        for split in [bytes.len(), bytes.len() - 1] {
+            let mut p = LiveProfile::new();
+            p.feed(&bytes[..split]);
+            p.feed(&[bytes[bytes.len() - 1], 0xAA, 0xBB][split + 1 - bytes.len()..]);
+            p.end();
+            let problem = p.problem().expect("trailing bytes are a problem");
+            assert!(
+                problem.contains(&format!("offset {}", bytes.len())),
+                "{}",
+                problem
+            );
+            assert!(!p.truncated());
+        }
+        let mut p = LiveProfile::new();
+        p.feed(&bytes[..bytes.len() - 1]);
+        p.end();
+        assert!(p.truncated(), "{:?}", p.problem());
     }
 
     #[test]
