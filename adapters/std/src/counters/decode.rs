@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dsipc::nettrace::{
     Format, Item, MetadataRecord, NettraceError, NettraceParser, PayloadFields, TraceHeader,
-    Value as V, MAX_FRAMING,
+    Value as V,
 };
 use dsipc::recv::{Poll, RecvBuffer, RecvError};
 
@@ -17,10 +17,6 @@ use super::{CounterEvent, CountersConfig};
 /// Largest stream block accepted (the runtime writes blocks of about 100 KB).
 pub(crate) const MAX_BLOCK: usize = 16 * 1024 * 1024;
 
-/// A receive buffer that grows up to one block and its framing.
-fn receive_buffer() -> RecvBuffer<Vec<u8>> {
-    RecvBuffer::with_limit(Vec::new(), MAX_BLOCK + MAX_FRAMING)
-}
 /// Most distinct metadata records kept (a counters session needs a few dozen).
 pub(crate) const MAX_METADATA: usize = 4096;
 /// Deepest nesting of objects flattened.
@@ -70,7 +66,6 @@ pub struct Decoder {
     latest: Option<SystemTime>,
     parser: NettraceParser,
     rx: RecvBuffer<Vec<u8>>,
-    failed: bool,
 }
 
 /// The trace's clock: UTC at the sync point, and QPC ticks.
@@ -196,6 +191,7 @@ impl Decoder {
             Some(super::MetricsSession::Private { session_id }) => (Some(session_id.clone()), None),
             None => (None, None),
         };
+        let parser = NettraceParser::with_max_block_size(MAX_BLOCK);
         Decoder {
             interp: Interpreter::new(
                 config.counters.clone(),
@@ -207,9 +203,9 @@ impl Decoder {
             metadata: HashMap::new(),
             clock: None,
             latest: None,
-            parser: NettraceParser::with_max_block_size(MAX_BLOCK),
-            rx: receive_buffer(),
-            failed: false,
+            // Grows up to one block and its framing.
+            rx: RecvBuffer::with_limit(Vec::new(), parser.max_needed()),
+            parser,
         }
     }
 
@@ -223,36 +219,39 @@ impl Decoder {
     /// rest of it discarded; a payload that cannot be decoded is counted and skipped.
     pub fn feed(&mut self, data: &[u8], out: &mut dyn FnMut(CounterEvent)) {
         self.stats.bytes += data.len() as u64;
-        if self.failed {
+        if self.stats.stream_error.is_some() {
             return;
         }
+        self.drain(data, out);
+        self.release(out);
+    }
+
+    /// Hands `data` to the parser through the receive buffer and every whole item to
+    /// [`item`](Self::item). A stream error ends decoding (kept in the stats, the buffer
+    /// freed); `Truncated`, which only the end of input brings, marks the stream truncated.
+    fn drain(&mut self, mut data: &[u8], out: &mut dyn FnMut(CounterEvent)) {
         // Taken out while items (borrowing it) are handed to `self.item`.
         let mut rx = std::mem::replace(&mut self.rx, RecvBuffer::new(Vec::new()));
-        let mut data = data;
-        loop {
-            let error = match rx.poll_nettrace(&mut self.parser) {
-                Ok(Poll::Event(item)) => {
-                    self.item(item, out);
-                    continue;
-                }
+        let error = loop {
+            match rx.poll_nettrace(&mut self.parser) {
+                Ok(Poll::Event(item)) => self.item(item, out),
                 // Bytes after the end marker are the parser's TrailingData.
                 Ok(Poll::NeedInput) | Ok(Poll::End) if !data.is_empty() => match rx.push(data) {
-                    Ok(n) => {
-                        data = &data[n..];
-                        continue;
-                    }
-                    Err(e) => e.to_string(),
+                    Ok(n) => data = &data[n..],
+                    Err(e) => break Some(e.to_string()),
                 },
-                Ok(Poll::NeedInput) | Ok(Poll::End) => break,
-                Err(e) => e.to_string(),
-            };
-            self.stats.stream_error = Some(error);
-            self.failed = true;
-            rx = RecvBuffer::new(Vec::new());
-            break;
+                Ok(Poll::NeedInput) | Ok(Poll::End) => break None,
+                Err(RecvError::Machine(NettraceError::Truncated { .. })) => {
+                    self.stats.truncated = true;
+                    break None;
+                }
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        match error {
+            Some(e) => self.stats.stream_error = Some(e),
+            None => self.rx = rx,
         }
-        self.rx = rx;
-        self.release(out);
     }
 
     fn item(&mut self, item: Item<'_>, out: &mut dyn FnMut(CounterEvent)) {
@@ -289,26 +288,11 @@ impl Decoder {
     /// End of stream: hands out what is still held back, and notes a stream that ended
     /// without its end marker.
     pub fn finish(&mut self, out: &mut dyn FnMut(CounterEvent)) {
-        if !self.failed {
+        if self.stats.stream_error.is_none() {
             // The EOF goes through the receive buffer like every other input: the parser's
             // `handle_eof` answers its last `Partial`.
-            let mut rx = std::mem::replace(&mut self.rx, RecvBuffer::new(Vec::new()));
-            rx.eof();
-            loop {
-                match rx.poll_nettrace(&mut self.parser) {
-                    Ok(Poll::Event(item)) => self.item(item, out),
-                    Ok(Poll::End) | Ok(Poll::NeedInput) => break,
-                    Err(RecvError::Machine(NettraceError::Truncated { .. })) => {
-                        self.stats.truncated = true;
-                        break;
-                    }
-                    Err(e) => {
-                        self.stats.stream_error = Some(e.to_string());
-                        self.failed = true;
-                        break;
-                    }
-                }
-            }
+            self.rx.eof();
+            self.drain(&[], out);
         }
         for ev in self.interp.release(None) {
             self.emit(ev, out);
