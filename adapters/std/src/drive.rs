@@ -92,7 +92,7 @@ fn too_small(e: BufferTooSmall) -> Error {
     Error::BufferTooSmall { needed: e.needed }
 }
 
-fn is_timeout(e: &io::Error) -> bool {
+pub(crate) fn is_timeout(e: &io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 

@@ -38,7 +38,7 @@ mod unix {
     use std::os::unix::io::{AsFd, BorrowedFd};
     use std::os::unix::net::UnixStream;
 
-    use crate::drive::{self, await_session_id};
+    use crate::drive::{self, await_session_id, is_timeout};
     use crate::{Connection, DiagnosticsClient, Error, TraceSession, Transport};
 
     /// A connection that can pass a file descriptor with `SCM_RIGHTS` (Unix sockets).
@@ -51,13 +51,6 @@ mod unix {
         fn pass_fd(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
             dsipc_sockfile::fdpass::send_fd(self.as_fd(), fd)
         }
-    }
-
-    fn is_timeout(e: &io::Error) -> bool {
-        matches!(
-            e.kind(),
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-        )
     }
 
     impl<T: Transport> DiagnosticsClient<T>

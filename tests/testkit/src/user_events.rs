@@ -13,7 +13,7 @@
 #[cfg(unix)]
 use std::fs::{File, OpenOptions};
 #[cfg(unix)]
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 #[cfg(unix)]
 use std::os::unix::io::{AsFd, BorrowedFd, OwnedFd};
 #[cfg(unix)]
@@ -29,6 +29,8 @@ use dsipc::wire::Hresult;
 use dsipc::AnyRequest;
 
 use crate::answer::Answer;
+#[cfg(unix)]
+use crate::fake::is_timeout;
 #[cfg(unix)]
 use crate::socket::TempDir;
 
@@ -129,7 +131,6 @@ pub(crate) fn descriptor_first<S: AsFd + ?Sized>(
 /// Without Unix sockets no descriptor can come: a runtime that knows the command answers
 /// BAD_ENCODING, as the runtime does when its `ds_ipc_stream_read_fd` fails.
 #[cfg(not(unix))]
-#[allow(dead_code)] // the fake runtime is Unix only for now
 pub(crate) fn descriptor_first<S: ?Sized>(
     _stream: &S,
     request: &AnyRequest<'_>,
@@ -185,18 +186,9 @@ fn receive(stream: BorrowedFd<'_>, give_up: &mut dyn FnMut() -> bool) -> Option<
                     return None;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return None,
         }
     }
-}
-
-#[cfg(unix)]
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
 }
 
 #[cfg(test)]

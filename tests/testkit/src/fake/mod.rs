@@ -9,6 +9,8 @@ mod serve;
 mod session;
 mod transport;
 
+pub(crate) use transport::is_timeout;
+
 pub use config::{Config, ReversePort};
 pub use record::{Received, StreamEnd, StreamRecord};
 

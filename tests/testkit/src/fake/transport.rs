@@ -96,7 +96,7 @@ impl Write for Conn {
 }
 
 /// True for the error of a read or write that timed out.
-pub(super) fn is_timeout(e: &io::Error) -> bool {
+pub(crate) fn is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
