@@ -2,8 +2,7 @@
 //! in an owned, chunking-independent form, and writers that build V4/V5 and V6 streams to the
 //! spec (perfview's NetTraceFormat.md / NetTraceFormat_v5.md).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use dsipc::nettrace::{Item, NettraceError, NettraceParser};
 use dsipc::recv::{Poll, RecvBuffer, RecvError, RecvStorage};
@@ -13,53 +12,29 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The shared folder's nettrace samples: `$DSIPC_SHARED/data/nettrace`, then
-/// `<repo>/../shared/...`, then `<repo>/../../shared/...` (worktrees).
-pub fn samples_dir() -> PathBuf {
-    let mut candidates = Vec::new();
-    if let Some(s) = std::env::var_os("DSIPC_SHARED") {
-        candidates.push(PathBuf::from(s));
-    }
-    candidates.push(repo().join("../shared"));
-    candidates.push(repo().join("../../shared"));
-    for c in &candidates {
-        let d = c.join("data/nettrace");
-        if d.is_dir() {
-            return d;
-        }
-    }
-    panic!(
-        "the shared nettrace samples were not found (tried {:?}); set DSIPC_SHARED to the shared folder",
-        candidates
-    );
-}
+#[path = "../testkit/src/samples.rs"]
+mod kit;
 
 /// The six sample traces, unzipped into `target/nettrace-samples/` (once), as (name, bytes).
 pub fn samples() -> Vec<(String, Vec<u8>)> {
-    let dir = samples_dir();
-    let out = repo().join("target/nettrace-samples");
-    std::fs::create_dir_all(&out).unwrap();
-    let mut zips: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let dir = kit::shared().join("data/nettrace");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension() == Some(std::ffi::OsStr::new("zip")))
+        .map(|z| z.file_stem().unwrap().to_string_lossy().into_owned()) // x.nettrace
         .collect();
-    zips.sort();
+    names.sort();
     assert_eq!(
-        zips.len(),
+        names.len(),
         6,
         "expected six sample zips in {}",
         dir.display()
     );
-    zips.iter()
-        .map(|z| {
-            let name = z.file_stem().unwrap().to_string_lossy().into_owned(); // x.nettrace
-            let file = out.join(&name);
-            if !file.is_file() {
-                unzip(z, &out);
-            }
-            let bytes = std::fs::read(&file)
-                .unwrap_or_else(|e| panic!("{} not in {}: {}", name, z.display(), e));
+    names
+        .into_iter()
+        .map(|name| {
+            let bytes = sample(&name);
             (name, bytes)
         })
         .collect()
@@ -67,32 +42,8 @@ pub fn samples() -> Vec<(String, Vec<u8>)> {
 
 /// One sample by file name (e.g. `only_managed_samples.nettrace`).
 pub fn sample(name: &str) -> Vec<u8> {
-    samples()
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .unwrap_or_else(|| panic!("no sample {}", name))
-        .1
-}
-
-fn unzip(zip: &Path, out: &Path) {
-    // Python's zipfile (every CI image has python3), else unzip(1).
-    let py = Command::new("python3")
-        .args(["-m", "zipfile", "-e"])
-        .arg(zip)
-        .arg(out)
-        .status();
-    if matches!(py, Ok(s) if s.success()) {
-        return;
-    }
-    let st = Command::new("unzip")
-        .arg("-o")
-        .arg("-q")
-        .arg(zip)
-        .arg("-d")
-        .arg(out)
-        .status()
-        .expect("neither python3 nor unzip could run");
-    assert!(st.success(), "unzip {} failed", zip.display());
+    let path = kit::sample(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e))
 }
 
 /// Growable receive storage (the core implements it for `Vec<u8>` only with its `alloc`

@@ -9,10 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The repository's root (this crate and dsipc-std, which includes this file, are both two
-/// levels below it).
+/// The repository's root: the including crate's manifest directory or the nearest one
+/// above it holding the core (`src/lib.rs` beside `tests/testkit`). This file is included
+/// by path from crates at different depths (the core's tests, dsipc-std's).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|d| d.join("src/lib.rs").is_file() && d.join("tests/testkit").is_dir())
+        .unwrap_or(manifest)
+        .to_path_buf()
 }
 
 /// `$DSIPC_SHARED`, `<repo>/../shared` or `<repo>/../../shared` (worktrees): fails, never
@@ -49,16 +55,29 @@ pub fn sample(name: &str) -> PathBuf {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::SeqCst)
         ));
-        let st = Command::new("unzip")
-            .args(["-q", "-o"])
-            .arg(&zip)
-            .arg("-d")
-            .arg(&tmp)
-            .status()
-            .expect("unzip (apt-get install unzip)");
-        assert!(st.success(), "unzip {}", zip.display());
+        unzip(&zip, &tmp);
         fs::rename(tmp.join(name), &path).unwrap();
         let _ = fs::remove_dir_all(&tmp);
     }
     path
+}
+
+/// Extracts `zip` into `out`: Python's zipfile (every CI image has python3), else unzip(1).
+fn unzip(zip: &Path, out: &Path) {
+    let py = Command::new("python3")
+        .args(["-m", "zipfile", "-e"])
+        .arg(zip)
+        .arg(out)
+        .status();
+    if matches!(py, Ok(s) if s.success()) {
+        return;
+    }
+    let st = Command::new("unzip")
+        .args(["-q", "-o"])
+        .arg(zip)
+        .arg("-d")
+        .arg(out)
+        .status()
+        .expect("neither python3 nor unzip could run");
+    assert!(st.success(), "unzip {}", zip.display());
 }
