@@ -5,6 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::io;
+use std::os::unix::io::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -312,7 +313,7 @@ impl Control {
     ) -> Result<ConnId, Error> {
         let mut machine = ClientConnection::new();
         let tx = encode_request(&mut machine, request)?;
-        self.connect_with(path.as_ref(), Machine::Client(machine), tx)
+        self.connect_with(path.as_ref(), Machine::Client(machine), tx, None)
     }
 
     /// Connects to `path` and registers a connection driven by `machine`, whose first
@@ -322,6 +323,7 @@ impl Control {
         path: &Path,
         machine: Machine,
         tx: Vec<u8>,
+        fd_out: Option<OwnedFd>,
     ) -> Result<ConnId, Error> {
         let stream = UnixStream::connect(path).map_err(|source| Error::Io {
             op: "connect",
@@ -329,6 +331,8 @@ impl Control {
         })?;
         let mut conn = Conn::new(stream, machine, None);
         conn.tx = tx;
+        // Written after `tx` (see `Conn::flush`).
+        conn.fd_out = fd_out;
         let id = self.insert(conn);
         self.sync(id);
         Ok(id)
@@ -347,7 +351,7 @@ impl Control {
         let mut tx = vec![0u8; dsipc::wire::ADVERTISE_LEN];
         let n = machine.poll_transmit(&mut tx)?;
         tx.truncate(n);
-        self.connect_with(path.as_ref(), Machine::Server(machine), tx)
+        self.connect_with(path.as_ref(), Machine::Server(machine), tx, None)
     }
 
     // ---- client side -------------------------------------------------------------------
@@ -358,17 +362,30 @@ impl Control {
         conn: ConnId,
         request: &R,
     ) -> Result<(), Error> {
+        self.queue_request(conn, |m| Ok((encode_request(m, request)?, None)))
+    }
+
+    /// Queues the request `encode` writes with a reverse connection's client machine (and
+    /// the descriptor that follows it, if any), then writes what the socket takes.
+    pub(crate) fn queue_request(
+        &mut self,
+        conn: ConnId,
+        encode: impl FnOnce(&mut ClientConnection) -> Result<(Vec<u8>, Option<OwnedFd>), Error>,
+    ) -> Result<(), Error> {
         let c = self.get_mut(conn)?;
         let machine = match &mut c.machine {
             Machine::Client(m) => m,
             Machine::Server(_) => return Err(Error::NotAClient(conn)),
         };
-        let tx = encode_request(machine, request)?;
+        let (tx, fd_out) = encode(machine)?;
         if c.tx_empty() {
             c.tx = tx;
             c.tx_at = 0;
         } else {
             c.tx.extend_from_slice(&tx);
+        }
+        if fd_out.is_some() {
+            c.fd_out = fd_out;
         }
         self.sync(conn);
         Ok(())
@@ -483,6 +500,14 @@ pub(crate) fn encode_request<R: Request + ?Sized>(
     if request.requires_fd_passing() {
         return Err(Error::FdPassingUnsupported);
     }
+    encode(machine, request)
+}
+
+/// Encodes `request` with the client machine into a new buffer of its exact size.
+pub(crate) fn encode<R: Request + ?Sized>(
+    machine: &mut ClientConnection,
+    request: &R,
+) -> Result<Vec<u8>, Error> {
     let mut tx = vec![0u8; request.encoded_len()];
     let n = machine.send_request(request, &mut tx)?;
     tx.truncate(n);

@@ -66,9 +66,7 @@ where
             command: request.command(),
         });
     }
-    let mut tx = vec![0u8; request.encoded_len()];
-    let n = machine.send_request(request, &mut tx)?;
-    tx.truncate(n);
+    let tx = crate::control::encode(machine, request)?;
     let fd = user_events_data
         .as_fd()
         .try_clone_to_owned()
@@ -108,13 +106,7 @@ impl Control {
     {
         let mut machine = ClientConnection::new();
         let (tx, fd) = prepare(&mut machine, request, user_events_data)?;
-        let id = self.connect_with(path.as_ref(), Machine::Client(machine), tx)?;
-        // Still open (else its Closed event is queued): the descriptor follows the request.
-        if let Ok(c) = self.get_mut(id) {
-            c.fd_out = Some(fd);
-            self.sync(id);
-        }
-        Ok(id)
+        self.connect_with(path.as_ref(), Machine::Client(machine), tx, Some(fd))
     }
 
     /// [`send_request`](Self::send_request) for a user_events session on a reverse
@@ -130,21 +122,10 @@ impl Control {
         R: Request + ?Sized,
         F: AsFd + ?Sized,
     {
-        let c = self.get_mut(conn)?;
-        let machine = match &mut c.machine {
-            Machine::Client(m) => m,
-            Machine::Server(_) => return Err(Error::NotAClient(conn)),
-        };
-        let (tx, fd) = prepare(machine, request, user_events_data)?;
-        if c.tx_empty() {
-            c.tx = tx;
-            c.tx_at = 0;
-        } else {
-            c.tx.extend_from_slice(&tx);
-        }
-        c.fd_out = Some(fd);
-        self.sync(conn);
-        Ok(())
+        self.queue_request(conn, |m| {
+            let (tx, fd) = prepare(m, request, user_events_data)?;
+            Ok((tx, Some(fd)))
+        })
     }
 }
 
