@@ -24,6 +24,7 @@ use dsipc::wire::Guid;
 use crate::args::parse;
 use crate::{json, CliError, CliResult, Common};
 
+mod conns;
 #[cfg(all(unix, feature = "mio"))]
 #[path = "monitor/reactor.rs"]
 mod engine;

@@ -1,13 +1,13 @@
-//! What both monitor engines keep about their open connections (this file is included by
-//! path from reactor.rs and threads.rs, of which one is built): the runtimes seen, the open
-//! connections, which connection holds each runtime, and the reports made once.
+//! What both monitor engines (reactor.rs and threads.rs, of which one is built) keep about
+//! their open connections: the runtimes seen, the open connections, which connection holds
+//! each runtime, and the reports made once.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
 use dsipc::wire::Guid;
 
-use super::super::{emit, Book, Seen};
+use super::{emit, Book, Seen};
 
 /// An engine's state of one connection: the runtime it holds, if it holds one.
 pub(super) trait Holds {

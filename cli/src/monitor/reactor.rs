@@ -19,9 +19,7 @@ use dsipc_mio::{CloseReason, ConnId, Control, Event, Reactor};
 use super::{announce, Action, Options, Seen, TICK};
 use crate::{term, CliError, CliResult};
 
-#[path = "conns.rs"]
-mod conns;
-use conns::{Conns, Holds};
+use super::conns::{Conns, Holds};
 
 /// Where a connection is.
 enum Phase {

@@ -18,9 +18,7 @@ use dsipc_std::reverse::{PendingConnection, ReverseListener};
 use super::{announce, Action, Options, TICK};
 use crate::{term, CliError, CliResult};
 
-#[path = "conns.rs"]
-mod conns;
-use conns::{Conns, Holds};
+use super::conns::{Conns, Holds};
 
 /// How often a held connection is checked for a runtime that exited.
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
