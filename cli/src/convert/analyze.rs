@@ -60,27 +60,13 @@ pub struct Analysis {
     pub problem: Option<String>,
 }
 
-/// Days from 1970-01-01 to the civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
+/// The trace's start as ns since the Unix epoch (0 when unknown or before 1970).
 pub fn unix_nanos(i: &TraceInfo) -> i64 {
-    let t = i.sync_time_utc;
-    if t.year < 1970 || t.month == 0 || t.month > 12 || t.day == 0 {
-        return 0;
-    }
-    let days = days_from_civil(i64::from(t.year), i64::from(t.month), i64::from(t.day));
-    let secs =
-        days * 86_400 + i64::from(t.hour) * 3600 + i64::from(t.minute) * 60 + i64::from(t.second);
-    secs.saturating_mul(1_000_000_000)
-        .saturating_add(i64::from(t.millisecond) * 1_000_000)
+    dsipc_std::nettrace::sync_time_utc(i)
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_nanos()).ok())
+        .unwrap_or(0)
 }
 
 /// Reads `file` to its end through the parser. `Err` only when nothing usable was read (not

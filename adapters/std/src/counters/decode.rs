@@ -92,58 +92,9 @@ impl Clock {
     }
 }
 
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's days_from_civil).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// A SYSTEMTIME (UTC) as a `SystemTime`; nonsense fields give the epoch.
-fn system_time(
-    year: u16,
-    month: u16,
-    day: u16,
-    hour: u16,
-    minute: u16,
-    second: u16,
-    millis: u16,
-) -> SystemTime {
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return UNIX_EPOCH;
-    }
-    let days = days_from_civil(i64::from(year), u32::from(month), u32::from(day));
-    let secs = days * 86_400 + i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second);
-    let d = Duration::from_secs(secs.unsigned_abs())
-        + Duration::from_millis(u64::from(millis.min(999)));
-    if secs >= 0 {
-        UNIX_EPOCH + d
-    } else {
-        UNIX_EPOCH.checked_sub(d).unwrap_or(UNIX_EPOCH)
-    }
-}
-
 fn clock(h: &TraceHeader<'_>) -> Clock {
-    let t = h.sync_time_utc;
     Clock {
-        sync_utc: system_time(
-            t.year,
-            t.month,
-            t.day,
-            t.hour,
-            t.minute,
-            t.second,
-            t.millisecond,
-        ),
+        sync_utc: crate::nettrace::sync_time_utc(h),
         sync_qpc: h.sync_time_qpc,
         freq: h.qpc_frequency,
     }

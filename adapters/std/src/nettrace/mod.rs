@@ -13,7 +13,8 @@
 //! - [`LostEvents`]: events lost, from gaps in each capture thread's sequence numbers;
 //! - [`TraceAnalyzer`]: all of the above fed from the core parser's items in one pass;
 //! - [`TimeOrder`]: optional time-ordered delivery, released at IsSorted events and sequence
-//!   points.
+//!   points;
+//! - [`sync_time_utc`]: the trace's wall clock as a `SystemTime`.
 //!
 //! Pure computation: no I/O, no platform code.
 
@@ -24,6 +25,7 @@ mod metadata;
 mod order;
 mod profile;
 mod symbols;
+mod time;
 
 pub use analyzer::{ProviderCount, TraceAnalyzer, TraceInfo};
 pub use lost::LostEvents;
@@ -31,3 +33,4 @@ pub use metadata::{EventMetadata, FieldDesc, MetadataRegistry};
 pub use order::TimeOrder;
 pub use profile::{Profile, ProfileBuilder, SampleKind, ThreadProfile, ThreadSamples};
 pub use symbols::{MethodRecord, SymbolTable, UNRESOLVED_FRAME};
+pub use time::sync_time_utc;
