@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Figures for `dsipc convert --format folded`, whole process, release build: wall time
-# (median and best of N runs) and peak RSS (/usr/bin/time -v) on the public sample traces
-# (../shared/data/nettrace, unzipped into target/nettrace-samples). A benchmark: it prints
-# figures and fails only when a run fails, never on a missed target.
+# (median and best of N runs) and peak RSS (/usr/bin/time -v) on the project's own recorded
+# traces (tests/data/nettrace) and, where ../shared is beside the clone, the public PerfView
+# sample traces (../shared/data/nettrace, unzipped into target/nettrace-samples; a clone
+# without them says it skipped them). A benchmark: it prints figures and fails only when a
+# run fails, never on a missed target.
 #
 #   scripts/bench-convert.sh [RUNS]     (default 20 runs per file)
+#   BIN=/path/to/old/dsipc scripts/bench-convert.sh    time another build (a before run)
 #
 # Targets (issue 10): HeartRateMonitor (30 MB, 32-bit) <= 50 ms and <= 64 MiB peak RSS;
 # the .NET Core 3.0 sample (4.8 MB) <= 12 ms.
@@ -18,17 +21,33 @@ shared=""
 for d in "${DSIPC_SHARED:-}" "$ROOT/../shared" "$ROOT/../../shared"; do
     if [ -n "$d" ] && [ -d "$d/data/nettrace" ]; then shared="$d"; break; fi
 done
-[ -n "$shared" ] || { echo "bench-convert: no shared/data/nettrace (set DSIPC_SHARED)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench-convert: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 
-cargo build --release -q -p dsipc-cli
-BIN="$ROOT/target/release/dsipc"
+if [ -z "${BIN:-}" ]; then
+    cargo build --release -q -p dsipc-cli
+    BIN="$ROOT/target/release/dsipc"
+fi
 SAMPLES="$ROOT/target/nettrace-samples"
 mkdir -p "$SAMPLES"
 
-for name in HeartRateMonitor.10068.nettrace eventpipe-dotnetcore3.0-win-x64-objver4.nettrace; do
-    f="$SAMPLES/$name"
-    [ -f "$f" ] || unzip -q -o "$shared/data/nettrace/$name.zip" -d "$SAMPLES"
+files=()
+for rt in net8.0.4 netcore3.1.23; do
+    f="$SAMPLES/regex-$rt.nettrace"
+    [ -f "$f" ] || gzip -dc "tests/data/nettrace/regex-$rt.nettrace.gz" > "$f"
+    files+=("$f" "tests/data/nettrace/$rt-busy.nettrace")
+done
+if [ -n "$shared" ]; then
+    for name in HeartRateMonitor.10068.nettrace eventpipe-dotnetcore3.0-win-x64-objver4.nettrace; do
+        f="$SAMPLES/$name"
+        [ -f "$f" ] || unzip -q -o "$shared/data/nettrace/$name.zip" -d "$SAMPLES"
+        files+=("$f")
+    done
+else
+    echo "bench-convert: SKIPPED the PerfView samples (HeartRateMonitor 30 MB, .NET Core 3.0 4.8 MB): no shared/data/nettrace beside this clone (set DSIPC_SHARED)"
+fi
+
+for f in "${files[@]}"; do
+    name=$(basename "$f")
     # Warm the page cache, check the run succeeds.
     "$BIN" convert "$f" --format folded -o /dev/null 2>/dev/null
     times=()

@@ -18,15 +18,30 @@ scripts/setup-runtimes.sh
 # shellcheck disable=SC1091
 set -a; . target/dotnet-venv/dsipc-runtimes.env; set +a
 
+# Debian packages go through sudo unless already root (the same rule everywhere).
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
 step "tools the nettrace tests run (go tool pprof, unzip)"
 if ! command -v go >/dev/null || ! command -v unzip >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go unzip
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go unzip
 fi
 step "Prometheus (Debian package; the counters export tests start a real server and promtool)"
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -q
-    $SUDO apt-get install -y -q --no-install-recommends prometheus
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
+fi
+
+step "PerfView sample traces (../shared/data/nettrace)"
+rm -f target/skipped-tests.txt
+SHARED_DIR=""
+for d in "${DSIPC_SHARED:-}" "$ROOT/../shared" "$ROOT/../../shared"; do
+    if [ -n "$d" ] && [ -d "$d/data/nettrace" ]; then SHARED_DIR="$d"; break; fi
+done
+if [ -n "$SHARED_DIR" ]; then
+    echo "found in $SHARED_DIR: the tests that read them run (a missing one fails)"
+    export DSIPC_REQUIRE_SHARED=1
+else
+    echo "absent (a user's clone): the tests that need them print SKIPPED lines and are listed at the end"
 fi
 
 step "lints (fmt, clippy, doc)"
@@ -59,4 +74,8 @@ if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -x scripts/fuzz-ci.sh ]; then
     scripts/fuzz-ci.sh
 fi
 
+if [ -s target/skipped-tests.txt ]; then
+    step "skipped (no ../shared/data/nettrace beside this clone)"
+    sort -u target/skipped-tests.txt
+fi
 step "all green"

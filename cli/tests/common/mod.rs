@@ -247,7 +247,7 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// The public sample trace `name`, unzipped into target/nettrace-samples (never committed).
-pub fn sample(name: &str) -> PathBuf {
+pub fn sample(name: &str) -> Option<PathBuf> {
     dsipc_testkit::samples::sample(name)
 }
 
