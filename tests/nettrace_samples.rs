@@ -267,8 +267,12 @@ fn check_clr(name: &str, ev: &ClrEvent<'_>, version: u32, len: usize, ptr: u8, s
 
 #[test]
 fn every_sample_parses_to_its_end_consistently() {
+    let all = samples();
+    if all.is_empty() {
+        return; // skipped, visibly (no shared/ beside this clone)
+    }
     let mut all_samples = [0u64; 4];
-    for (name, data) in samples() {
+    for (name, data) in all {
         let st = check(&name, &data);
         eprintln!(
             "{}: {} bytes, {} blocks, {} events ({} CLR-decoded), {} lost, {} stacks, {} sequence points, samples error/external/managed {:?}, {} method records, {} module records",

@@ -7,35 +7,9 @@ pub struct Object {
     out: String,
 }
 
-/// Appends `s` as a JSON string literal (quotes included): the one escaping every JSON
-/// the CLI writes goes through (`info --json`, `monitor --json`, `convert`, `counters`).
-pub fn push_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            // Every control character (C0, DEL, C1), line separators and bidirectional
-            // overrides too: valid JSON either way, but JSON read on a terminal must not
-            // drive it. All are in the BMP, so one \uXXXX each.
-            c if (c as u32) < 0x20 || crate::term::unsafe_char(c) => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// `s` as a JSON string literal (quotes included).
-pub fn string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    push_string(&mut out, s);
-    out
-}
+/// The one JSON string escaping (the trace layer's): every JSON the CLI writes goes through
+/// it (`info --json`, `monitor --json`, `convert`, `counters`).
+pub use dsipc_trace::format::{json_string as string, push_json_string as push_string};
 
 impl Object {
     pub fn new() -> Self {

@@ -35,12 +35,9 @@ macro_rules! note_inline {
 }
 pub(crate) use note_inline;
 
-/// True for characters that move the cursor, start an escape sequence or reorder text:
-/// C0 and C1 controls, DEL, line and paragraph separators, bidirectional overrides.
-pub(crate) fn unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
+/// True for characters that move the cursor, start an escape sequence or reorder text
+/// (the trace layer's rule, shared with its JSON escaping).
+pub(crate) use dsipc_trace::format::unsafe_char;
 
 /// `s` with control characters escaped (`\n`, `\r`, `\t`, `\0`, `\x1b`, `\u{202e}`), so
 /// that text a runtime or a file name supplies can neither drive the terminal nor fake

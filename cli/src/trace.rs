@@ -28,7 +28,7 @@ use dsipc::payload::Provider;
 use dsipc::wire::Text;
 use dsipc_std::{Control, DiagnosticsClient, Endpoint, Error, TraceSession};
 
-use crate::convert::live::{LiveCounts, LiveProfile, ProfileFormat};
+use crate::convert::live::{self, LiveCounts, LiveProfile, ProfileFormat};
 use crate::convert::Selection;
 use crate::term::{self, clean, note, note_inline};
 use crate::{args, parse_seconds, pid_command, print_out, providers, CliError, CliResult};
@@ -312,7 +312,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         Some(f) => Some(ProfileFormat::parse(f).map_err(CliError::Usage)?),
         None => None,
     };
-    let profile_dest = format.map(|f| f.destination(&output));
+    let profile_dest = format.map(|f| live::destination(f, &output));
     if let Some(dest) = &profile_dest {
         if *dest == output {
             return Err(CliError::Usage(format!(
@@ -389,7 +389,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         let r = session.drain_controlled(
             |data| {
                 seen.push(data);
-                live.borrow_mut().feed(data);
+                let _ = live.borrow_mut().feed(data);
                 out.write_all(data).map_err(|e| {
                     let kept = io::Error::new(e.kind(), e.to_string());
                     write_error = Some(e);
@@ -404,7 +404,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
                     let l = live.borrow();
                     note_inline!(
                         "\r{}",
-                        progress_line(secs, bytes, l.counts(), l.problem().is_none())
+                        progress_line(secs, bytes, l.counts(), l.error().is_none())
                     );
                 }
                 if term::interrupts() >= 2 {
@@ -432,8 +432,9 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     let elapsed = start.elapsed().as_secs_f64();
     let received = session.bytes_received();
     let mut live = live.into_inner();
-    let counts = live.end();
-    let parse_problem = live.problem().map(str::to_string);
+    let _ = live.finish();
+    let counts = live.counts();
+    let parse_problem = live.error().map(|e| e.to_string());
     // The final line: in place of the progress line on a terminal, plain otherwise.
     let last = format!(
         "dsipc: received {:.2} MiB in {:.1} s: {} events, {} samples, {} lost{}",
@@ -472,10 +473,10 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
 /// Writes the profile of what `live` parsed to `dest`; fails if the stream did not parse
 /// (the trace itself is kept either way).
 fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &Path) -> CliResult {
-    let problem = live.problem().map(str::to_string);
-    let truncated = live.truncated();
-    let peak = live.peak_buffer();
-    if !live.has_header() {
+    let problem = live.error().map(|e| e.to_string());
+    let truncated = live.error().map_or(false, |e| e.is_truncation());
+    let peak = live.stream().peak_buffer();
+    if live.analyzer().info().is_none() {
         note!(
             "dsipc: no profile written: the stream did not parse: {}",
             clean(problem.as_deref().unwrap_or("no trace header"))
@@ -486,7 +487,8 @@ fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match live.write(
+    match live::write(
+        live,
         format,
         Selection {
             managed_only: false,

@@ -447,10 +447,12 @@ fn export_is_scraped_by_prometheus_and_drops_exited_runtimes() {
     stopped_after_dropping_series(live);
 }
 
-// The library (dsipc_std::counters) against a real .NET 8 runtime: notices and a clean stop.
+// The library (dsipc_std::counters sessions, dsipc_trace::counters decoding) against a real
+// .NET 8 runtime: notices and a clean stop.
 
-use dsipc_std::counters::{
-    CounterEvent, CounterKind, CounterSession, CounterSet, CountersConfig, MetricsSession, Notice,
+use dsipc_std::counters::CounterSession;
+use dsipc_trace::counters::{
+    CounterEvent, CounterKind, CounterSet, CountersConfig, MetricsSession, Notice,
 };
 
 fn lib_session(
@@ -551,7 +553,7 @@ fn library_session_surfaces_limit_and_multiple_session_errors() {
              // tells the second one that concurrent sessions are not supported.
     let private = || {
         Some(MetricsSession::Private {
-            session_id: dsipc_std::counters::new_guid(),
+            session_id: dsipc_trace::counters::new_guid(),
         })
     };
     let first = lib_session(h.pid(), "MyMeter", |c| c.metrics = private());

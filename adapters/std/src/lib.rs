@@ -40,7 +40,6 @@ mod session;
 mod transport;
 
 pub mod counters;
-pub mod nettrace;
 pub mod reverse;
 
 #[cfg(unix)]

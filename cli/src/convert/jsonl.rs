@@ -4,9 +4,9 @@ use std::fmt::Write as _;
 
 use dsipc::nettrace::clr::{self, ClrEvent, ClrProvider, SampleKind};
 use dsipc::nettrace::{Event, FieldError, PayloadFields, TraceStr, Value};
-use dsipc_std::nettrace::{EventMetadata, TraceInfo};
+use dsipc_trace::{EventMetadata, TraceInfo};
 
-use super::json_string;
+use dsipc_trace::format::json_string;
 
 /// Appends `s` as a JSON string.
 pub fn push_trace_str(out: &mut String, s: TraceStr<'_>) {

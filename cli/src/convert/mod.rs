@@ -2,19 +2,14 @@
 //! pprof, and the top methods of a CPU profile.
 
 mod analyze;
-mod folded;
 mod jsonl;
 pub mod live;
 mod output;
-#[cfg(feature = "pprof")]
-mod pprof;
-mod report;
-mod speedscope;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dsipc_std::nettrace::SampleKind;
+use dsipc_trace::format::{report, ProfileFormat};
 
 use crate::args::{parse, UsageError};
 use analyze::{analyze, Analysis};
@@ -34,21 +29,7 @@ impl From<UsageError> for Failure {
     }
 }
 
-/// Which samples a profile output keeps.
-#[derive(Debug, Clone, Copy)]
-pub struct Selection {
-    /// Drop samples taken in native code or while blocked.
-    pub managed_only: bool,
-}
-
-impl Selection {
-    /// True if samples of `kind` are kept.
-    pub fn keeps(&self, kind: SampleKind) -> bool {
-        !self.managed_only || kind == SampleKind::Managed
-    }
-}
-
-pub use crate::json::string as json_string;
+pub use dsipc_trace::format::Selection;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -175,48 +156,20 @@ fn convert_into(
         return Ok(a);
     }
     let a = analyze(file, input, None)?;
-    let name = input
+    let mut a = a;
+    a.meta.name = input
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    write_profile(format, &a, sel, &name, out.writer())?;
+    let profile_format = match format {
+        Format::Folded => ProfileFormat::Folded,
+        Format::Speedscope => ProfileFormat::Speedscope,
+        _ => ProfileFormat::Pprof,
+    };
+    profile_format
+        .write(&a.profile, sel, &a.meta, out.writer())
+        .map_err(|e| format!("writing: {}", e))?;
     Ok(a)
-}
-
-/// Writes the profile of `a` in `format` (not jsonl) to `w`.
-fn write_profile(
-    format: Format,
-    a: &Analysis,
-    sel: Selection,
-    name: &str,
-    w: &mut dyn std::io::Write,
-) -> Result<(), String> {
-    let io = |e: std::io::Error| format!("writing: {}", e);
-    match format {
-        Format::Folded => {
-            folded::write(&a.profile, sel, w).map_err(io)?;
-        }
-        Format::Speedscope => {
-            speedscope::write(&a.profile, sel, name, a.summary.interval_ms(), w).map_err(io)?;
-        }
-        #[cfg(feature = "pprof")]
-        Format::Pprof => {
-            pprof::write(
-                &a.profile,
-                sel,
-                a.summary.interval_ns(),
-                a.summary.start_unix_nanos,
-                w,
-            )
-            .map_err(io)?;
-        }
-        #[cfg(not(feature = "pprof"))]
-        Format::Pprof => {
-            return Err("this dsipc was built without pprof output".into());
-        }
-        Format::Jsonl => {}
-    }
-    Ok(())
 }
 
 /// `dsipc report FILE [--top N] [--managed-only]`.

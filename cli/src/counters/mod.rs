@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use dsipc_std::counters::{CounterEvent, CounterSession, CounterSet, CountersConfig, Notice};
+use dsipc_std::counters::CounterSession;
 use dsipc_std::{DiagnosticsClient, Error};
+use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Notice};
 
 use crate::args::{parse, usage, Parsed, UsageError};
 use crate::term;

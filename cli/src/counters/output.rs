@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dsipc_std::counters::{CounterKind, Sample};
+use dsipc_trace::counters::{CounterKind, Sample};
 
 /// UTC calendar time: (year, month, day, hour, minute, second).
 pub fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
@@ -272,7 +272,7 @@ pub fn number_grouped(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dsipc_std::counters::Source;
+    use dsipc_trace::counters::Source;
     use std::time::Duration;
 
     fn sample(kind: CounterKind) -> Sample {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use dsipc_std::counters::{CounterKind, Sample};
+use dsipc_trace::counters::{CounterKind, Sample};
 
 /// A Prometheus metric name for a provider's counter: lowercase, words of camelCase split,
 /// every run of other characters as one `_` (`System.Runtime` + `cpu-usage` =
@@ -267,7 +267,7 @@ fn fmt_value(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dsipc_std::counters::Source;
+    use dsipc_trace::counters::Source;
     use std::time::SystemTime;
 
     fn sample(provider: &str, name: &str, kind: CounterKind, value: f64) -> Sample {

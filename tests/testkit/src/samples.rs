@@ -38,7 +38,8 @@ pub fn shared() -> Option<PathBuf> {
     candidates.push(root.join("../shared"));
     candidates.push(root.join("../../shared"));
     let found = candidates.iter().find(|c| c.join("data/nettrace").is_dir());
-    if found.is_none() && std::env::var_os("DSIPC_REQUIRE_SHARED").map_or(false, |v| v == "1") {
+    let required = std::env::var_os("DSIPC_REQUIRE_SHARED");
+    if found.is_none() && required.as_deref() == Some(std::ffi::OsStr::new("1")) {
         panic!(
             "DSIPC_REQUIRE_SHARED=1 but no shared/data/nettrace in {:?}",
             candidates

@@ -1,21 +1,15 @@
 //! The nettrace stream of a counters session, decoded with [`dsipc::nettrace`] into
 //! counter events.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use dsipc::nettrace::{
-    Format, Item, MetadataRecord, NettraceError, NettraceParser, PayloadFields, TraceHeader,
-    Value as V,
-};
-use dsipc::recv::{Poll, RecvBuffer, RecvError};
+use dsipc::nettrace::{Format, Item, MetadataRecord, PayloadFields, TraceHeader, Value as V};
+
+use crate::{MetadataTable, TraceStream};
 
 use super::events::{Fields, Interpreter, Outcome, Value};
 use super::{CounterEvent, CountersConfig};
-
-/// Largest stream block accepted (the runtime writes blocks of about 100 KB).
-pub(crate) const MAX_BLOCK: usize = 16 * 1024 * 1024;
 
 /// Most distinct metadata records kept (a counters session needs a few dozen).
 pub(crate) const MAX_METADATA: usize = 4096;
@@ -59,13 +53,19 @@ struct Meta {
 /// Decodes a counters session's stream, fed in chunks of any size.
 #[derive(Debug)]
 pub struct Decoder {
+    /// The one stream driver (receive buffer, parser, block limit, truncation rule).
+    stream: TraceStream,
+    /// Everything items update: apart from `stream`, so that the stream can hand items to it.
+    state: State,
+}
+
+#[derive(Debug)]
+struct State {
     interp: Interpreter,
     stats: DecodeStats,
-    metadata: HashMap<u32, Meta>,
+    metadata: MetadataTable<Meta>,
     clock: Option<Clock>,
     latest: Option<SystemTime>,
-    parser: NettraceParser,
-    rx: RecvBuffer<Vec<u8>>,
 }
 
 /// The trace's clock: UTC at the sync point, and QPC ticks.
@@ -94,7 +94,7 @@ impl Clock {
 
 fn clock(h: &TraceHeader<'_>) -> Clock {
     Clock {
-        sync_utc: crate::nettrace::sync_time_utc(h),
+        sync_utc: crate::sync_time_utc(h),
         sync_qpc: h.sync_time_qpc,
         freq: h.qpc_frequency,
     }
@@ -142,72 +142,64 @@ impl Decoder {
             Some(super::MetricsSession::Private { session_id }) => (Some(session_id.clone()), None),
             None => (None, None),
         };
-        let parser = NettraceParser::with_max_block_size(MAX_BLOCK);
         Decoder {
-            interp: Interpreter::new(
-                config.counters.clone(),
-                session_id,
-                client_id,
-                f64::from(config.interval_secs),
-            ),
-            stats: DecodeStats::default(),
-            metadata: HashMap::new(),
-            clock: None,
-            latest: None,
-            // Grows up to one block and its framing.
-            rx: RecvBuffer::with_limit(Vec::new(), parser.max_needed()),
-            parser,
+            stream: TraceStream::new(),
+            state: State {
+                interp: Interpreter::new(
+                    config.counters.clone(),
+                    session_id,
+                    client_id,
+                    f64::from(config.interval_secs),
+                ),
+                stats: DecodeStats::default(),
+                metadata: MetadataTable::new(),
+                clock: None,
+                latest: None,
+            },
         }
     }
 
     /// What was seen so far.
     pub fn stats(&self) -> &DecodeStats {
-        &self.stats
+        &self.state.stats
     }
 
     /// Feeds the next stream bytes; events go to `out` as soon as their block is whole.
     /// A stream that cannot be parsed is reported in [`DecodeStats::stream_error`] and the
     /// rest of it discarded; a payload that cannot be decoded is counted and skipped.
     pub fn feed(&mut self, data: &[u8], out: &mut dyn FnMut(CounterEvent)) {
-        self.stats.bytes += data.len() as u64;
-        if self.stats.stream_error.is_some() {
+        self.state.stats.bytes += data.len() as u64;
+        if self.state.stats.stream_error.is_some() {
             return;
         }
-        self.drain(data, out);
-        self.release(out);
+        let state = &mut self.state;
+        if let Err(e) = self.stream.feed(data, |item| state.item(item, out)) {
+            state.stats.stream_error = Some(e.to_string());
+        }
+        state.release(out);
     }
 
-    /// Hands `data` to the parser through the receive buffer and every whole item to
-    /// [`item`](Self::item). A stream error ends decoding (kept in the stats, the buffer
-    /// freed); `Truncated`, which only the end of input brings, marks the stream truncated.
-    fn drain(&mut self, mut data: &[u8], out: &mut dyn FnMut(CounterEvent)) {
-        // Taken out while items (borrowing it) are handed to `self.item`.
-        let mut rx = std::mem::replace(&mut self.rx, RecvBuffer::new(Vec::new()));
-        let error = loop {
-            match rx.poll_nettrace(&mut self.parser) {
-                Ok(Poll::Event(item)) => self.item(item, out),
-                // Bytes after the end marker are the parser's TrailingData.
-                Ok(Poll::NeedInput) | Ok(Poll::End) if !data.is_empty() => match rx.push(data) {
-                    Ok(n) => data = &data[n..],
-                    Err(e) => break Some(e.to_string()),
-                },
-                Ok(Poll::NeedInput) | Ok(Poll::End) => break None,
-                Err(RecvError::Machine(NettraceError::Truncated { .. })) => {
-                    self.stats.truncated = true;
-                    break None;
-                }
-                Err(e) => break Some(e.to_string()),
+    /// End of stream: hands out what is still held back, and notes a stream that ended
+    /// without its end marker (truncated) or could not be parsed.
+    pub fn finish(&mut self, out: &mut dyn FnMut(CounterEvent)) {
+        let state = &mut self.state;
+        if state.stats.stream_error.is_none() {
+            match self.stream.finish(|item| state.item(item, out)) {
+                Ok(()) => {}
+                Err(e) if e.is_truncation() => state.stats.truncated = true,
+                Err(e) => state.stats.stream_error = Some(e.to_string()),
             }
-        };
-        match error {
-            Some(e) => self.stats.stream_error = Some(e),
-            None => self.rx = rx,
+        }
+        for ev in state.interp.release(None) {
+            state.emit(ev, out);
         }
     }
+}
 
-    fn item(&mut self, item: Item<'_>, out: &mut dyn FnMut(CounterEvent)) {
+impl State {
+    fn item(&mut self, item: &Item<'_>, out: &mut dyn FnMut(CounterEvent)) {
         match item {
-            Item::Trace(h) => self.clock = Some(clock(&h)),
+            Item::Trace(h) => self.clock = Some(clock(h)),
             Item::Metadata(m) => {
                 if let Ok(m) = m.record() {
                     self.on_metadata(&m);
@@ -215,7 +207,7 @@ impl Decoder {
             }
             Item::Event(e) => {
                 self.stats.events += 1;
-                let meta = match self.metadata.get(&e.metadata_id) {
+                let meta = match self.metadata.get(e.metadata_id) {
                     Some(m) if m.interesting => m,
                     _ => {
                         self.stats.ignored += 1;
@@ -236,20 +228,6 @@ impl Decoder {
         }
     }
 
-    /// End of stream: hands out what is still held back, and notes a stream that ended
-    /// without its end marker.
-    pub fn finish(&mut self, out: &mut dyn FnMut(CounterEvent)) {
-        if self.stats.stream_error.is_none() {
-            // The EOF goes through the receive buffer like every other input: the parser's
-            // `handle_eof` answers its last `Partial`.
-            self.rx.eof();
-            self.drain(&[], out);
-        }
-        for ev in self.interp.release(None) {
-            self.emit(ev, out);
-        }
-    }
-
     fn emit(&mut self, ev: CounterEvent, out: &mut dyn FnMut(CounterEvent)) {
         match &ev {
             CounterEvent::Sample(_) => self.stats.samples += 1,
@@ -260,7 +238,7 @@ impl Decoder {
 
     fn on_metadata(&mut self, m: &MetadataRecord<'_>) {
         let id = m.metadata_id;
-        if !self.metadata.contains_key(&id) && self.metadata.len() >= MAX_METADATA {
+        if !self.metadata.contains(id) && self.metadata.len() >= MAX_METADATA {
             self.stats.metadata_dropped += 1;
             return;
         }

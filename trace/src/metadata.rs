@@ -101,40 +101,110 @@ impl EventMetadata {
     }
 }
 
-/// Metadata id -> [`EventMetadata`]. Memory: one entry per distinct metadata record.
-#[derive(Debug, Default, Clone)]
-pub struct MetadataRegistry {
-    map: FxHashMap<u32, EventMetadata>,
+/// Metadata ids below this are looked up in a flat index (runtimes number records from 1).
+const DIRECT_IDS: u32 = 4096;
+
+/// The trace layer's one metadata table: metadata id -> what the caller keeps for the
+/// records under that id (`V`: the analyzer keeps an [`EventMetadata`] and counts, the
+/// counters decoder what it needs of counter events). A flat index for small ids (one
+/// lookup per event is the hot path), a hash map for the rest; ids may be redefined (V6
+/// reuses them after a metadata flush). Memory: one entry per distinct record held.
+#[derive(Debug, Clone)]
+pub struct MetadataTable<V> {
+    entries: Vec<V>,
+    /// Small id -> index into `entries` + 1 (0: undefined).
+    direct: Vec<u32>,
+    far: FxHashMap<u32, u32>,
 }
 
-impl MetadataRegistry {
-    /// An empty registry.
+impl<V> Default for MetadataTable<V> {
+    fn default() -> Self {
+        MetadataTable {
+            entries: Vec::new(),
+            direct: Vec::new(),
+            far: FxHashMap::default(),
+        }
+    }
+}
+
+impl<V> MetadataTable<V> {
+    /// An empty table.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Registers (or replaces: V6 may redefine ids after a cache flush) a metadata record.
-    pub fn insert(&mut self, id: u32, metadata: EventMetadata) {
-        self.map.insert(id, metadata);
+    /// The slot of `id`, if defined: an index for [`at`](Self::at) and
+    /// [`at_mut`](Self::at_mut).
+    #[inline]
+    pub fn slot(&self, id: u32) -> Option<usize> {
+        let i = if id < DIRECT_IDS {
+            *self.direct.get(id as usize)?
+        } else {
+            *self.far.get(&id)?
+        };
+        i.checked_sub(1).map(|i| i as usize)
     }
 
-    /// The metadata record `id`, if defined.
-    pub fn get(&self, id: u32) -> Option<&EventMetadata> {
-        self.map.get(&id)
+    /// What is kept for `id`, if defined.
+    #[inline]
+    pub fn get(&self, id: u32) -> Option<&V> {
+        self.slot(id).map(|i| &self.entries[i])
     }
 
-    /// Forgets every record (V6 metadata cache flush).
+    /// The entry in slot `i` (from [`slot`](Self::slot)).
+    #[inline]
+    pub fn at(&self, i: usize) -> &V {
+        &self.entries[i]
+    }
+
+    /// The entry in slot `i`, mutably.
+    #[inline]
+    pub fn at_mut(&mut self, i: usize) -> &mut V {
+        &mut self.entries[i]
+    }
+
+    /// True if `id` is defined.
+    pub fn contains(&self, id: u32) -> bool {
+        self.slot(id).is_some()
+    }
+
+    /// Defines (or redefines) `id`.
+    pub fn insert(&mut self, id: u32, value: V) {
+        if let Some(i) = self.slot(id) {
+            self.entries[i] = value;
+            return;
+        }
+        self.entries.push(value);
+        let i = self.entries.len() as u32;
+        if id < DIRECT_IDS {
+            if self.direct.len() <= id as usize {
+                self.direct.resize(id as usize + 1, 0);
+            }
+            self.direct[id as usize] = i;
+        } else {
+            self.far.insert(id, i);
+        }
+    }
+
+    /// Forgets every record (a V6 metadata flush).
     pub fn clear(&mut self) {
-        self.map.clear();
+        self.entries.clear();
+        self.direct.clear();
+        self.far.clear();
     }
 
     /// Records held.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 
     /// True when no record is held.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
+    }
+
+    /// Every entry held, in definition order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter()
     }
 }

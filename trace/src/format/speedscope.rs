@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use dsipc_std::nettrace::Profile;
+use crate::Profile;
 
 use super::{json_string, Selection};
 

@@ -1,4 +1,4 @@
-//! dsipc_std::nettrace over the public sample traces (`../shared/data/nettrace`, unzipped
+//! dsipc_trace over the public sample traces (`../shared/data/nettrace`, unzipped
 //! into target/ at test time; never committed): every trace parses to its end through the
 //! core parser and the TraceAnalyzer, counts add up, frames resolve, and time-ordered
 //! delivery orders events.
@@ -6,9 +6,9 @@
 use std::fs;
 
 use dsipc::nettrace::{Item, NettraceParser, Status};
-use dsipc_std::nettrace::{TimeOrder, TraceAnalyzer, UNRESOLVED_FRAME};
+use dsipc_trace::{TimeOrder, TraceAnalyzer, UNRESOLVED_FRAME};
 
-#[path = "../../../tests/testkit/src/samples.rs"]
+#[path = "../../tests/testkit/src/samples.rs"]
 mod samples;
 
 fn sample(name: &str) -> Option<Vec<u8>> {

@@ -1,4 +1,6 @@
-//! A running counters session: the EventPipe session, drained and decoded on a thread.
+//! A running counters session: the EventPipe session, drained on a thread and decoded by
+//! [`dsipc_trace::counters::Decoder`] (the trace layer holds the decoding; this module only
+//! runs the session).
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -7,8 +9,8 @@ use std::time::Duration;
 
 use dsipc::payload::Provider;
 
-use super::decode::{DecodeStats, Decoder};
-use super::{CounterEvent, CountersConfig};
+use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats, Decoder};
+
 use crate::{DiagnosticsClient, Error, StopHandle, Transport};
 
 /// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).

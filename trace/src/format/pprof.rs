@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use dsipc_std::nettrace::Profile;
+use crate::Profile;
 use prost::Message;
 
 use super::Selection;
@@ -159,8 +159,8 @@ pub fn write(
                 continue;
             }
             let kind = match s.kind {
-                dsipc_std::nettrace::SampleKind::Managed => managed_s,
-                dsipc_std::nettrace::SampleKind::External => external_s,
+                crate::SampleKind::Managed => managed_s,
+                crate::SampleKind::External => external_s,
                 _ => other_s,
             };
             p.sample.push(Sample {

@@ -1,36 +1,56 @@
-//! Trace analysis over the core's streaming nettrace parser: what needs memory.
+//! # dsipc-trace: the trace layer
+//!
+//! Everything between the core's nettrace parser ([`dsipc::nettrace`]) and a result, with no
+//! I/O: no files, sockets, threads or clocks. Callers (dsipc-std, dsipc-mio, dsipc-tokio, the
+//! `dsipc` CLI, an agent of your own) feed the bytes they received and get profiles, counters
+//! and summaries back.
 //!
 //! The core (`dsipc::nettrace`) parses a nettrace stream without allocating; this module keeps
 //! the state a profiler needs across events, bounded by the number of distinct metadata records,
 //! methods, modules and stacks, never by the trace's length (no event is kept):
 //!
-//! - [`MetadataRegistry`]: metadata id -> provider, event id, name, version, field descriptions;
+//! - [`MetadataTable`]: the one metadata table, id -> what a consumer keeps per record
+//!   ([`EventMetadata`]: provider, event id, name, version, field descriptions);
 //! - [`SymbolTable`]: method address ranges from MethodLoadVerbose and the rundown's
 //!   MethodDC*Verbose, module names from ModuleLoad / ModuleDC* / DomainModuleDC*; frame names
 //!   are built only for the addresses that samples hit;
 //! - [`ProfileBuilder`]: SampleProfiler samples per thread, managed vs external, with stack ids
 //!   scoped to their sequence-point window and interned into one deduplicated stack table;
 //! - [`LostEvents`]: events lost, from gaps in each capture thread's sequence numbers;
+//! - [`TraceStream`]: the one stream driver (receive buffer + parser, one block limit, one
+//!   truncation rule) every caller feeds;
 //! - [`TraceAnalyzer`]: all of the above fed from the core parser's items in one pass;
+//! - [`LiveProfile`]: a stream fed to an analyzer, for profiles built while a trace arrives;
 //! - [`TimeOrder`]: optional time-ordered delivery, released at IsSorted events and sequence
 //!   points;
 //! - [`sync_time_utc`]: the trace's wall clock as a `SystemTime`.
 //!
+//! - [`format`]: the CPU profile's file formats (folded stacks, speedscope, pprof);
+//! - [`counters`]: EventCounters and System.Diagnostics.Metrics payloads decoded into typed
+//!   samples, as dotnet-counters shows them.
+//!
 //! Pure computation: no I/O, no platform code.
+#![deny(missing_docs)]
 
 mod analyzer;
+pub mod counters;
+pub mod format;
 mod hash;
+mod live;
 mod lost;
 mod metadata;
 mod order;
 mod profile;
+mod stream;
 mod symbols;
 mod time;
 
 pub use analyzer::{ProviderCount, TraceAnalyzer, TraceInfo};
+pub use live::{LiveCounts, LiveProfile};
 pub use lost::LostEvents;
-pub use metadata::{EventMetadata, FieldDesc, MetadataRegistry};
+pub use metadata::{EventMetadata, FieldDesc, MetadataTable};
 pub use order::TimeOrder;
 pub use profile::{Profile, ProfileBuilder, SampleKind, ThreadProfile, ThreadSamples};
+pub use stream::{StreamError, TraceStream, MAX_BLOCK};
 pub use symbols::{MethodRecord, SymbolTable, UNRESOLVED_FRAME};
 pub use time::sync_time_utc;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use dsipc_std::nettrace::Profile;
+use crate::Profile;
 
 use super::Selection;
 

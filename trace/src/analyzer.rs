@@ -3,9 +3,8 @@
 use dsipc::nettrace::clr::{self, ClrProvider};
 use dsipc::nettrace::{Event, Item, KeyValues, TraceHeader};
 
-use super::hash::FxHashMap;
 use super::lost::LostEvents;
-use super::metadata::EventMetadata;
+use super::metadata::{EventMetadata, MetadataTable};
 use super::profile::{Profile, ProfileBuilder, SampleKind};
 use super::symbols::MethodRecord;
 
@@ -28,55 +27,6 @@ struct Entry {
     meta: Box<EventMetadata>,
 }
 
-/// Metadata ids below this are looked up in a flat table (runtimes number records from 1).
-const DIRECT_IDS: u32 = 4096;
-
-/// Metadata id -> [`Entry`]: a flat index for small ids (one lookup per event is the hot
-/// path), a hash map for the rest.
-#[derive(Default)]
-struct MetadataTable {
-    entries: Vec<Entry>,
-    /// Small id -> index into `entries` + 1 (0: undefined).
-    direct: Vec<u32>,
-    far: FxHashMap<u32, u32>,
-}
-
-impl MetadataTable {
-    #[inline]
-    fn slot(&self, id: u32) -> Option<usize> {
-        let i = if id < DIRECT_IDS {
-            *self.direct.get(id as usize)?
-        } else {
-            *self.far.get(&id)?
-        };
-        i.checked_sub(1).map(|i| i as usize)
-    }
-
-    /// Defines (or redefines: V6 may reuse ids after a flush) `id`.
-    fn insert(&mut self, id: u32, entry: Entry) {
-        if let Some(i) = self.slot(id) {
-            self.entries[i] = entry;
-            return;
-        }
-        self.entries.push(entry);
-        let i = self.entries.len() as u32;
-        if id < DIRECT_IDS {
-            if self.direct.len() <= id as usize {
-                self.direct.resize(id as usize + 1, 0);
-            }
-            self.direct[id as usize] = i;
-        } else {
-            self.far.insert(id, i);
-        }
-    }
-
-    fn clear(&mut self) {
-        self.entries.clear();
-        self.direct.clear();
-        self.far.clear();
-    }
-}
-
 /// Per-provider event counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderCount {
@@ -94,7 +44,7 @@ pub struct ProviderCount {
 #[derive(Default)]
 pub struct TraceAnalyzer {
     info: Option<TraceInfo>,
-    metadata: MetadataTable,
+    metadata: MetadataTable<Entry>,
     profile: ProfileBuilder,
     lost: LostEvents,
     events: u64,
@@ -190,7 +140,7 @@ impl TraceAnalyzer {
                 return None;
             }
         };
-        let entry = &mut self.metadata.entries[i];
+        let entry = self.metadata.at_mut(i);
         entry.events += 1;
         match entry.role {
             Role::Sample => {
@@ -210,7 +160,7 @@ impl TraceAnalyzer {
             Role::Symbols(p) => self.on_symbols(p, i, e),
             Role::Other => {}
         }
-        Some(&*self.metadata.entries[i].meta)
+        Some(&*self.metadata.at(i).meta)
     }
 
     /// A runtime or rundown event that may name a method or a module.
@@ -220,7 +170,7 @@ impl TraceAnalyzer {
             Some(info) => info.pointer_size,
             None => 8,
         };
-        let m = &self.metadata.entries[i].meta;
+        let m = &self.metadata.at(i).meta;
         // Most rundown records name methods no sample hit. Their fixed head (MethodID u64,
         // ModuleID u64, MethodStartAddress u64, MethodSize u32) tells the range: skip those
         // before the full decode (which scans three strings).
@@ -316,13 +266,13 @@ impl TraceAnalyzer {
 
     /// Metadata records held.
     pub fn metadata_records(&self) -> usize {
-        self.metadata.entries.len()
+        self.metadata.len()
     }
 
     /// Events per provider, sorted by provider name.
     pub fn provider_counts(&self) -> Vec<ProviderCount> {
         let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
-        for e in &self.metadata.entries {
+        for e in self.metadata.values() {
             *by.entry(e.meta.provider.as_str()).or_insert(0) += e.events;
         }
         by.into_iter()

@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 
-use dsipc_std::counters::{
+use dsipc_trace::counters::{
     CounterEvent, CounterKind, CounterSet, CountersConfig, Decoder, MetricsSession, Sample, Source,
 };
 
 fn capture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/counters")
+        .join("../tests/data/counters")
         .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e))
 }

@@ -3,14 +3,12 @@
 //! shows them.
 //!
 //! [`CountersConfig`] says what to ask for (providers, interval, Metrics session);
-//! [`CounterSession`] starts the EventPipe session, decodes the stream on a thread of its
-//! own and hands out [`CounterEvent`]s; it stops the session when stopped or dropped.
-//! [`Decoder`] is the same decoding over bytes the caller feeds (a saved stream, a test).
+//! [`Decoder`] turns the session's stream, fed in chunks of any size, into [`CounterEvent`]s.
+//! The adapters run the session (dsipc-std's `CounterSession`) and feed it here.
 
 mod config;
 mod decode;
 mod events;
-mod session;
 mod spec;
 
 use std::time::SystemTime;
@@ -20,7 +18,6 @@ pub use config::{
     SHARED_SESSION_ID, TIME_SERIES_VALUES,
 };
 pub use decode::{DecodeStats, Decoder};
-pub use session::{CounterSession, SessionEnd};
 pub use spec::{CounterSet, ProviderCounters, SpecError, MAX_PROVIDERS};
 
 /// What a sample measures.

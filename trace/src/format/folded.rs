@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use dsipc_std::nettrace::Profile;
+use crate::Profile;
 
 use super::Selection;
 

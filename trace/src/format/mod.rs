@@ -1,0 +1,167 @@
+//! The CPU profile's outputs, written to a `Write` the caller owns: folded stacks,
+//! speedscope, pprof (feature `pprof`), and the top-methods report. One writer per format,
+//! shared by `dsipc convert`, `dsipc trace --format` and any embedder.
+
+mod folded;
+#[cfg(feature = "pprof")]
+mod pprof;
+pub mod report;
+mod speedscope;
+
+use std::io::{self, Write};
+
+use crate::{Profile, SampleKind, TraceInfo};
+
+pub use folded::write as write_folded;
+
+/// Which samples a profile output keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Drop samples taken in native code or while blocked.
+    pub managed_only: bool,
+}
+
+impl Selection {
+    /// True if samples of `kind` are kept.
+    pub fn keeps(&self, kind: SampleKind) -> bool {
+        !self.managed_only || kind == SampleKind::Managed
+    }
+}
+
+/// A CPU profile file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProfileFormat {
+    /// Brendan Gregg's folded stacks (`.folded`).
+    Folded,
+    /// speedscope's JSON (`.speedscope.json`).
+    Speedscope,
+    /// gzipped profile.proto (`.pb.gz`).
+    Pprof,
+}
+
+/// What a profile file says besides the profile itself.
+#[derive(Debug, Clone, Default)]
+pub struct ProfileMeta {
+    /// The profile's name (speedscope shows it; usually the trace's file name).
+    pub name: String,
+    /// The trace header (sampling interval, clock), if the stream had one.
+    pub info: Option<TraceInfo>,
+}
+
+impl ProfileMeta {
+    /// The sampling interval in ns: the trace's, or 1 ms when it does not say.
+    pub fn interval_ns(&self) -> u64 {
+        match self.info {
+            Some(i) if i.sampling_interval_ns > 0 => u64::from(i.sampling_interval_ns),
+            _ => 1_000_000,
+        }
+    }
+
+    /// The trace's wall-clock start in ns since the Unix epoch (0 when unknown).
+    pub fn start_unix_nanos(&self) -> i64 {
+        self.info.as_ref().map_or(0, |i| {
+            crate::sync_time_utc(i)
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .and_then(|d| i64::try_from(d.as_nanos()).ok())
+                .unwrap_or(0)
+        })
+    }
+}
+
+impl ProfileFormat {
+    /// `folded`, `speedscope` or `pprof` (an error naming the choices otherwise, and saying so
+    /// when this build has no pprof).
+    pub fn parse(s: &str) -> Result<ProfileFormat, String> {
+        match s {
+            "folded" => Ok(ProfileFormat::Folded),
+            "speedscope" => Ok(ProfileFormat::Speedscope),
+            "pprof" if cfg!(feature = "pprof") => Ok(ProfileFormat::Pprof),
+            "pprof" => Err("this build has no pprof output (feature pprof)".into()),
+            other => Err(format!(
+                "wants speedscope, folded or pprof, not {:?}",
+                other
+            )),
+        }
+    }
+
+    /// The file name extension (`.folded`, `.speedscope.json`, `.pb.gz`).
+    pub fn extension(self) -> &'static str {
+        match self {
+            ProfileFormat::Folded => ".folded",
+            ProfileFormat::Speedscope => ".speedscope.json",
+            ProfileFormat::Pprof => ".pb.gz",
+        }
+    }
+
+    /// Writes `profile` (the samples `sel` keeps) in this format to `out`.
+    pub fn write(
+        self,
+        profile: &Profile,
+        sel: Selection,
+        meta: &ProfileMeta,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        match self {
+            ProfileFormat::Folded => folded::write(profile, sel, out).map(|_| ()),
+            ProfileFormat::Speedscope => speedscope::write(
+                profile,
+                sel,
+                &meta.name,
+                meta.interval_ns() as f64 / 1e6,
+                out,
+            ),
+            #[cfg(feature = "pprof")]
+            ProfileFormat::Pprof => pprof::write(
+                profile,
+                sel,
+                meta.interval_ns(),
+                meta.start_unix_nanos(),
+                out,
+            ),
+            #[cfg(not(feature = "pprof"))]
+            ProfileFormat::Pprof => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this build has no pprof output (feature pprof)",
+            )),
+        }
+    }
+}
+
+/// Appends `s` as a JSON string literal (quotes included). Every control character (C0,
+/// DEL, C1), the line separators and the bidirectional overrides are escaped as `\uXXXX`:
+/// valid JSON either way, but JSON read on a terminal must not drive it. The one JSON string
+/// escaping of the trace layer and the CLI.
+pub fn push_json_string(out: &mut String, s: &str) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if unsafe_char(c) => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `s` as a JSON string literal (see [`push_json_string`]).
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    push_json_string(&mut out, s);
+    out
+}
+
+/// True for characters that move a terminal's cursor, start an escape sequence or reorder
+/// text: C0 and C1 controls, DEL, line and paragraph separators, bidirectional overrides.
+pub fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
