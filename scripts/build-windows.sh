@@ -99,6 +99,9 @@ deb_cargo test --no-run --message-format=json-render-diagnostics >"$WS/target/te
 # among them) are built explicitly.
 deb_cargo test --no-run -p dsipc-std --lib --message-format=json-render-diagnostics \
     >>"$WS/target/test-artifacts.json"
+# Likewise the trace layer's unit tests (dsipc-trace, a path dependency of the CLI).
+deb_cargo test --no-run -p dsipc-trace --lib --message-format=json-render-diagnostics \
+    >>"$WS/target/test-artifacts.json"
 # Test executables live in deps/ (dsipc.exe, also listed as an artifact, does not).
 mapfile -t exes < <(grep -o '"executable":"[^"]*"' "$WS/target/test-artifacts.json" \
     | sed 's/^"executable":"//; s/"$//' | grep '/deps/' | sort -u)

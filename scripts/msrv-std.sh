@@ -24,13 +24,13 @@ CARGO_OLD=/usr/bin/cargo
 [ -x "$RUSTC_163" ] && [ -x "$CARGO_OLD" ] \
     || { echo "msrv-std: needs Debian's rustc/cargo (scripts/install-windows-toolchain.sh)" >&2; exit 1; }
 
-rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli"
+rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli" "$W/trace"
 mkdir -p "$W/adapters" "$W/tests"
 cp -r "$ROOT/src" "$W/"
 cp -r "$ROOT/adapters/std" "$ROOT/adapters/sockfile" "$W/adapters/"
 cp -r "$ROOT/tests/testkit" "$W/tests/"
-cp -r "$ROOT/cli" "$W/"
-rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/tests/testkit/target" "$W/cli/target"
+cp -r "$ROOT/cli" "$ROOT/trace" "$W/"
+rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/tests/testkit/target" "$W/cli/target" "$W/trace/target"
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
@@ -39,7 +39,7 @@ for section in (r"\[dev-dependencies\]", r"\[\[bench\]\]", r"\[profile\.bench\]"
     n = 1
     while n:
         s, n = re.subn(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
-s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "adapters/std", "adapters/sockfile", "tests/testkit", "cli"]', s)
+s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "trace", "adapters/std", "adapters/sockfile", "tests/testkit", "cli"]', s)
 open(sys.argv[2], "w").write(s)
 EOF
 python3 - "$W/cli/Cargo.toml" <<'EOF'
@@ -70,8 +70,8 @@ HOST="$($RUSTC_163 -vV | sed -n 's/^host: //p')"
 echo "msrv-std: $($RUSTC_163 --version), $($CARGO_OLD --version)"
 t0=$(date +%s)
 RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml build --offline --locked \
-    -p dsipc-std -p dsipc-sockfile -p dsipc-testkit --all-targets --target "$HOST"
-echo "msrv-std: dsipc-std, dsipc-sockfile and dsipc-testkit build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
+    -p dsipc-trace -p dsipc-std -p dsipc-sockfile -p dsipc-testkit --all-targets --target "$HOST"
+echo "msrv-std: dsipc-trace, dsipc-std, dsipc-sockfile and dsipc-testkit build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
 if [ -d /usr/lib/rustlib/x86_64-pc-windows-gnu ]; then
     RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml check --offline --locked \
         -p dsipc-std -p dsipc-cli --target x86_64-pc-windows-gnu
