@@ -176,6 +176,13 @@ def main():
                     help="(.NET 6+) create Meter 'Clock' with ObservableGauge<double> 'unix-ms' whose "
                          "value is the wall clock (ms since 1970) when the runtime observes it: "
                          "a reader's delay from publication is its own clock minus the value")
+    ap.add_argument("--hold", type=int, default=0, metavar="N",
+                    help="before READY, allocate N System.Version objects (Version(1, 2, 3, i)) "
+                         "and keep them reachable in a List<Version> until exit: a heap with a "
+                         "known count of one type (N x 32 bytes on 64-bit)")
+    ap.add_argument("--sleeping-thread", action="store_true",
+                    help="start a managed thread named 'dsipc-sleeper' that sits in "
+                         "Thread.Sleep(Timeout.Infinite) until exit")
     ap.add_argument("--max-seconds", type=float, default=600.0)
     ap.add_argument("--ready-file", help="also write the READY line to this file (atomically)")
     ap.add_argument("--dotnet-root", help="override the dotnet root of the chosen runtime")
@@ -246,6 +253,26 @@ def main():
         start_meter(args.meter_rate)
     if args.clock_gauge:
         start_clock_gauge()
+
+    if args.hold > 0:
+        from System import Version
+        from System.Collections.Generic import List
+        held = List[Version](args.hold)
+        for i in range(args.hold):
+            held.Add(Version(1, 2, 3, i))
+        main.held = held
+        log("holding %d System.Version objects" % args.hold)
+    if args.sleeping_thread:
+        from System.Threading import Thread, ThreadStart, Timeout
+
+        def sleep_forever():
+            Thread.Sleep(Timeout.Infinite)
+        sleeper = Thread(ThreadStart(sleep_forever))
+        sleeper.IsBackground = True
+        sleeper.Name = "dsipc-sleeper"
+        sleeper.Start()
+        main.sleeper = sleeper
+        log("thread dsipc-sleeper in Thread.Sleep(Timeout.Infinite)")
 
     line = "READY pid=%d runtime=%s\n" % (os.getpid(), Environment.Version)
     if args.ready_file:
