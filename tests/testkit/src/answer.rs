@@ -100,6 +100,9 @@ pub struct StreamSpec {
     /// bytes `06 01`, as a runtime that closes a session cleanly does. Without it the
     /// stream just stops, as a crashed runtime's does.
     pub end_marker: bool,
+    /// The stream's bytes instead of the pattern (a whole nettrace stream, say; `len` is
+    /// capped at its length). `'static` so the spec stays `Copy`: leak a buffer for it.
+    pub content: Option<&'static [u8]>,
 }
 
 impl StreamSpec {
@@ -111,6 +114,15 @@ impl StreamSpec {
             chunk: 64 * 1024,
             pause: Duration::ZERO,
             end_marker: false,
+            content: None,
+        }
+    }
+
+    /// Exactly `content`, as fast as the reader takes it, then the stream ends.
+    pub fn content(content: &'static [u8]) -> Self {
+        StreamSpec {
+            content: Some(content),
+            ..StreamSpec::bytes(content.len() as u64)
         }
     }
 
@@ -128,6 +140,7 @@ impl StreamSpec {
             chunk,
             pause,
             end_marker: false,
+            content: None,
         }
     }
 }

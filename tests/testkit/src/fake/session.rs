@@ -75,14 +75,22 @@ pub(super) fn stream_session(
             STOPPED => break StreamEnd::Stopped,
             _ => break StreamEnd::Shutdown,
         }
-        let n = match spec.len {
+        let len = match (spec.len, spec.content) {
+            (Some(len), Some(c)) => Some(len.min(c.len() as u64)),
+            (None, Some(c)) => Some(c.len() as u64),
+            (len, None) => len,
+        };
+        let n = match len {
             Some(len) => (len - sent).min(buf.len() as u64) as usize,
             None => buf.len(),
         };
         if n == 0 {
             break StreamEnd::Completed;
         }
-        fill_pattern(sent, &mut buf[..n]);
+        match spec.content {
+            Some(c) => buf[..n].copy_from_slice(&c[sent as usize..sent as usize + n]),
+            None => fill_pattern(sent, &mut buf[..n]),
+        }
         if machine.continuation_sent(n).is_err() {
             break StreamEnd::Completed;
         }

@@ -1,0 +1,168 @@
+//! `dsipc trace` of a 1 GiB stream (the real binary, release build): what parsing the stream
+//! live costs over not parsing it.
+//!
+//!     cargo bench -p dsipc-cli --bench trace_live
+//!
+//! The fake runtime (dsipc-testkit) streams, as fast as the socket takes it:
+//! - a valid nettrace stream of about 1 GiB: the committed .NET 8 capture's blocks
+//!   (`tests/data/nettrace/net8.0.4-busy.nettrace`: metadata once, then its event, stack and
+//!   sequence-point blocks again and again, re-framed with the right padding), so `trace`
+//!   parses every event (counts, samples, lost events) as it writes them;
+//! - the same bytes with the magic at its start spoiled: the parser refuses the first bytes
+//!   and `trace` only writes (parsing stops at the first error). Both are served from memory
+//!   the same way, so only the parsing differs.
+//!
+//! `-o /dev/null` leaves the disk out, which makes the parsing's share look as large as it
+//! can. The two cases alternate, 5 runs each (this VM's speed drifts); the median wall time
+//! of each (whole process) is printed.
+#![cfg(target_os = "linux")]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::Duration;
+
+use dsipc::nettrace::{Item, NettraceParser, Status};
+use dsipc_testkit::{Config, StreamSpec, TempDir};
+
+const TARGET: usize = 1 << 30;
+const RUNS: usize = 5;
+
+fn main() {
+    let valid = build_stream();
+    let mut spoiled = valid.clone();
+    spoiled[..8].copy_from_slice(b"Notrace!");
+    let stream: &'static [u8] = Box::leak(valid.into_boxed_slice());
+    let spoiled: &'static [u8] = Box::leak(spoiled.into_boxed_slice());
+    println!(
+        "trace_live: {} bytes of nettrace ({:.2} GiB)",
+        stream.len(),
+        stream.len() as f64 / (1u64 << 30) as f64
+    );
+    let (mut parsed, mut unparsed) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        parsed.push(run(StreamSpec::content(stream), true, parsed.is_empty()));
+        unparsed.push(run(StreamSpec::content(spoiled), false, false));
+    }
+    let (parsed, unparsed) = (median(parsed), median(unparsed));
+    let gbs = |secs: f64| stream.len() as f64 / secs / 1e9;
+    println!(
+        "trace_live: parsed live   {:.3} s  {:.2} GB/s  (median of {})",
+        parsed,
+        gbs(parsed),
+        RUNS
+    );
+    println!(
+        "trace_live: not parsed    {:.3} s  {:.2} GB/s  (median of {})",
+        unparsed,
+        gbs(unparsed),
+        RUNS
+    );
+    println!(
+        "trace_live: parsing costs {:+.1}% (target: at most 5%)",
+        (parsed / unparsed - 1.0) * 100.0
+    );
+}
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    times[times.len() / 2]
+}
+
+/// Wall time in seconds of `dsipc trace` against a fake runtime streaming `spec`.
+fn run(spec: StreamSpec, valid: bool, show: bool) -> f64 {
+    {
+        let dir = TempDir::new("dsipc-bench-trace-live").unwrap();
+        let _rt = common::fake(&dir, Config::new().like_net8_0_4().stream(spec));
+        let pid = common::me();
+        let r = common::dsipc_limit(
+            &[
+                "trace",
+                &pid,
+                "-o",
+                "/dev/null",
+                "--duration",
+                "600",
+                "--tmpdir",
+                common::s(dir.path()),
+            ],
+            Duration::from_secs(600),
+        );
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("dsipc: received"))
+            .unwrap_or("")
+            .to_string();
+        assert!(
+            line.contains("received"),
+            "trace failed ({:?}): {}",
+            r.code,
+            r.stderr
+        );
+        // The valid stream parses to its end (its events counted, no warning); the
+        // pattern's does not.
+        assert_eq!(!line.contains(": 0 events"), valid, "{}", line);
+        assert_eq!(r.stderr.contains("did not parse"), !valid, "{}", r.stderr);
+        if show {
+            println!("trace_live: {}", line);
+        }
+        r.took.as_secs_f64()
+    }
+}
+
+/// About [`TARGET`] bytes of valid nettrace built from the committed .NET 8 capture.
+fn build_stream() -> Vec<u8> {
+    let path = common::repo_root().join("tests/data/nettrace/net8.0.4-busy.nettrace");
+    let src = std::fs::read(&path).unwrap();
+    // (name, version, content) of every block, and where the first block starts.
+    let mut blocks: Vec<(Vec<u8>, i32, std::ops::Range<usize>)> = Vec::new();
+    let mut first_block = None;
+    let mut p = NettraceParser::new();
+    let mut at = 0;
+    loop {
+        let h = p.handle_input(&src[at..]).unwrap();
+        match h.status {
+            Status::Event(Item::Block(b)) => {
+                first_block.get_or_insert(b.offset as usize);
+                let start = b.content_offset as usize;
+                blocks.push((b.name.to_vec(), b.version, start..start + b.size as usize));
+            }
+            Status::Event(_) => {}
+            Status::Done => break,
+            Status::Partial { .. } => panic!("the capture is cut short"),
+        }
+        at += h.consumed;
+    }
+    // The header and trace object as recorded; then the blocks, re-framed.
+    let mut out = src[..first_block.unwrap()].to_vec();
+    let mut first = true;
+    while out.len() < TARGET {
+        for (name, version, range) in &blocks {
+            if !first && name.as_slice() == b"MetadataBlock" {
+                continue;
+            }
+            block(&mut out, name, *version, &src[range.clone()]);
+        }
+        first = false;
+    }
+    out.push(0x01); // end of stream
+    out
+}
+
+/// A V4/V5 block object: its type header, size, padding to 4 from the stream's start, the
+/// content and the end tag.
+fn block(out: &mut Vec<u8>, name: &[u8], version: i32, content: &[u8]) {
+    out.extend_from_slice(&[0x05, 0x05, 0x01]);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&(name.len() as i32).to_le_bytes());
+    out.extend_from_slice(name);
+    out.push(0x06);
+    out.extend_from_slice(&(content.len() as i32).to_le_bytes());
+    while out.len() % 4 != 0 {
+        out.push(0);
+    }
+    out.extend_from_slice(content);
+    out.push(0x06);
+}
