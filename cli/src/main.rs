@@ -59,6 +59,10 @@ commands:
   report FILE [--top N] [--managed-only]
                                    top N (default 10) methods by exclusive and inclusive
                                    CPU samples
+                                   convert and report stop with an error naming the limit
+                                   when a trace goes past one: --max-metadata N (records,
+                                   default 100000), --max-threads N (sampled threads,
+                                   default 100000), --max-stack-frames N (default 4096)
   monitor --listen PATH [--resume] [--json] [--max-connections N]
           [--metrics ADDR [--counters LIST] [--refresh-interval SECS]]
                                    reverse diagnostic port: runtimes started with

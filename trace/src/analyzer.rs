@@ -5,7 +5,7 @@ use dsipc::nettrace::{Event, Item, KeyValues, TraceHeader};
 
 use super::lost::LostEvents;
 use super::metadata::{EventMetadata, MetadataTable};
-use super::profile::{Profile, ProfileBuilder, SampleKind};
+use super::profile::{LimitExceeded, Profile, ProfileBuilder, ProfileLimits, SampleKind};
 use super::symbols::MethodRecord;
 
 /// What the trace header said: the header without its V6 key/value pairs (the only part
@@ -27,6 +27,25 @@ struct Entry {
     meta: Box<EventMetadata>,
 }
 
+/// Bounds on what an analysis keeps (see [`ProfileLimits`] for the profile's): past one, the
+/// analyzer stops taking what would grow and reports it ([`TraceAnalyzer::limit_error`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnalyzerLimits {
+    /// Distinct metadata records held (default 100,000; runtimes write a few thousand).
+    pub max_metadata: usize,
+    /// The profile's limits.
+    pub profile: ProfileLimits,
+}
+
+impl Default for AnalyzerLimits {
+    fn default() -> Self {
+        AnalyzerLimits {
+            max_metadata: 100_000,
+            profile: ProfileLimits::default(),
+        }
+    }
+}
+
 /// Per-provider event counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderCount {
@@ -43,6 +62,8 @@ pub struct ProviderCount {
 /// methods, modules, stacks and threads; no event is kept.
 #[derive(Default)]
 pub struct TraceAnalyzer {
+    limits: AnalyzerLimits,
+    metadata_limit: Option<LimitExceeded>,
     info: Option<TraceInfo>,
     metadata: MetadataTable<Entry>,
     profile: ProfileBuilder,
@@ -57,6 +78,21 @@ impl TraceAnalyzer {
     /// A fresh analyzer.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fresh analyzer with these limits.
+    pub fn with_limits(limits: AnalyzerLimits) -> Self {
+        TraceAnalyzer {
+            limits,
+            profile: ProfileBuilder::with_limits(limits.profile),
+            ..Self::default()
+        }
+    }
+
+    /// The first limit the trace went past, if any: what came after it was not all taken
+    /// into account (the caller should say so, naming the limit).
+    pub fn limit_error(&self) -> Option<LimitExceeded> {
+        self.metadata_limit.or_else(|| self.profile.limit_error())
     }
 
     /// Feeds one item. For an event, returns its metadata (None if its metadata id was never
@@ -83,6 +119,14 @@ impl TraceAnalyzer {
                     Ok(m) => m,
                     Err(_) => return,
                 };
+                if !self.metadata.contains(m.metadata_id)
+                    && self.metadata.len() >= self.limits.max_metadata
+                {
+                    self.metadata_limit = Some(LimitExceeded::MetadataRecords {
+                        limit: self.limits.max_metadata,
+                    });
+                    return;
+                }
                 let meta = EventMetadata::from_record(&m);
                 let role = match ClrProvider::from_name(&m.provider_name) {
                     Some(ClrProvider::SampleProfiler) if m.event_id == clr::THREAD_SAMPLE => {

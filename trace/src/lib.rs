@@ -45,12 +45,14 @@ mod stream;
 mod symbols;
 mod time;
 
-pub use analyzer::{ProviderCount, TraceAnalyzer, TraceInfo};
+pub use analyzer::{AnalyzerLimits, ProviderCount, TraceAnalyzer, TraceInfo};
 pub use live::{LiveCounts, LiveProfile};
-pub use lost::LostEvents;
-pub use metadata::{EventMetadata, FieldDesc, MetadataTable};
+pub use lost::{LostEvents, MAX_CAPTURE_THREADS};
+pub use metadata::{EventMetadata, MetadataTable};
 pub use order::TimeOrder;
-pub use profile::{Profile, ProfileBuilder, SampleKind, ThreadProfile, ThreadSamples};
+pub use profile::{
+    LimitExceeded, Profile, ProfileBuilder, ProfileLimits, SampleKind, ThreadProfile, ThreadSamples,
+};
 pub use stream::{StreamError, TraceStream, MAX_BLOCK};
 pub use symbols::{MethodRecord, SymbolTable, UNRESOLVED_FRAME};
 pub use time::sync_time_utc;

@@ -2,14 +2,20 @@
 
 use super::hash::FxHashMap;
 
+/// Capture threads followed at most (a real process has a few thousand; a hostile sequence
+/// point may list millions).
+pub const MAX_CAPTURE_THREADS: usize = 1 << 16;
+
 /// Counts events the runtime dropped (buffers full) from sequence-number gaps.
 ///
 /// Every event of a capture thread carries the next sequence number of that thread (the first
 /// is 1); a sequence point lists each thread's last number. A jump forward is the number of
-/// events lost. Memory: one entry per capture thread.
+/// events lost. Memory: one entry per capture thread, at most [`MAX_CAPTURE_THREADS`]
+/// (threads past it are not followed: [`untracked`](Self::untracked) counts their events).
 #[derive(Debug, Default, Clone)]
 pub struct LostEvents {
     last: FxHashMap<u64, u32>,
+    untracked: u64,
     /// The last event's thread and its number: consecutive events mostly share a capture
     /// thread, so most events need no map lookup. The map's entry for it may be stale.
     current: Option<(u64, u32)>,
@@ -29,7 +35,17 @@ impl LostEvents {
             Some((t, prev)) if t == capture_thread => prev,
             _ => {
                 self.store_current();
-                *self.last.entry(capture_thread).or_insert(0)
+                match self.last.get(&capture_thread) {
+                    Some(&p) => p,
+                    None if self.last.len() >= MAX_CAPTURE_THREADS => {
+                        self.untracked += 1;
+                        return;
+                    }
+                    None => {
+                        self.last.insert(capture_thread, 0);
+                        0
+                    }
+                }
             }
         };
         if seq > prev {
@@ -48,6 +64,9 @@ impl LostEvents {
     /// One thread entry of a sequence point: `seq` is the last number the thread wrote.
     pub fn on_sequence_point(&mut self, capture_thread: u64, seq: u32) {
         self.store_current();
+        if !self.last.contains_key(&capture_thread) && self.last.len() >= MAX_CAPTURE_THREADS {
+            return;
+        }
         let prev = self.last.entry(capture_thread).or_insert(0);
         if seq > *prev {
             self.lost += u64::from(seq - *prev);
@@ -60,9 +79,14 @@ impl LostEvents {
         self.lost
     }
 
-    /// Capture threads seen so far.
+    /// Capture threads followed so far.
     pub fn threads(&self) -> usize {
         self.last.len()
+    }
+
+    /// Events of capture threads past [`MAX_CAPTURE_THREADS`] (not checked for gaps).
+    pub fn untracked(&self) -> u64 {
+        self.untracked
     }
 }
 

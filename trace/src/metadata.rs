@@ -1,21 +1,8 @@
 //! The metadata registry: metadata id -> what the events under that id are.
 
-use dsipc::nettrace::{self as core, Format, MetadataRecord, NettraceError};
+use dsipc::nettrace::{Format, MetadataRecord, NettraceError};
 
 use super::hash::FxHashMap;
-
-/// One field description of a metadata record (owned).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldDesc {
-    /// Field name.
-    pub name: String,
-    /// The nettrace type code (1 Object, 9 Int32, 18 String, 19 Array, ...).
-    pub type_code: u32,
-    /// For arrays (19): the element type code.
-    pub element_type: Option<u32>,
-    /// For objects (1) and arrays of objects: the nested fields.
-    pub fields: Vec<FieldDesc>,
-}
 
 /// What one metadata record defines (owned copy).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,43 +21,14 @@ pub struct EventMetadata {
     pub level: u32,
     /// Opcode (V5 tag), if present.
     pub opcode: Option<u8>,
-    /// Field descriptions (empty for events without self-description).
-    pub fields: Vec<FieldDesc>,
+    /// Top-level fields the record describes (0 for events without self-description:
+    /// the runtime's own). [`record`](Self::record) walks them over a payload.
+    pub field_count: usize,
     /// The metadata record's raw bytes, kept so the core's zero-copy field walker can decode
     /// payloads later (parse them again with `dsipc::nettrace`).
     pub raw: Vec<u8>,
     /// The stream format the record came in (decides how `raw` parses).
     pub format: Format,
-}
-
-impl FieldDesc {
-    fn from_core(d: &core::FieldDesc<'_>, depth: u32) -> FieldDesc {
-        let fields = if depth < 32 {
-            d.ty.fields
-                .iter()
-                .map(|f| FieldDesc::from_core(&f, depth + 1))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let element = d.ty.element();
-        let mut fields = fields;
-        if let Some(e) = &element {
-            if fields.is_empty() && depth < 32 {
-                fields = e
-                    .fields
-                    .iter()
-                    .map(|f| FieldDesc::from_core(&f, depth + 1))
-                    .collect();
-            }
-        }
-        FieldDesc {
-            name: d.name.to_string(),
-            type_code: d.ty.code.code(),
-            element_type: element.map(|e| e.code.code()),
-            fields,
-        }
-    }
 }
 
 impl EventMetadata {
@@ -84,11 +42,7 @@ impl EventMetadata {
             version: m.version,
             level: m.level,
             opcode: m.opcode,
-            fields: m
-                .fields
-                .iter()
-                .map(|f| FieldDesc::from_core(&f, 0))
-                .collect(),
+            field_count: m.fields.len(),
             raw: m.raw.to_vec(),
             format: m.format,
         }

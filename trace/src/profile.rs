@@ -1,5 +1,7 @@
 //! The sample-profile builder: SampleProfiler samples per thread over an interned stack table.
 
+use std::collections::BTreeSet;
+use std::fmt;
 use std::hash::Hasher;
 
 use super::hash::{FxHashMap, FxHasher};
@@ -84,13 +86,80 @@ impl Profile {
 }
 
 struct ThreadState {
-    order: usize,
+    thread_id: u64,
     first: i64,
     last: i64,
-    counts: FxHashMap<(u32, SampleKind), u64>,
 }
 
 const NOT_INTERNED: u32 = u32::MAX;
+
+/// Bounds on what a profile keeps, so that no input makes memory grow faster than the
+/// stream: past one, the builder stops taking samples and says which
+/// ([`ProfileBuilder::limit_error`]). The defaults are far above what real runtimes write
+/// (EventPipe walks at most 100 frames per stack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfileLimits {
+    /// Frames in one stack (default 4096).
+    pub max_stack_frames: usize,
+    /// Distinct sampled threads (default 100,000).
+    pub max_threads: usize,
+}
+
+impl Default for ProfileLimits {
+    fn default() -> Self {
+        ProfileLimits {
+            max_stack_frames: 4096,
+            max_threads: 100_000,
+        }
+    }
+}
+
+/// A [limit](ProfileLimits) a trace went past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LimitExceeded {
+    /// A stack with more frames than `limit`.
+    StackFrames {
+        /// Frames the stack has.
+        frames: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// More sampled threads than `limit`.
+    Threads {
+        /// The limit.
+        limit: usize,
+    },
+    /// More metadata records than `limit`.
+    MetadataRecords {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl fmt::Display for LimitExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimitExceeded::StackFrames { frames, limit } => write!(
+                f,
+                "a stack of {} frames, more than the limit of {} (--max-stack-frames)",
+                frames, limit
+            ),
+            LimitExceeded::Threads { limit } => write!(
+                f,
+                "more than {} sampled threads, the limit (--max-threads)",
+                limit
+            ),
+            LimitExceeded::MetadataRecords { limit } => write!(
+                f,
+                "more than {} metadata records, the limit (--max-metadata)",
+                limit
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LimitExceeded {}
 
 /// Builds a [`Profile`] from stack blocks, sequence points and SampleProfiler events.
 ///
@@ -103,30 +172,48 @@ const NOT_INTERNED: u32 = u32::MAX;
 #[derive(Default)]
 pub struct ProfileBuilder {
     symbols: SymbolTable,
-    // The current window's stacks: id - window_base -> span in window_ips.
+    limits: ProfileLimits,
+    limit_error: Option<LimitExceeded>,
+    // The current window's stacks with consecutive ids (as runtimes write them): id -
+    // window_base -> span in window_ips, and its interned stack once a sample used it.
     window_base: u32,
     window_spans: Vec<(u32, u32)>,
     window_ips: Vec<u64>,
     window_interned: Vec<u32>,
+    // Stacks whose id does not follow (a gap or an id below the base): by id, so that a
+    // hostile id never allocates room for the ids in between.
+    window_far: FxHashMap<u32, (u32, u32, u32)>,
     // The interned stack table (leaf first).
     stack_ips: Vec<u64>,
     stack_spans: Vec<(u32, u32)>,
-    stack_by_hash: FxHashMap<u64, Vec<u32>>,
-    threads: FxHashMap<u64, ThreadState>,
+    stack_by_hash: FxHashMap<u64, u32>,
+    // Collision chains of `stack_by_hash`: the next interned stack of the same hash.
+    stack_next: Vec<u32>,
+    threads: Vec<ThreadState>,
+    thread_index: FxHashMap<u64, u32>,
+    counts: FxHashMap<(u32, u32, SampleKind), u64>,
     samples: u64,
-    // Sorted, deduplicated IPs of the interned stacks, rebuilt when stacks were added.
-    sampled_ips: Vec<u64>,
-    sampled_ips_from: usize,
+    // Distinct instruction pointers of the interned stacks (the rundown asks about ranges).
+    sampled_ips: BTreeSet<u64>,
 }
-
-/// Window stacks beyond this many ids past the window's first are refused (a hostile stream
-/// announcing id 4 billion must not make the cache allocate for the gap).
-const MAX_WINDOW_GAP: u32 = 1 << 20;
 
 impl ProfileBuilder {
     /// An empty builder.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty builder with these limits.
+    pub fn with_limits(limits: ProfileLimits) -> Self {
+        ProfileBuilder {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// The limit the trace went past, if any (samples after it were not counted).
+    pub fn limit_error(&self) -> Option<LimitExceeded> {
+        self.limit_error
     }
 
     /// The symbol table (feed it methods and modules).
@@ -141,21 +228,37 @@ impl ProfileBuilder {
 
     /// One stack of a stack block: `id` and its instruction pointers, leaf first.
     pub fn on_stack(&mut self, id: u32, ips: impl IntoIterator<Item = u64>) {
-        if self.window_spans.is_empty() {
+        if self.limit_error.is_some() {
+            return;
+        }
+        let start = self.window_ips.len();
+        self.window_ips.extend(ips);
+        let frames = self.window_ips.len() - start;
+        if frames > self.limits.max_stack_frames {
+            self.window_ips.truncate(start);
+            self.limit_error = Some(LimitExceeded::StackFrames {
+                frames,
+                limit: self.limits.max_stack_frames,
+            });
+            return;
+        }
+        let span = (start as u32, self.window_ips.len() as u32);
+        if self.window_spans.is_empty() && self.window_far.is_empty() {
             self.window_base = id;
         }
-        let index = match id.checked_sub(self.window_base) {
-            Some(i) if i <= self.window_spans.len() as u32 + MAX_WINDOW_GAP => i as usize,
-            _ => return,
-        };
-        while self.window_spans.len() <= index {
-            self.window_spans.push((0, 0));
-            self.window_interned.push(NOT_INTERNED);
+        match id.checked_sub(self.window_base) {
+            Some(i) if (i as usize) < self.window_spans.len() => {
+                self.window_spans[i as usize] = span;
+                self.window_interned[i as usize] = NOT_INTERNED;
+            }
+            Some(i) if i as usize == self.window_spans.len() => {
+                self.window_spans.push(span);
+                self.window_interned.push(NOT_INTERNED);
+            }
+            _ => {
+                self.window_far.insert(id, (span.0, span.1, NOT_INTERNED));
+            }
         }
-        let start = self.window_ips.len() as u32;
-        self.window_ips.extend(ips);
-        self.window_spans[index] = (start, self.window_ips.len() as u32);
-        self.window_interned[index] = NOT_INTERNED;
     }
 
     /// A sequence point: the stack ids of the window end here.
@@ -163,6 +266,7 @@ impl ProfileBuilder {
         self.window_spans.clear();
         self.window_ips.clear();
         self.window_interned.clear();
+        self.window_far.clear();
     }
 
     fn intern(&mut self, ips: &[u64]) -> u32 {
@@ -172,78 +276,107 @@ impl ProfileBuilder {
         }
         h.write_usize(ips.len());
         let hash = h.finish();
-        let candidates = self.stack_by_hash.entry(hash).or_default();
-        for &c in candidates.iter() {
+        let mut c = self
+            .stack_by_hash
+            .get(&hash)
+            .copied()
+            .unwrap_or(NOT_INTERNED);
+        let head = c;
+        while c != NOT_INTERNED {
             let (a, b) = self.stack_spans[c as usize];
             if &self.stack_ips[a as usize..b as usize] == ips {
                 return c;
             }
+            c = self.stack_next[c as usize];
         }
         let id = self.stack_spans.len() as u32;
         let a = self.stack_ips.len() as u32;
         self.stack_ips.extend_from_slice(ips);
         self.stack_spans.push((a, self.stack_ips.len() as u32));
-        candidates.push(id);
+        self.stack_next.push(head);
+        self.stack_by_hash.insert(hash, id);
+        self.sampled_ips.extend(ips.iter().copied());
         id
     }
 
     /// The interned stack for window stack `id` (an unknown id or 0 is the empty stack).
     fn window_stack(&mut self, id: u32) -> u32 {
-        let index = match id.checked_sub(self.window_base) {
-            Some(i) if id != 0 && (i as usize) < self.window_spans.len() => i as usize,
-            _ => return self.intern(&[]),
+        if id == 0 {
+            return self.intern(&[]);
+        }
+        let near = match id.checked_sub(self.window_base) {
+            Some(i) if (i as usize) < self.window_spans.len() => Some(i as usize),
+            _ => None,
         };
-        let memo = self.window_interned[index];
+        let (a, b, memo) = match near {
+            Some(i) => {
+                let (a, b) = self.window_spans[i];
+                (a, b, self.window_interned[i])
+            }
+            None => match self.window_far.get(&id) {
+                Some(&far) => far,
+                None => return self.intern(&[]),
+            },
+        };
         if memo != NOT_INTERNED {
             return memo;
         }
-        let (a, b) = self.window_spans[index];
         let ips = std::mem::take(&mut self.window_ips);
         let interned = self.intern(&ips[a as usize..b as usize]);
         self.window_ips = ips;
-        self.window_interned[index] = interned;
+        match near {
+            Some(i) => self.window_interned[i] = interned,
+            None => {
+                self.window_far.insert(id, (a, b, interned));
+            }
+        }
         interned
     }
 
     /// A SampleProfiler sample of `thread` on window stack `stack_id` at `timestamp`.
     pub fn on_sample(&mut self, thread: u64, stack_id: u32, kind: SampleKind, timestamp: i64) {
+        if self.limit_error.is_some() {
+            return;
+        }
+        let t = match self.thread_index.get(&thread) {
+            Some(&t) => t,
+            None => {
+                if self.threads.len() >= self.limits.max_threads {
+                    self.limit_error = Some(LimitExceeded::Threads {
+                        limit: self.limits.max_threads,
+                    });
+                    return;
+                }
+                let t = self.threads.len() as u32;
+                self.threads.push(ThreadState {
+                    thread_id: thread,
+                    first: timestamp,
+                    last: timestamp,
+                });
+                self.thread_index.insert(thread, t);
+                t
+            }
+        };
         let stack = self.window_stack(stack_id);
         self.samples += 1;
-        // Lookups first (a sample mostly finds its thread and stack known): `entry` would
-        // check the table's room on every call.
-        let order = self.threads.len();
-        let t = match self.threads.get_mut(&thread) {
-            Some(t) => t,
-            None => self.threads.entry(thread).or_insert(ThreadState {
-                order,
-                first: timestamp,
-                last: timestamp,
-                counts: FxHashMap::default(),
-            }),
-        };
-        t.first = t.first.min(timestamp);
-        t.last = t.last.max(timestamp);
-        match t.counts.get_mut(&(stack, kind)) {
+        let state = &mut self.threads[t as usize];
+        state.first = state.first.min(timestamp);
+        state.last = state.last.max(timestamp);
+        // A lookup first (a sample mostly finds its counter): `entry` would check the
+        // table's room on every call.
+        match self.counts.get_mut(&(t, stack, kind)) {
             Some(n) => *n += 1,
             None => {
-                t.counts.insert((stack, kind), 1);
+                self.counts.insert((t, stack, kind), 1);
             }
         }
     }
 
     /// True if an instruction pointer of a sampled stack lies in `[start, end)`: a method
-    /// record no sample hit need not be kept. Cheap while no new stack was interned since
-    /// the last call (the rundown, which names most methods, comes after the samples).
+    /// record no sample hit need not be kept. Logarithmic in the sampled addresses, however
+    /// samples and method records interleave.
     pub fn is_sampled(&mut self, start: u64, end: u64) -> bool {
-        if self.sampled_ips_from != self.stack_ips.len() {
-            self.sampled_ips.clear();
-            self.sampled_ips.extend_from_slice(&self.stack_ips);
-            self.sampled_ips.sort_unstable();
-            self.sampled_ips.dedup();
-            self.sampled_ips_from = self.stack_ips.len();
-        }
-        let i = self.sampled_ips.partition_point(|&ip| ip < start);
-        i < self.sampled_ips.len() && self.sampled_ips[i] < end
+        start < end && self.sampled_ips.range(start..end).next().is_some()
     }
 
     /// Samples seen so far.
@@ -258,18 +391,25 @@ impl ProfileBuilder {
 
     /// Resolves every sampled instruction pointer and returns the profile. With
     /// `managed_only`, samples taken in native code or while blocked are dropped.
-    pub fn finish(mut self, managed_only: bool) -> Profile {
-        let mut threads: Vec<(u64, ThreadState)> = self.threads.drain().collect();
-        threads.sort_by_key(|(_, t)| t.order);
+    pub fn finish(self, managed_only: bool) -> Profile {
+        // Counters grouped by thread, in order of the threads' first samples.
+        let mut counts: Vec<((u32, u32, SampleKind), u64)> = self.counts.into_iter().collect();
+        counts.sort_unstable_by_key(|&((t, _, _), _)| t);
         let mut profile = Profile::default();
         // Interned stack -> profile stack (only stacks kept samples use).
         let mut stack_map: Vec<u32> = vec![NOT_INTERNED; self.stack_spans.len()];
         let mut frame_of_ip: FxHashMap<u64, u32> = FxHashMap::default();
         let mut frame_of_method: FxHashMap<usize, u32> = FxHashMap::default();
         let mut unresolved_frame: Option<u32> = None;
-        for (thread_id, state) in threads {
-            let mut samples: Vec<ThreadSamples> = Vec::with_capacity(state.counts.len());
-            for ((stack, kind), count) in state.counts {
+        let mut symbols = self.symbols;
+        let mut rest = &counts[..];
+        while let Some(&((t, _, _), _)) = rest.first() {
+            let n = rest.iter().take_while(|((u, _, _), _)| *u == t).count();
+            let (mine, others) = rest.split_at(n);
+            rest = others;
+            let state = &self.threads[t as usize];
+            let mut samples: Vec<ThreadSamples> = Vec::with_capacity(mine.len());
+            for &((_, stack, kind), count) in mine {
                 if managed_only && kind != SampleKind::Managed {
                     continue;
                 }
@@ -284,9 +424,9 @@ impl ProfileBuilder {
                             Some(&f) => f,
                             None => {
                                 profile.distinct_ips += 1;
-                                let f = match self.symbols.resolve(ip) {
+                                let f = match symbols.resolve(ip) {
                                     Some(m) => *frame_of_method.entry(m).or_insert_with(|| {
-                                        profile.frames.push(self.symbols.frame_name(m));
+                                        profile.frames.push(symbols.frame_name(m));
                                         profile.frames.len() as u32 - 1
                                     }),
                                     None => {
@@ -319,7 +459,7 @@ impl ProfileBuilder {
             }
             samples.sort_by(|a, b| b.count.cmp(&a.count).then(a.stack.cmp(&b.stack)));
             profile.threads.push(ThreadProfile {
-                thread_id,
+                thread_id: state.thread_id,
                 first_timestamp: state.first,
                 last_timestamp: state.last,
                 samples,

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use dsipc::nettrace::Item;
 use dsipc_trace::format::ProfileMeta;
-use dsipc_trace::{Profile, StreamError, TraceAnalyzer, TraceStream};
+use dsipc_trace::{
+    AnalyzerLimits, LimitExceeded, Profile, StreamError, TraceAnalyzer, TraceStream,
+};
 
 use super::jsonl;
 
@@ -34,6 +36,8 @@ pub struct Analysis {
     /// Why the pass stopped before the end of the stream (truncated or bad bytes), naming
     /// the offset; what precedes it was used.
     pub problem: Option<StreamError>,
+    /// A limit the trace went past (what came after it was not all used).
+    pub limit: Option<LimitExceeded>,
 }
 
 /// Reads `file` to its end through the trace layer. `Err` only when nothing usable was read
@@ -43,9 +47,10 @@ pub fn analyze(
     mut file: File,
     input: &Path,
     mut jsonl_out: Option<&mut dyn Write>,
+    limits: AnalyzerLimits,
 ) -> Result<Analysis, String> {
     let mut stream = TraceStream::new();
-    let mut analyzer = TraceAnalyzer::new();
+    let mut analyzer = TraceAnalyzer::with_limits(limits);
     let mut line = String::new();
     let write_error: std::cell::RefCell<Option<std::io::Error>> = Default::default();
     // Every item goes to the analyzer, every event to the jsonl sink if there is one.
@@ -106,6 +111,7 @@ pub fn analyze(
             problem.map_or_else(|| "no trace header".into(), |p| p.to_string())
         ));
     }
+    let limit = analyzer.limit_error();
     let summary = Summary {
         events: analyzer.events(),
         lost: analyzer.lost_events(),
@@ -120,5 +126,6 @@ pub fn analyze(
         },
         summary,
         problem,
+        limit,
     })
 }

@@ -359,7 +359,7 @@ pub fn event_line(
         p
     });
     let clr_event = match (clr_provider, meta) {
-        (Some(p), Some(m)) if m.fields.is_empty() => clr::decode(
+        (Some(p), Some(m)) if m.field_count == 0 => clr::decode(
             p,
             m.event_id,
             m.version,
@@ -391,7 +391,7 @@ pub fn event_line(
     let mark = out.len();
     let mut done = false;
     if let Some(m) = meta {
-        if !m.fields.is_empty() {
+        if m.field_count > 0 {
             if let Ok(rec) = m.record() {
                 done = push_fields(out, rec.fields.walk(e.payload), 0).is_ok();
                 if !done {

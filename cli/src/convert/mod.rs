@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use dsipc_trace::format::{report, ProfileFormat};
+use dsipc_trace::AnalyzerLimits;
 
 use crate::args::{parse, UsageError};
 use analyze::{analyze, Analysis};
@@ -63,16 +64,48 @@ impl Format {
     }
 }
 
-/// The error line for a file that did not parse to its end.
+/// The error line for a file that did not parse to its end, or went past a limit.
 fn problem_line(path: &Path, a: &Analysis) -> Option<String> {
-    a.problem
-        .as_ref()
-        .map(|p| format!("{}: {}", path.display(), p))
+    match (&a.problem, &a.limit) {
+        (Some(p), _) => Some(format!("{}: {}", path.display(), p)),
+        (None, Some(l)) => Some(format!("{}: {}", path.display(), l)),
+        (None, None) => None,
+    }
+}
+
+/// The options that raise the analysis limits (`--max-metadata N`, `--max-threads N`,
+/// `--max-stack-frames N`).
+const LIMIT_OPTIONS: [&str; 3] = ["--max-metadata", "--max-threads", "--max-stack-frames"];
+
+/// The analysis limits, defaults raised by the options given.
+fn limits(p: &crate::args::Parsed) -> Result<AnalyzerLimits, Failure> {
+    let mut l = AnalyzerLimits::default();
+    for (name, slot) in [
+        ("--max-metadata", &mut l.max_metadata),
+        ("--max-threads", &mut l.profile.max_threads),
+        ("--max-stack-frames", &mut l.profile.max_stack_frames),
+    ] {
+        if let Some(v) = p.value(name) {
+            *slot = match v.parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(Failure::Usage(format!(
+                        "{} wants a positive integer, not {:?}",
+                        name, v
+                    )))
+                }
+            };
+        }
+    }
+    Ok(l)
 }
 
 /// `dsipc convert FILE [--format F] [-o OUT|-] [--managed-only]`.
 pub fn cmd_convert(args: &[String]) -> Result<(), Failure> {
-    let p = parse(args, &["--format", "-o", "--output"], &["--managed-only"])?;
+    let mut values = vec!["--format", "-o", "--output"];
+    values.extend_from_slice(&LIMIT_OPTIONS);
+    let p = parse(args, &values, &["--managed-only"])?;
+    let limits = limits(&p)?;
     p.expect_positionals(&["FILE"])?;
     let input = PathBuf::from(&p.positionals[0]);
     let format = Format::parse(p.value("--format").unwrap_or("speedscope"))?;
@@ -98,7 +131,7 @@ pub fn cmd_convert(args: &[String]) -> Result<(), Failure> {
     let file = std::fs::File::open(&input)
         .map_err(|e| Failure::Failed(format!("{}: {}", input.display(), e)))?;
     let mut out = Output::create(&dest).map_err(|e| Failure::Failed(format!("{}: {}", dest, e)))?;
-    let result = convert_into(file, &input, format, sel, &mut out);
+    let result = convert_into(file, &input, format, sel, limits, &mut out);
     let analysis = match result {
         Ok(a) => a,
         Err(e) => {
@@ -149,13 +182,14 @@ fn convert_into(
     input: &Path,
     format: Format,
     sel: Selection,
+    limits: AnalyzerLimits,
     out: &mut Output,
 ) -> Result<Analysis, String> {
     if format == Format::Jsonl {
-        let a = analyze(file, input, Some(out.writer()))?;
+        let a = analyze(file, input, Some(out.writer()), limits)?;
         return Ok(a);
     }
-    let a = analyze(file, input, None)?;
+    let a = analyze(file, input, None, limits)?;
     let mut a = a;
     a.meta.name = input
         .file_name()
@@ -174,7 +208,10 @@ fn convert_into(
 
 /// `dsipc report FILE [--top N] [--managed-only]`.
 pub fn cmd_report(args: &[String]) -> Result<(), Failure> {
-    let p = parse(args, &["--top"], &["--managed-only"])?;
+    let mut values = vec!["--top"];
+    values.extend_from_slice(&LIMIT_OPTIONS);
+    let p = parse(args, &values, &["--managed-only"])?;
+    let limits = limits(&p)?;
     p.expect_positionals(&["FILE"])?;
     let input = PathBuf::from(&p.positionals[0]);
     let top = match p.value("--top") {
@@ -194,7 +231,7 @@ pub fn cmd_report(args: &[String]) -> Result<(), Failure> {
     };
     let file = std::fs::File::open(&input)
         .map_err(|e| Failure::Failed(format!("{}: {}", input.display(), e)))?;
-    let a = analyze(file, &input, None).map_err(Failure::Failed)?;
+    let a = analyze(file, &input, None, limits).map_err(Failure::Failed)?;
     let mut text = report::render(&a.profile, sel, top);
     if a.summary.lost > 0 {
         text.push_str(&format!(
