@@ -25,7 +25,7 @@
 //!   points;
 //! - [`sync_time_utc`]: the trace's wall clock as a `SystemTime`.
 //!
-//! - [`format`]: the CPU profile's file formats (folded stacks, speedscope, pprof);
+//! - [`format`](mod@format): the CPU profile's file formats (folded stacks, speedscope, pprof);
 //! - [`counters`]: EventCounters and System.Diagnostics.Metrics payloads decoded into typed
 //!   samples, as dotnet-counters shows them.
 //!

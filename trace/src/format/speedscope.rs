@@ -1,4 +1,4 @@
-//! speedscope's JSON file format (https://www.speedscope.app/file-format-schema.json): one
+//! speedscope's JSON file format (<https://www.speedscope.app/file-format-schema.json>): one
 //! sampled profile per thread, stacks root first, weights in milliseconds.
 
 use std::io::{self, Write};
