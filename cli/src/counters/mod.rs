@@ -18,6 +18,7 @@ use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Notice};
 
 use crate::args::{parse, usage, Parsed, UsageError};
 use crate::term;
+use crate::term::clean;
 
 pub use prom::Store;
 
@@ -302,13 +303,15 @@ fn collect(args: &[String]) -> Result<()> {
                 while let Ok(ev) = session.try_recv() {
                     match ev {
                         CounterEvent::Sample(s) => writer.sample(&s)?,
-                        CounterEvent::Notice(n) => eprintln!("dsipc: pid {}: {}", pid, n),
+                        CounterEvent::Notice(n) => {
+                            eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()))
+                        }
                     }
                 }
                 writer.flush()?;
             }
             Ok(CounterEvent::Notice(n)) => {
-                eprintln!("dsipc: pid {}: {}", pid, n);
+                eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()));
                 if is_fatal(&n) {
                     failure = Some(n.to_string());
                     break;
@@ -434,12 +437,12 @@ fn monitor(args: &[String]) -> Result<()> {
                             out,
                             "{}\t{}\t{}{}\t{}",
                             output::universal_time(s.timestamp),
-                            s.provider,
-                            output::display(&s),
+                            clean(&s.provider),
+                            clean(&output::display(&s)),
                             if t.is_empty() {
                                 String::new()
                             } else {
-                                format!(" [{}]", t)
+                                format!(" [{}]", clean(&t))
                             },
                             output::number(s.value)
                         )?;
@@ -449,7 +452,7 @@ fn monitor(args: &[String]) -> Result<()> {
                     if tty {
                         table.notice(n.to_string());
                     } else {
-                        eprintln!("dsipc: pid {}: {}", pid, n);
+                        eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()));
                     }
                 }
             }
@@ -497,7 +500,7 @@ fn export(args: &[String]) -> Result<()> {
     for &pid in &o.pids {
         match exporter.add(pid) {
             Ok(()) => started += 1,
-            Err(e) => eprintln!("dsipc: pid {}: {}", pid, message(&e)),
+            Err(e) => eprintln!("dsipc: pid {}: {}", pid, clean(message(&e))),
         }
     }
     if started == 0 {
@@ -634,7 +637,9 @@ pub fn pump(
         }
         match session.recv_timeout(Duration::from_millis(200)) {
             Ok(CounterEvent::Sample(s)) => lock(store).record(pid, &s),
-            Ok(CounterEvent::Notice(n)) => eprintln!("dsipc: pid {}: {}", pid, n),
+            Ok(CounterEvent::Notice(n)) => {
+                eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()))
+            }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         }
@@ -705,7 +710,7 @@ impl MonitorMetrics {
             .name("counters-start".into())
             .spawn(move || {
                 if let Err(e) = exporter.add(pid) {
-                    eprintln!("dsipc: pid {}: counters: {}", pid, message(&e));
+                    eprintln!("dsipc: pid {}: counters: {}", pid, clean(message(&e)));
                 }
             });
     }

@@ -90,7 +90,20 @@ pub fn tags(s: &Sample) -> String {
 /// The csv header, byte for byte dotnet-counters'.
 pub const CSV_HEADER: &str = "Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n";
 
-/// One csv row.
+/// `field` as one CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma,
+/// a quote, a line break or a leading/trailing space; as it is otherwise.
+pub fn csv_field(field: &str) -> std::borrow::Cow<'_, str> {
+    let needs = field.contains(|c| matches!(c, ',' | '"' | '\n' | '\r'))
+        || field.starts_with(' ')
+        || field.ends_with(' ');
+    if needs {
+        std::borrow::Cow::Owned(format!("\"{}\"", field.replace('"', "\"\"")))
+    } else {
+        std::borrow::Cow::Borrowed(field)
+    }
+}
+
+/// One csv row: five fields whatever the runtime put in names, units and tags.
 pub fn csv_row(s: &Sample) -> String {
     let mut name = display(s);
     let t = tags(s);
@@ -102,8 +115,8 @@ pub fn csv_row(s: &Sample) -> String {
     format!(
         "{},{},{},{},{}\n",
         invariant_time(s.timestamp),
-        s.provider,
-        name,
+        csv_field(&s.provider),
+        csv_field(&name),
         s.kind.dotnet_counters_type(),
         number(s.value)
     )
@@ -201,19 +214,24 @@ pub struct Table {
 impl Table {
     /// Updates a row.
     pub fn sample(&mut self, s: &Sample) {
+        // Runtime-supplied text reaches the terminal escaped (no control sequences).
         let mut name = display(s);
         let t = tags(s);
         if !t.is_empty() {
             name = format!("{} [{}]", name, t);
         }
         self.rows
-            .entry(s.provider.clone())
+            .entry(crate::term::clean(&s.provider).into_owned())
             .or_default()
-            .insert(name, number_grouped(s.value));
+            .insert(
+                crate::term::clean(&name).into_owned(),
+                number_grouped(s.value),
+            );
     }
 
-    /// Adds a notice shown under the table (the last few).
+    /// Adds a notice shown under the table (the last few), escaped for the terminal.
     pub fn notice(&mut self, n: String) {
+        let n = crate::term::clean(&n).into_owned();
         if !self.notices.contains(&n) {
             self.notices.push(n);
         }
@@ -289,6 +307,45 @@ mod tests {
             interval_secs: 1.0,
             source: Source::EventCounter,
         }
+    }
+
+    /// Splits one RFC 4180 record (quoted fields, doubled quotes) into its fields.
+    fn rfc4180_fields(row: &str) -> Vec<String> {
+        let row = row.strip_suffix('\n').expect("a row ends its line");
+        let (mut fields, mut cur, mut quoted, mut chars) =
+            (Vec::new(), String::new(), false, row.chars().peekable());
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    cur.push('"');
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => fields.push(std::mem::take(&mut cur)),
+                (c, _) => cur.push(c),
+            }
+        }
+        assert!(!quoted, "unterminated quote in {:?}", row);
+        fields.push(cur);
+        fields
+    }
+
+    #[test]
+    fn csv_rows_quote_names_units_and_tags_rfc4180() {
+        let mut s = sample(CounterKind::Gauge);
+        s.provider = "My,Meter \"x\"".into();
+        s.display_name = "line\nbreak, \"quoted\"".into();
+        s.unit = "a,b".into();
+        s.tags = vec![("k\r\n".into(), "v,\"w\"".into())];
+        let row = csv_row(&s);
+        // One physical record: its line breaks are inside quotes.
+        let fields = rfc4180_fields(&row);
+        assert_eq!(fields.len(), 5, "{:?} -> {:?}", row, fields);
+        assert_eq!(fields[1], "My,Meter \"x\"");
+        assert_eq!(fields[2], "line\nbreak, \"quoted\" (a,b)[k\r\n=v;\"w\"]");
+        assert_eq!(fields[4], "2");
+        // Plain fields stay unquoted, byte for byte dotnet-counters'.
+        assert_eq!(csv_field("System.Runtime"), "System.Runtime");
     }
 
     #[test]
