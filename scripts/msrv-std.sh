@@ -28,7 +28,7 @@ rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli" "$W/trace"
 mkdir -p "$W/adapters" "$W/tests"
 cp -r "$ROOT/src" "$W/"
 cp -r "$ROOT/adapters/std" "$ROOT/adapters/sockfile" "$W/adapters/"
-cp -r "$ROOT/tests/testkit" "$W/tests/"
+cp -r "$ROOT/tests/testkit" "$ROOT/tests/common" "$W/tests/"
 cp -r "$ROOT/cli" "$ROOT/trace" "$W/"
 rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/tests/testkit/target" "$W/cli/target" "$W/trace/target"
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
