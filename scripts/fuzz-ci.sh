@@ -89,7 +89,7 @@ for t in "${TARGETS[@]}"; do
     # 2. Fuzz, new inputs going to the working corpus (first directory).
     flog="$LOGS/$t.fuzz.log"
     secs="$SECONDS_PER_TARGET"
-    case "$t" in nettrace*) secs="${FUZZ_SECONDS_NETTRACE:-${FUZZ_SECONDS:-20}}" ;; esac
+    case "$t" in nettrace*|trace_layer) secs="${FUZZ_SECONDS_NETTRACE:-${FUZZ_SECONDS:-20}}" ;; esac
     if ! "$bin" "${common[@]}" -dict=dsipc.dict -max_total_time="$secs" \
         "$work" "${dirs[@]}" >"$flog" 2>&1; then
         report_crash "$t" "$flog"

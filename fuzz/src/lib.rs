@@ -17,6 +17,7 @@ mod messages;
 mod nettrace;
 mod server;
 mod text;
+mod trace_layer;
 mod util;
 
 pub use client::*;
@@ -26,6 +27,7 @@ pub use messages::*;
 pub use nettrace::*;
 pub use server::*;
 pub use text::*;
+pub use trace_layer::*;
 
 use dsipc::wire::MAX_MESSAGE_LEN;
 
@@ -47,6 +49,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("server", server),
     ("nettrace", nettrace),
     ("nettrace_fields", nettrace_fields),
+    ("trace_layer", trace_layer),
 ];
 
 /// Largest `needed` a `Status::Partial` may report for a message (documented on

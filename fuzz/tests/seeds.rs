@@ -371,6 +371,12 @@ fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
             &format!("{}-first-blocks", rt),
             nettrace_input(0, &[], &small),
         );
+        // The trace layer's target takes the same input.
+        put(
+            "trace_layer",
+            &format!("{}-first-blocks-chunked", rt),
+            nettrace_input(1, &[0, 6, 200, 31, 2], &small),
+        );
         put(
             "nettrace",
             &format!("{}-first-blocks-chunked", rt),
