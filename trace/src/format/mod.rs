@@ -40,6 +40,29 @@ pub enum ProfileFormat {
     Pprof,
 }
 
+/// One thread's place in a [`Timeline`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThreadTime {
+    /// Its first sample, in ns after the profile's first sample.
+    pub start_ns: f64,
+    /// What one of its samples weighs: its time span over its samples less one (the
+    /// header's interval for a thread sampled once).
+    pub weight_ns: f64,
+}
+
+/// Where a profile's samples fall in time (from [`ProfileMeta::timeline`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    /// Per thread, in `Profile::threads` order.
+    pub threads: Vec<ThreadTime>,
+    /// The first sample, in ns after the trace's clock sync (its wall-clock start).
+    pub start_offset_ns: i64,
+    /// From the first sample to the last one, plus one interval, in ns.
+    pub duration_ns: f64,
+    /// The sampling interval measured on the most sampled thread, in ns.
+    pub interval_ns: f64,
+}
+
 /// What a profile file says besides the profile itself.
 #[derive(Debug, Clone, Default)]
 pub struct ProfileMeta {
@@ -55,6 +78,71 @@ impl ProfileMeta {
         match self.info {
             Some(i) if i.sampling_interval_ns > 0 => u64::from(i.sampling_interval_ns),
             _ => 1_000_000,
+        }
+    }
+
+    /// Where `profile`'s samples fall in time, from the sample events' timestamps (the
+    /// header's interval when the trace has no clock).
+    pub fn timeline(&self, profile: &Profile) -> Timeline {
+        let interval_ns = self.interval_ns() as f64;
+        let freq = self.info.map_or(0, |i| i.qpc_frequency);
+        let sampled = profile.threads.iter().filter(|t| t.total() > 0);
+        let origin = sampled.clone().map(|t| t.first_timestamp).min();
+        let end = sampled.map(|t| t.last_timestamp).max();
+        let (origin, end) = match (origin, end) {
+            (Some(o), Some(e)) if freq > 0 && e >= o => (o, e),
+            _ => {
+                // No clock: every sample weighs the header's interval, from time 0.
+                let threads = profile
+                    .threads
+                    .iter()
+                    .map(|_| ThreadTime {
+                        start_ns: 0.0,
+                        weight_ns: interval_ns,
+                    })
+                    .collect();
+                let longest = profile.threads.iter().map(|t| t.total()).max().unwrap_or(0);
+                return Timeline {
+                    threads,
+                    start_offset_ns: 0,
+                    duration_ns: longest as f64 * interval_ns,
+                    interval_ns,
+                };
+            }
+        };
+        let to_ns = |ticks: i64| ticks as f64 * 1e9 / freq as f64;
+        let mut busiest = (0u64, interval_ns);
+        let threads = profile
+            .threads
+            .iter()
+            .map(|t| {
+                let n = t.total();
+                let span = to_ns(t.last_timestamp.saturating_sub(t.first_timestamp));
+                // A thread is sampled once per round: its samples share its time span.
+                let weight_ns = if n > 1 && span > 0.0 {
+                    span / (n - 1) as f64
+                } else {
+                    interval_ns
+                };
+                if n > busiest.0 {
+                    busiest = (n, weight_ns);
+                }
+                ThreadTime {
+                    start_ns: if n > 0 {
+                        to_ns(t.first_timestamp.saturating_sub(origin))
+                    } else {
+                        0.0
+                    },
+                    weight_ns,
+                }
+            })
+            .collect();
+        let sync_qpc = self.info.map_or(0, |i| i.sync_time_qpc);
+        Timeline {
+            threads,
+            start_offset_ns: to_ns(origin.saturating_sub(sync_qpc)) as i64,
+            duration_ns: to_ns(end - origin) + busiest.1,
+            interval_ns: busiest.1,
         }
     }
 
@@ -105,21 +193,17 @@ impl ProfileFormat {
     ) -> io::Result<()> {
         match self {
             ProfileFormat::Folded => folded::write(profile, sel, out).map(|_| ()),
-            ProfileFormat::Speedscope => speedscope::write(
-                profile,
-                sel,
-                &meta.name,
-                meta.interval_ns() as f64 / 1e6,
-                out,
-            ),
+            ProfileFormat::Speedscope => {
+                speedscope::write(profile, sel, &meta.name, &meta.timeline(profile), out)
+            }
             #[cfg(feature = "pprof")]
-            ProfileFormat::Pprof => pprof::write(
-                profile,
-                sel,
-                meta.interval_ns(),
-                meta.start_unix_nanos(),
-                out,
-            ),
+            ProfileFormat::Pprof => {
+                let timeline = meta.timeline(profile);
+                let start = meta
+                    .start_unix_nanos()
+                    .saturating_add(timeline.start_offset_ns);
+                pprof::write(profile, sel, &timeline, start, out)
+            }
             #[cfg(not(feature = "pprof"))]
             ProfileFormat::Pprof => Err(io::Error::new(
                 io::ErrorKind::Unsupported,

@@ -100,7 +100,7 @@ impl Strings {
 pub fn write(
     profile: &Profile,
     sel: Selection,
-    interval_ns: u64,
+    timeline: &super::Timeline,
     time_nanos: i64,
     out: &mut dyn Write,
 ) -> io::Result<()> {
@@ -131,7 +131,7 @@ pub fn write(
             r#type: cpu_s,
             unit: ns_s,
         }),
-        period: interval_ns as i64,
+        period: timeline.interval_ns as i64,
         time_nanos,
         default_sample_type: 0,
         ..PProfile::default()
@@ -151,9 +151,7 @@ pub fn write(
             }],
         });
     }
-    let mut longest = 0i64;
-    for t in &profile.threads {
-        longest = longest.max(t.total() as i64 * interval_ns as i64);
+    for (t, time) in profile.threads.iter().zip(&timeline.threads) {
         for s in &t.samples {
             if !sel.keeps(s.kind) {
                 continue;
@@ -168,7 +166,7 @@ pub fn write(
                     .iter()
                     .map(|&f| u64::from(f) + 1)
                     .collect(),
-                value: vec![s.count as i64, (s.count * interval_ns) as i64],
+                value: vec![s.count as i64, (s.count as f64 * time.weight_ns) as i64],
                 label: vec![
                     Label {
                         key: thread_s,
@@ -184,7 +182,8 @@ pub fn write(
             });
         }
     }
-    p.duration_nanos = longest;
+    // The events' time span (dotnet-trace's speedscope is placed in time the same way).
+    p.duration_nanos = timeline.duration_ns as i64;
     p.string_table = strings.table;
     let bytes = p.encode_to_vec();
     let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());

@@ -1,18 +1,20 @@
 //! speedscope's JSON file format (<https://www.speedscope.app/file-format-schema.json>): one
-//! sampled profile per thread, stacks root first, weights in milliseconds.
+//! sampled profile per thread, stacks root first, weights in milliseconds: each thread starts
+//! where its first sample was taken and spans to its last (the events' timestamps), its
+//! samples weighing that span over their number.
 
 use std::io::{self, Write};
 
 use crate::Profile;
 
-use super::{json_string, Selection};
+use super::{json_string, Selection, Timeline};
 
-/// Writes `profile` as a speedscope file named `name`; each sample weighs `interval_ms`.
+/// Writes `profile` as a speedscope file named `name`, placed in time by `timeline`.
 pub fn write(
     profile: &Profile,
     sel: Selection,
     name: &str,
-    interval_ms: f64,
+    timeline: &Timeline,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     write!(
@@ -27,7 +29,9 @@ pub fn write(
     }
     out.write_all(b"]},\"profiles\":[")?;
     let mut first_profile = true;
-    for t in &profile.threads {
+    for (t, time) in profile.threads.iter().zip(&timeline.threads) {
+        let interval_ms = time.weight_ns / 1e6;
+        let start_ms = time.start_ns / 1e6;
         let samples: Vec<_> = t.samples.iter().filter(|s| sel.keeps(s.kind)).collect();
         if samples.is_empty() {
             continue;
@@ -39,9 +43,10 @@ pub fn write(
         let total: u64 = samples.iter().map(|s| s.count).sum();
         write!(
             out,
-            "{{\"type\":\"sampled\",\"name\":{},\"unit\":\"milliseconds\",\"startValue\":0,\"endValue\":{},\"samples\":[",
+            "{{\"type\":\"sampled\",\"name\":{},\"unit\":\"milliseconds\",\"startValue\":{},\"endValue\":{},\"samples\":[",
             json_string(&format!("Thread ({})", t.thread_id)),
-            total as f64 * interval_ms
+            start_ms,
+            start_ms + total as f64 * interval_ms
         )?;
         for (i, s) in samples.iter().enumerate() {
             if i > 0 {
