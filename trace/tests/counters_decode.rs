@@ -15,7 +15,7 @@ fn capture(name: &str) -> Vec<u8> {
 }
 
 fn config(list: &str, metrics: Option<MetricsSession>) -> CountersConfig {
-    let mut c = CountersConfig::new(CounterSet::parse(list).unwrap(), 1, Some(8));
+    let mut c = CountersConfig::new(CounterSet::parse(list).unwrap(), 1.0, Some(8));
     c.metrics = metrics;
     c
 }

@@ -82,13 +82,17 @@ pub fn new_guid() -> String {
     )
 }
 
+/// The shortest interval asked of the runtime (System.Diagnostics.Metrics' own minimum).
+pub const MIN_INTERVAL_SECS: f64 = 0.1;
+
 /// Everything a counters session needs to start.
 #[derive(Debug, Clone)]
 pub struct CountersConfig {
     /// The counters wanted.
     pub counters: CounterSet,
-    /// Seconds between two publications (`EventCounterIntervalSec`, `RefreshInterval`).
-    pub interval_secs: u32,
+    /// Seconds between two publications (`EventCounterIntervalSec`, `RefreshInterval`;
+    /// fractions allowed, as both providers parse a floating-point number).
+    pub interval_secs: f64,
     /// `MaxTimeSeries` (dotnet-counters' default 1000).
     pub max_time_series: u32,
     /// `MaxHistograms` (dotnet-counters' default 10).
@@ -98,12 +102,18 @@ pub struct CountersConfig {
 }
 
 impl CountersConfig {
-    /// dotnet-counters' defaults for `counters` at `interval_secs` (at least 1), with the
-    /// Metrics session chosen for a runtime of major version `runtime_major`.
-    pub fn new(counters: CounterSet, interval_secs: u32, runtime_major: Option<u32>) -> Self {
+    /// dotnet-counters' defaults for `counters` at `interval_secs` (at least
+    /// [`MIN_INTERVAL_SECS`]; not a finite number: 1 s), with the Metrics session chosen for
+    /// a runtime of major version `runtime_major`.
+    pub fn new(counters: CounterSet, interval_secs: f64, runtime_major: Option<u32>) -> Self {
+        let interval_secs = if interval_secs.is_finite() {
+            interval_secs.max(MIN_INTERVAL_SECS)
+        } else {
+            1.0
+        };
         CountersConfig {
             counters,
-            interval_secs: interval_secs.max(1),
+            interval_secs,
             max_time_series: 1000,
             max_histograms: 10,
             metrics: Some(MetricsSession::for_runtime_major(runtime_major)),
@@ -210,7 +220,7 @@ mod tests {
     #[test]
     fn providers_as_dotnet_counters_sends_them() {
         let set = CounterSet::parse("System.Runtime[cpu-usage],MyMeter").unwrap();
-        let mut c = CountersConfig::new(set, 2, Some(8));
+        let mut c = CountersConfig::new(set, 2.0, Some(8));
         c.metrics = Some(MetricsSession::Shared {
             client_id: "c".into(),
         });
@@ -227,8 +237,8 @@ mod tests {
             "SessionId=SHARED;Metrics=System.Runtime\\cpu-usage,MyMeter;RefreshInterval=2;\
              MaxTimeSeries=1000;MaxHistograms=10;ClientId=c"
         );
-        let c = CountersConfig::new(CounterSet::default(), 0, None);
-        assert_eq!(c.interval_secs, 1);
+        let c = CountersConfig::new(CounterSet::default(), 0.0, None);
+        assert_eq!(c.interval_secs, MIN_INTERVAL_SECS);
         match &c.metrics {
             Some(MetricsSession::Private { session_id }) => {
                 assert_eq!(session_id.len(), 36);

@@ -9,6 +9,7 @@ use dsipc::nettrace::{Format, Item, MetadataRecord, PayloadFields, TraceHeader, 
 use crate::{MetadataTable, TraceStream};
 
 use super::events::{Fields, Interpreter, Outcome, Value};
+use super::limit::{Admit, SeriesLimits};
 use super::{CounterEvent, CountersConfig};
 
 /// Most distinct metadata records kept (a counters session needs a few dozen).
@@ -31,6 +32,9 @@ pub struct DecodeStats {
     pub malformed: u64,
     /// Events of other sessions, other events, counters not asked for.
     pub ignored: u64,
+    /// Samples of series or histograms past the session's caps (`MaxTimeSeries`,
+    /// `MaxHistograms`), dropped.
+    pub over_limit: u64,
     /// Metadata records dropped over the table limit (4096 distinct records).
     pub metadata_dropped: u64,
     /// The stream could not be parsed past this error (later bytes are discarded).
@@ -63,6 +67,7 @@ pub struct Decoder {
 struct State {
     interp: Interpreter,
     stats: DecodeStats,
+    limits: SeriesLimits,
     metadata: MetadataTable<Meta>,
     clock: Option<Clock>,
     latest: Option<SystemTime>,
@@ -149,9 +154,10 @@ impl Decoder {
                     config.counters.clone(),
                     session_id,
                     client_id,
-                    f64::from(config.interval_secs),
+                    config.interval_secs,
                 ),
                 stats: DecodeStats::default(),
+                limits: SeriesLimits::new(config.max_time_series, config.max_histograms),
                 metadata: MetadataTable::new(),
                 clock: None,
                 latest: None,
@@ -229,6 +235,23 @@ impl State {
     }
 
     fn emit(&mut self, ev: CounterEvent, out: &mut dyn FnMut(CounterEvent)) {
+        if let CounterEvent::Sample(s) = &ev {
+            match self.limits.admit(s) {
+                Admit::Yes => {}
+                Admit::No(notice) => {
+                    self.stats.over_limit += 1;
+                    if let Some(n) = notice {
+                        self.stats.notices += 1;
+                        out(CounterEvent::Notice(n));
+                    }
+                    return;
+                }
+                Admit::TooLarge => {
+                    self.stats.malformed += 1;
+                    return;
+                }
+            }
+        }
         match &ev {
             CounterEvent::Sample(_) => self.stats.samples += 1,
             CounterEvent::Notice(_) => self.stats.notices += 1,

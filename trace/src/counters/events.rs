@@ -59,6 +59,10 @@ pub(crate) enum Outcome {
     Malformed,
 }
 
+/// The most EventCounter samples held back waiting for Meter data: past it the oldest goes
+/// out at once (a runtime whose timestamps never advance cannot make the queue grow).
+pub(crate) const MAX_HELD: usize = 10_000;
+
 /// How long EventCounter samples of a provider wait for Meter data of the same name
 /// (dotnet-counters' BufferDelaySecs).
 const PREFER_METER_DELAY: Duration = Duration::from_secs(1);
@@ -163,7 +167,13 @@ impl Interpreter {
         }
         if time <= state.first_seen + PREFER_METER_DELAY {
             self.held.push_back(sample);
-            return Outcome::Events(Vec::new());
+            let mut out = Vec::new();
+            while self.held.len() > MAX_HELD {
+                if let Some(s) = self.held.pop_front() {
+                    out.push(CounterEvent::Sample(s));
+                }
+            }
+            return Outcome::Events(out);
         }
         Outcome::Events(vec![CounterEvent::Sample(sample)])
     }
@@ -482,6 +492,24 @@ mod tests {
             samples(j.event("System.Runtime", "EventCounters", &ec, later)).len(),
             1
         );
+    }
+
+    #[test]
+    fn held_back_event_counters_are_bounded_when_time_never_advances() {
+        let mut i = Interpreter::new(CounterSet::default(), Some("s".into()), None, 1.0);
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let mut out = 0;
+        for n in 0..MAX_HELD + 5 {
+            let ec = vec![
+                ("Name".into(), s(&format!("c{}", n))),
+                ("CounterType".into(), s("Mean")),
+                ("Mean".into(), Value::Num(1.0)),
+            ];
+            out += samples(i.event("System.Runtime", "EventCounters", &ec, t0)).len();
+        }
+        assert_eq!(out, 5);
+        assert_eq!(i.held.len(), MAX_HELD);
+        assert_eq!(i.release(None).len(), MAX_HELD);
     }
 
     #[test]

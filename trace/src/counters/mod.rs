@@ -9,15 +9,17 @@
 mod config;
 mod decode;
 mod events;
+mod limit;
 mod spec;
 
 use std::time::SystemTime;
 
 pub use config::{
     arguments, new_guid, CounterProvider, CountersConfig, MetricsSession, LEVEL, METRICS_PROVIDER,
-    SHARED_SESSION_ID, TIME_SERIES_VALUES,
+    MIN_INTERVAL_SECS, SHARED_SESSION_ID, TIME_SERIES_VALUES,
 };
 pub use decode::{DecodeStats, Decoder};
+pub use limit::MAX_SERIES_TEXT;
 pub use spec::{CounterSet, ProviderCounters, SpecError, MAX_PROVIDERS};
 
 /// What a sample measures.
@@ -101,9 +103,11 @@ pub enum Notice {
         /// The runtime's message.
         message: String,
     },
-    /// `MaxTimeSeries` was reached: some series are not reported.
+    /// `MaxTimeSeries` was reached, by the runtime's count or by the session's own (a
+    /// runtime that ignores the limit): some series are not reported.
     TimeSeriesLimitReached,
-    /// `MaxHistograms` was reached: some histograms are not reported.
+    /// `MaxHistograms` was reached (the runtime's count or the session's own): some
+    /// histograms are not reported.
     HistogramLimitReached,
     /// Another tool holds the runtime's only (pre-.NET 8) Metrics session.
     MultipleSessionsNotSupported,
@@ -124,10 +128,10 @@ impl std::fmt::Display for Notice {
                 message
             ),
             Notice::TimeSeriesLimitReached => f.write_str(
-                "time series tracking limit reached: not all data is shown (raise MaxTimeSeries)",
+                "time series tracking limit reached: not all data is shown (--max-time-series raises it)",
             ),
             Notice::HistogramLimitReached => f.write_str(
-                "histogram tracking limit reached: not all data is shown (raise MaxHistograms)",
+                "histogram tracking limit reached: not all data is shown (--max-histograms raises it)",
             ),
             Notice::MultipleSessionsNotSupported => f.write_str(
                 "another metrics collection session is already in progress for the target process; \
