@@ -21,6 +21,7 @@ runtimes connect to its reverse port (DOTNET_DiagnosticPorts=PATH,connect,nosusp
 import argparse
 import os
 import re
+import threading
 import socket
 import statistics
 import subprocess
@@ -112,8 +113,11 @@ def main():
             exp = subprocess.Popen([args.dsipc, "counters", "export"] + pids +
                                    ["--listen", "127.0.0.1:0", "--counters", "System.Runtime,MyMeter,Clock",
                                     "--refresh-interval", "1"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            line = exp.stdout.readline()
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            # The address is on stderr ("dsipc: metrics on http://ADDR/metrics"); the rest of
+            # stderr is drained so that notices never block the exporter.
+            line = exp.stderr.readline()
+            threading.Thread(target=exp.stderr.read, daemon=True).start()
             m = re.search(r"http://([^/]+)/metrics", line)
             if not m:
                 raise SystemExit("export did not start: %r" % line)

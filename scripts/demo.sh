@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install real .NET runtimes from PyPI, build the dsipc
 # CLI, start a sample .NET 8 target (CoreCLR hosted by pythonnet, kept busy with GCs and
-# exceptions), then run `dsipc ps`, `dsipc info PID` and a 3-second `dsipc trace` on it.
+# exceptions), then run `dsipc ps`, `dsipc info PID`, a 3-second `dsipc trace` on it and
+# `dsipc report` of that trace.
 #
 #   scripts/demo.sh            # output in target/demo/
 set -euo pipefail
@@ -62,13 +63,20 @@ say "4. dsipc ps"
 
 say "5. dsipc info $PID"
 "$DSIPC" info "$PID"
+echo "('answered by' is the newest ProcessInfo command this runtime knows; the entrypoint"
+echo " assembly is empty because a native host, Python with pythonnet, started the runtime)"
 
-say "6. dsipc trace $PID --duration 3 -o $OUT/demo.nettrace"
-"$DSIPC" trace "$PID" --duration 3 -o "$OUT/demo.nettrace"
+say "6. dsipc trace $PID --duration 3 -o $OUT/demo.nettrace --force"
+"$DSIPC" trace "$PID" --duration 3 -o "$OUT/demo.nettrace" --force
 printf 'file: %s, %s bytes, starts with: ' "$OUT/demo.nettrace" "$(stat -c %s "$OUT/demo.nettrace")"
 head -c 8 "$OUT/demo.nettrace"; echo
 
-say "7. stop the target"
+say "7. dsipc report $OUT/demo.nettrace --top 5"
+"$DSIPC" report "$OUT/demo.nettrace" --top 5
+echo "(dsipc convert $OUT/demo.nettrace --format speedscope|pprof|folded|jsonl writes the"
+echo " samples for speedscope.app, go tool pprof, flamegraph.pl, or every event as JSON lines)"
+
+say "8. stop the target"
 cleanup
 trap - EXIT
 if kill -0 "$HOST" 2>/dev/null; then echo "target $PID still running"; else echo "target $PID stopped"; fi

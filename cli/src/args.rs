@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The parsed arguments of one subcommand.
 #[derive(Debug, Default)]
@@ -131,6 +132,76 @@ fn split_inline(arg: &OsStr) -> Option<(String, OsString)> {
         } else {
             None
         }
+    }
+}
+
+/// A process id: a positive integer.
+pub fn pid(value: &OsStr) -> Result<u32, UsageError> {
+    match value.to_str().map(str::parse::<u32>) {
+        Some(Ok(p)) if p > 0 => Ok(p),
+        _ => usage(format!(
+            "PID must be a positive integer, not {}",
+            show(value)
+        )),
+    }
+}
+
+/// The longest duration any option takes (about 31 years, far past any session).
+const MAX_SECONDS: f64 = 1e9;
+
+/// The one rule for every option that takes a time (`--duration`, `--timeout`,
+/// `--refresh-interval`): seconds, fractions allowed (`1.5`), or dotnet-trace's and
+/// dotnet-counters' `[dd:]hh:mm:ss` (seconds may have a fraction: `00:00:02.5`). Zero,
+/// negative or unreadable values are usage errors with one message.
+pub fn duration(what: &str, value: &OsStr) -> Result<Duration, UsageError> {
+    let bad = || {
+        usage(format!(
+            "{} wants a positive number of seconds (1.5) or dd:hh:mm:ss, not {}",
+            what,
+            show(value)
+        ))
+    };
+    let s = match value.to_str() {
+        Some(s) => s.trim(),
+        None => return bad(),
+    };
+    let seconds = if s.contains(':') {
+        let parts: Vec<&str> = s.split(':').collect();
+        if parts.len() < 3 || parts.len() > 4 {
+            return bad();
+        }
+        let (whole, last) = parts.split_at(parts.len() - 1);
+        let mut units = Vec::new();
+        for p in whole {
+            // Days, hours and minutes are whole numbers of digits.
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 9 {
+                return bad();
+            }
+            units.push(p.parse::<f64>().unwrap_or(f64::INFINITY));
+        }
+        let secs = match last[0].parse::<f64>() {
+            Ok(v) if last[0].bytes().all(|b| b.is_ascii_digit() || b == b'.') => v,
+            _ => return bad(),
+        };
+        let (days, hours, minutes) = match units[..] {
+            [d, h, m] => (d, h, m),
+            [h, m] => (0.0, h, m),
+            _ => return bad(),
+        };
+        if hours >= 24.0 && units.len() == 3 || minutes >= 60.0 || secs >= 60.0 {
+            return bad();
+        }
+        ((days * 24.0 + hours) * 60.0 + minutes) * 60.0 + secs
+    } else {
+        match s.parse::<f64>() {
+            Ok(v) => v,
+            Err(_) => return bad(),
+        }
+    };
+    if seconds.is_finite() && seconds > 0.0 && seconds < MAX_SECONDS {
+        Ok(Duration::from_secs_f64(seconds))
+    } else {
+        bad()
     }
 }
 
@@ -287,5 +358,50 @@ mod tests {
         assert!(p.value_os("--tmpdir").is_some());
         let unknown = vec![OsString::from_vec(b"--\xff".to_vec())];
         assert!(parse_os(&unknown, &[], &[]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+
+    fn d(s: &str) -> Result<Duration, UsageError> {
+        duration("--duration", OsStr::new(s))
+    }
+
+    #[test]
+    fn durations_take_seconds_or_dd_hh_mm_ss() {
+        assert_eq!(d("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(d("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(d("00:00:30").unwrap(), Duration::from_secs(30));
+        assert_eq!(d("00:01:30").unwrap(), Duration::from_secs(90));
+        assert_eq!(d("01:00:00:05").unwrap(), Duration::from_secs(86_405));
+        assert_eq!(d("00:00:00:02.5").unwrap(), Duration::from_millis(2500));
+        for bad in [
+            "0",
+            "-1",
+            "nan",
+            "inf",
+            "",
+            "1:2",
+            "00:00:60",
+            "00:60:00",
+            "00:00:00",
+            "a:b:c",
+            "1:2:3:4:5",
+            "00:-1:00",
+            "1e300",
+            "00:00:1e3",
+            " : : ",
+        ] {
+            let e = d(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{:?} was accepted", bad));
+            assert!(
+                e.0.contains("positive number of seconds (1.5) or dd:hh:mm:ss"),
+                "{}",
+                e.0
+            );
+        }
     }
 }

@@ -3,8 +3,11 @@
 mod args;
 mod convert;
 mod counters;
+mod error;
+mod help;
 mod json;
 mod monitor;
+mod output;
 mod providers;
 mod ps;
 mod term;
@@ -21,93 +24,8 @@ use dsipc::wire::Guid;
 use dsipc_std::{DiagnosticsClient, Error, ProcessInfo};
 
 use args::{parse_os, show, usage, Parsed, UsageError};
+use error::{CliError, CliResult};
 use term::{clean, note};
-
-const USAGE: &str = "\
-dsipc: talk to .NET runtimes over the Diagnostic IPC protocol
-
-usage: dsipc COMMAND [ARGS] [--tmpdir DIR] [--timeout SECS]
-
-commands:
-  ps                               list diagnosable processes: pid, command line, socket
-  info PID [--json]                process information (ProcessInfo3, 2 or 1)
-  env PID [--max-bytes N]          the process environment, one NAME=VALUE per line
-                                   (refused when the runtime announces more than N
-                                   bytes; default 16 MiB)
-  setenv PID NAME VALUE            set an environment variable in the process
-  setenv PID NAME --unset          remove it
-  resume PID                       resume a runtime paused at startup
-  trace PID -o FILE [--providers SPEC] [--duration SECS] [--no-rundown] [--buffer-mb N]
-        [--format speedscope|folded|pprof]
-                                   EventPipe trace to a .nettrace file; stops at the
-                                   duration or on Ctrl-C (StopTracing, then drains; a
-                                   second Ctrl-C keeps what was received and exits).
-                                   FILE is only written once the session has started.
-                                   --format also writes the profile, built while the
-                                   stream arrives, beside FILE (same stem, .speedscope.json,
-                                   .folded or .pb.gz). On a terminal a progress line shows
-                                   time, MiB, events, samples and lost events
-  dump PID -o PATH [--type normal|heap|triage|full]
-                                   write a dump (PATH as the target process sees it)
-  perfmap PID enable|disable [--type all|jitdump|perfmap]
-  startup-hook PID PATH            load a startup hook assembly
-  attach-profiler PID --clsid GUID --path PATH [--data HEX]
-  convert FILE [--format jsonl|folded|speedscope|pprof] [-o OUT|-] [--managed-only]
-                                   convert a .nettrace file: events as JSON lines, or its
-                                   CPU samples as folded stacks, speedscope or gzipped
-                                   pprof (default speedscope; default OUT beside FILE)
-  report FILE [--top N] [--managed-only]
-                                   top N (default 10) methods by exclusive and inclusive
-                                   CPU samples
-                                   convert and report stop with an error naming the limit
-                                   when a trace goes past one: --max-metadata N (records,
-                                   default 100000), --max-threads N (sampled threads,
-                                   default 100000), --max-stack-frames N (default 4096)
-  monitor --listen PATH [--resume] [--json] [--max-connections N]
-          [--metrics ADDR [--counters LIST] [--refresh-interval SECS]]
-                                   reverse diagnostic port: runtimes started with
-                                   DOTNET_DiagnosticPorts=PATH,connect[,suspend] connect
-                                   here; one line per Advertise (pid, cookie); --resume
-                                   resumes suspended runtimes; Ctrl-C removes the socket
-                                   (on Windows PATH is a pipe name). Connections are
-                                   served at once, each with --timeout to advertise and
-                                   to answer the resume; past N held connections
-                                   (default 1000) the oldest idle one is closed;
-                                   --metrics serves the counters of every runtime seen
-                                   at http://ADDR/metrics
-  counters monitor|collect|export PID... [--counters LIST] [--refresh-interval SECS]
-                                   live counters (dotnet-counters); see dsipc counters --help
-
-options for every command:
-  --tmpdir DIR     look for diagnostic sockets only in DIR (default: the target's TMPDIR,
-                   /tmp, and /proc/PID/root for other mount namespaces)
-  --timeout SECS   the command's whole time budget with the runtime: connecting, every
-                   reply, and every fallback to an older command version together
-                   (default 10; 3 for ps, all probes in parallel; 120 for dump). For
-                   trace it bounds the start, the StopTracing reply, and the drain after
-                   the stop was answered; the session itself runs until stopped
-
-SPEC is dotnet-trace's Name[:Keywords[:Level[:Args]]],... (keywords in hex, level 0-5 or
-a name). Without --providers: Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4 and
-Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4 (dotnet-trace's cpu-sampling profile).
-
-Text from runtimes is printed with control characters escaped (\\n, \\x1b, ...).
-
-Exit status: 0 on success; 1 when the command failed (including a trace whose stream
-ended before any stop without its end-of-stream marker, or did not end after the stop:
-the bytes received stay in FILE); 2 on a usage error; 130 when a trace was interrupted
-by a second Ctrl-C (what was received is kept); 141 when standard output was closed
-(broken pipe), silently.
-";
-
-impl From<convert::Failure> for CliError {
-    fn from(f: convert::Failure) -> Self {
-        match f {
-            convert::Failure::Usage(m) => CliError::Usage(m),
-            convert::Failure::Failed(m) => CliError::Other(m),
-        }
-    }
-}
 
 /// Every argument as text, or a usage error naming `what`.
 fn texts(what: &str, args: &[OsString]) -> Result<Vec<String>, UsageError> {
@@ -115,37 +33,6 @@ fn texts(what: &str, args: &[OsString]) -> Result<Vec<String>, UsageError> {
         .map(|a| args::text(what, a).map(str::to_string))
         .collect()
 }
-
-/// Why a command failed.
-enum CliError {
-    Usage(String),
-    Ipc(Error),
-    Other(String),
-    /// An I/O error (a broken pipe on stdout ends the command quietly).
-    Io(io::Error),
-    /// Already reported: exit with this status.
-    Exit(u8),
-}
-
-impl From<UsageError> for CliError {
-    fn from(e: UsageError) -> Self {
-        CliError::Usage(e.0)
-    }
-}
-
-impl From<Error> for CliError {
-    fn from(e: Error) -> Self {
-        CliError::Ipc(e)
-    }
-}
-
-impl From<io::Error> for CliError {
-    fn from(e: io::Error) -> Self {
-        CliError::Io(e)
-    }
-}
-
-type CliResult = Result<(), CliError>;
 
 /// Options shared by every command.
 struct Common {
@@ -156,7 +43,7 @@ struct Common {
 impl Common {
     fn from(p: &Parsed) -> Result<Common, UsageError> {
         let timeout = match p.value_os("--timeout") {
-            Some(t) => Some(parse_seconds("--timeout", t)?),
+            Some(t) => Some(args::duration("--timeout", t)?),
             None => None,
         };
         Ok(Common {
@@ -176,24 +63,6 @@ impl Common {
     }
 }
 
-fn parse_seconds(what: &str, s: &OsStr) -> Result<Duration, UsageError> {
-    match s.to_str().map(str::parse::<f64>) {
-        Some(Ok(v)) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Duration::from_secs_f64(v)),
-        _ => usage(format!(
-            "{} wants a positive number of seconds, not {}",
-            what,
-            show(s)
-        )),
-    }
-}
-
-fn parse_pid(s: &OsStr) -> Result<u32, UsageError> {
-    match s.to_str().map(str::parse::<u32>) {
-        Some(Ok(p)) if p > 0 => Ok(p),
-        _ => usage(format!("PID must be a positive integer, not {}", show(s))),
-    }
-}
-
 /// Makes a path absolute against the current directory (the runtime resolves relative
 /// paths against its own), as text (the runtime takes UTF-16). Empty paths are refused.
 fn absolute(what: &str, path: &OsStr) -> Result<String, CliError> {
@@ -203,7 +72,7 @@ fn absolute(what: &str, path: &OsStr) -> Result<String, CliError> {
         p
     } else {
         std::env::current_dir()
-            .map_err(|e| CliError::Other(format!("cannot read the current directory: {}", e)))?
+            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {}", e)))?
             .join(p)
     };
     match abs.into_os_string().into_string() {
@@ -229,25 +98,13 @@ fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
     match run(argv) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(CliError::Usage(msg)) => {
-            note!("dsipc: {} (see dsipc --help)", clean(&msg));
-            ExitCode::from(2)
+        Err(e) => {
+            let (code, message) = e.report();
+            if let Some(m) = message {
+                note!("dsipc: {}", clean(&m));
+            }
+            ExitCode::from(code)
         }
-        Err(CliError::Ipc(e)) => {
-            note!("dsipc: {}", clean(&e.to_string()));
-            ExitCode::from(1)
-        }
-        Err(CliError::Other(msg)) => {
-            note!("dsipc: {}", clean(&msg));
-            ExitCode::from(1)
-        }
-        // Whoever read our output has gone: leave quietly, as if killed by SIGPIPE.
-        Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::from(141),
-        Err(CliError::Io(e)) => {
-            note!("dsipc: cannot write the output: {}", clean(&e.to_string()));
-            ExitCode::from(1)
-        }
-        Err(CliError::Exit(code)) => ExitCode::from(code),
     }
 }
 
@@ -258,7 +115,7 @@ fn run(argv: Vec<OsString>) -> CliResult {
     while i < argv.len() && argv[i].to_string_lossy().starts_with('-') {
         let a = argv[i].to_string_lossy().into_owned();
         if a == "-h" || a == "--help" {
-            return print_out(USAGE);
+            return print_out(&format!("{}\n{}", help::GLOBAL, help::COMMON));
         }
         if a == "-V" || a == "--version" {
             return print_out(&format!("dsipc {}\n", env!("CARGO_PKG_VERSION")));
@@ -291,11 +148,7 @@ fn run(argv: Vec<OsString>) -> CliResult {
         .take_while(|a| *a != "--")
         .any(|a| a == "-h" || a == "--help")
     {
-        return print_out(if command == "counters" {
-            counters::USAGE
-        } else {
-            USAGE
-        });
+        return command_help(&command);
     }
     match command.as_str() {
         "ps" => cmd_ps(&rest),
@@ -310,24 +163,29 @@ fn run(argv: Vec<OsString>) -> CliResult {
         "attach-profiler" => cmd_attach_profiler(&rest),
         // These parse text arguments.
         "monitor" => monitor::cmd_monitor(&texts("every monitor argument", &rest)?),
-        "convert" => {
-            convert::cmd_convert(&texts("every convert argument", &rest)?).map_err(CliError::from)
-        }
-        "report" => {
-            convert::cmd_report(&texts("every report argument", &rest)?).map_err(CliError::from)
-        }
-        "counters" => {
-            counters::cmd_counters(&texts("every counters argument", &rest)?).map_err(|e| match e {
-                counters::CountersError::Usage(m) => CliError::Usage(m),
-                counters::CountersError::Failed(m) => CliError::Other(m),
-            })
-        }
+        "convert" => convert::cmd_convert(&texts("every convert argument", &rest)?),
+        "report" => convert::cmd_report(&texts("every report argument", &rest)?),
+        "counters" => counters::cmd_counters(&texts("every counters argument", &rest)?),
         // Subcommands to come go here, each as a `cmd_*` function taking the arguments
         // after the command name.
-        "help" => print_out(USAGE),
+        "help" => match rest.first() {
+            Some(c) => command_help(&c.to_string_lossy()),
+            None => print_out(&format!("{}\n{}", help::GLOBAL, help::COMMON)),
+        },
         _ => Err(CliError::Usage(format!(
             "unknown command {}",
             show(OsStr::new(&command))
+        ))),
+    }
+}
+
+/// `dsipc COMMAND --help`: the command's own help; an unknown command is a usage error.
+fn command_help(command: &str) -> CliResult {
+    match help::command(command) {
+        Some(text) => print_out(&format!("{}\n{}", text, help::COMMON)),
+        None => Err(CliError::Usage(format!(
+            "unknown command {}",
+            show(OsStr::new(command))
         ))),
     }
 }
@@ -342,7 +200,7 @@ fn pid_command(
     let p = parse_os(rest, values, flags)?;
     p.expect_positionals(names)?;
     let common = Common::from(&p)?;
-    let pid = parse_pid(&p.positionals[0])?;
+    let pid = args::pid(&p.positionals[0])?;
     Ok((p, common, pid))
 }
 
@@ -437,7 +295,7 @@ fn cmd_env(rest: &[OsString]) -> CliResult {
         }
     });
     if let Some(e) = failed {
-        return Err(CliError::Io(e));
+        return Err(CliError::from(e));
     }
     let flushed = out.flush();
     result?;
@@ -454,7 +312,7 @@ fn cmd_setenv(rest: &[OsString]) -> CliResult {
     } else {
         p.expect_positionals(&["PID", "NAME", "VALUE (or --unset)"])?;
     }
-    let pid = parse_pid(&p.positionals[0])?;
+    let pid = args::pid(&p.positionals[0])?;
     let name = args::text("NAME", &p.positionals[1])?;
     if name.is_empty() || name.contains('=') {
         return Err(CliError::Usage(
@@ -600,17 +458,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hex_and_seconds() {
+    fn hex_and_pids() {
         assert_eq!(parse_hex("0x0aFF").unwrap(), vec![0x0a, 0xff]);
         assert!(parse_hex("abc").is_err());
         assert!(parse_hex("zz").is_err());
-        assert_eq!(
-            parse_seconds("x", OsStr::new("1.5")).unwrap(),
-            Duration::from_millis(1500)
-        );
-        assert!(parse_seconds("x", OsStr::new("-1")).is_err());
-        assert!(parse_seconds("x", OsStr::new("nan")).is_err());
-        assert!(parse_pid(OsStr::new("0")).is_err());
+        assert!(args::pid(OsStr::new("0")).is_err());
     }
 
     #[test]

@@ -219,6 +219,8 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
             "--metrics",
             "--counters",
             "--refresh-interval",
+            "--max-time-series",
+            "--max-histograms",
         ],
         &["--resume", "--json"],
     )?;
@@ -247,11 +249,7 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
         timeout: common.timeout_or(dsipc_std::DEFAULT_TIMEOUT),
         max_connections,
     };
-    let metrics = crate::counters::monitor_metrics(&p, common.tmpdir.clone(), options.timeout)
-        .map_err(|e| match e {
-            crate::counters::CountersError::Usage(m) => CliError::Usage(m),
-            crate::counters::CountersError::Failed(m) => CliError::Other(m),
-        })?;
+    let metrics = crate::counters::monitor_metrics(&p, common.tmpdir.clone(), options.timeout)?;
     RESUMING.store(options.resume, std::sync::atomic::Ordering::SeqCst);
     *METRICS.lock().unwrap_or_else(|p| p.into_inner()) = metrics;
     let result = engine::run(&options);

@@ -68,6 +68,51 @@ fn probe_all(endpoints: &[PathBuf], deadline: Instant) -> Vec<Probe> {
         .collect()
 }
 
+/// One row of the table.
+struct Row {
+    pid: u32,
+    endpoint: String,
+    command: String,
+}
+
+/// Prints the table: PID, the endpoint (as wide as the widest), then the command line last
+/// (any length without pushing a column out of line). A command in `[...]` came from
+/// `/proc` (the runtime has no ProcessInfo); a line on stderr says so when one is shown.
+fn print_table(endpoint_title: &str, rows: &[Row]) -> CliResult {
+    let width = rows
+        .iter()
+        .map(|r| r.endpoint.chars().count())
+        .chain(std::iter::once(endpoint_title.len()))
+        .max()
+        .unwrap_or(0);
+    let out = io::stdout();
+    let mut out = io::BufWriter::new(out.lock());
+    writeln!(
+        out,
+        "{:<8} {:<width$} COMMAND",
+        "PID",
+        endpoint_title,
+        width = width
+    )?;
+    for r in rows {
+        writeln!(
+            out,
+            "{:<8} {:<width$} {}",
+            r.pid,
+            r.endpoint,
+            r.command,
+            width = width
+        )?;
+    }
+    out.flush()?;
+    if rows.iter().any(|r| r.command.starts_with('[')) {
+        crate::term::note!(
+            "dsipc: [...] is the command line from /proc: that runtime (.NET Core 3.x) has no ProcessInfo command"
+        );
+    }
+    Ok(())
+}
+
 #[cfg(unix)]
 pub(crate) fn ps(common: &Common) -> CliResult {
     let timeout = common.timeout_or(Duration::from_secs(3));
@@ -75,28 +120,26 @@ pub(crate) fn ps(common: &Common) -> CliResult {
     let procs = dsipc_std::unix::list_processes(common.tmpdir.as_deref())?;
     let sockets: Vec<PathBuf> = procs.iter().map(|p| p.socket.clone()).collect();
     let probes = probe_all(&sockets, deadline);
-    let out = io::stdout();
-    let mut out = io::BufWriter::new(out.lock());
-    writeln!(out, "{:<8} {:<48} SOCKET", "PID", "COMMAND")?;
-    for (proc, probe) in procs.iter().zip(probes) {
-        let command = match probe {
-            Probe::Command(c) => c,
-            // .NET Core 3.x has no ProcessInfo: show what /proc says, in brackets.
-            Probe::NotSupported => proc_cmdline(proc.pid)
-                .map(|c| format!("[{}]", c))
-                .unwrap_or_else(|| "-".into()),
-            Probe::Failed => "-".into(),
-        };
-        writeln!(
-            out,
-            "{:<8} {:<48} {}",
-            proc.pid,
-            clean(&command),
-            clean(&proc.socket.to_string_lossy())
-        )?;
-    }
-    out.flush()?;
-    Ok(())
+    let rows: Vec<Row> = procs
+        .iter()
+        .zip(probes)
+        .map(|(proc, probe)| {
+            let command = match probe {
+                Probe::Command(c) => clean(&c).into_owned(),
+                // .NET Core 3.x has no ProcessInfo: show what /proc says, in brackets.
+                Probe::NotSupported => proc_cmdline(proc.pid)
+                    .map(|c| format!("[{}]", clean(&c)))
+                    .unwrap_or_else(|| "-".into()),
+                Probe::Failed => "-".into(),
+            };
+            Row {
+                pid: proc.pid,
+                endpoint: clean(&proc.socket.to_string_lossy()).into_owned(),
+                command,
+            }
+        })
+        .collect();
+    print_table("SOCKET", &rows)
 }
 
 #[cfg(unix)]
@@ -119,35 +162,30 @@ pub(crate) fn ps(common: &Common) -> CliResult {
     let timeout = common.timeout_or(Duration::from_secs(3));
     let deadline = Instant::now() + timeout;
     let (procs, method) = dsipc_std::windows::list_processes_with_method()
-        .map_err(|e| CliError::Other(e.to_string()))?;
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     if method == dsipc_std::windows::ListMethod::ProcessProbe {
         note!(r"dsipc: \\.\pipe\ cannot be listed here; probed the pipe of every process");
     }
     let pipes: Vec<PathBuf> = procs.iter().map(|p| p.pipe.clone()).collect();
     let probes = probe_all(&pipes, deadline);
-    let out = io::stdout();
-    let mut out = io::BufWriter::new(out.lock());
-    writeln!(out, "{:<8} {:<48} PIPE", "PID", "COMMAND")?;
-    for (proc, probe) in procs.iter().zip(probes) {
-        let command = match probe {
-            Probe::Command(c) => c,
-            _ => "-".into(),
-        };
-        writeln!(
-            out,
-            "{:<8} {:<48} {}",
-            proc.pid,
-            clean(&command),
-            clean(&proc.pipe.to_string_lossy())
-        )?;
-    }
-    out.flush()?;
-    Ok(())
+    let rows: Vec<Row> = procs
+        .iter()
+        .zip(probes)
+        .map(|(proc, probe)| Row {
+            pid: proc.pid,
+            endpoint: clean(&proc.pipe.to_string_lossy()).into_owned(),
+            command: match probe {
+                Probe::Command(c) => clean(&c).into_owned(),
+                _ => "-".into(),
+            },
+        })
+        .collect();
+    print_table("PIPE", &rows)
 }
 
 #[cfg(not(any(unix, windows)))]
 pub(crate) fn ps(_common: &Common) -> CliResult {
-    Err(CliError::Other(
+    Err(CliError::Failed(
         "ps is only implemented on Unix and Windows".into(),
     ))
 }

@@ -1,10 +1,10 @@
 //! `dsipc trace`: an EventPipe session into a `.nettrace` file.
 //!
-//! Nothing on disk changes unless the session started: an existing FILE is opened (not
-//! truncated) before the session and truncated only after the runtime's OK reply; a new
-//! FILE is written as a temporary file created beside it, linked into place after the OK
-//! reply (never replacing anything), and removed if the session does not start. Nothing
-//! this command did not create is ever removed.
+//! Nothing on disk changes unless the session started: FILE (and the profile with
+//! `--format`) follow the CLI's one output policy ([`crate::output`]): a temporary file
+//! beside FILE, put in place after the runtime's OK reply and removed if the session does
+//! not start; an existing FILE is replaced only with `--force`. Nothing this command did
+//! not create is ever removed.
 //!
 //! The stream is also parsed as it arrives (a [`LiveProfile`]: the receive buffer is bounded
 //! by the parser's maximum block size, memory by the distinct metadata, methods and stacks,
@@ -18,9 +18,8 @@
 //! warning says the counts stopped.
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -30,161 +29,12 @@ use dsipc_std::{Control, DiagnosticsClient, Endpoint, Error, TraceSession};
 
 use crate::convert::live::{self, LiveCounts, LiveProfile, ProfileFormat};
 use crate::convert::Selection;
+use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
-use crate::{args, parse_seconds, pid_command, print_out, providers, CliError, CliResult};
+use crate::{args, pid_command, print_out, providers, CliError, CliResult};
 
 /// The nettrace stream's last two bytes: the last object's end tag, then end-of-stream.
 const END_OF_STREAM: [u8; 2] = [0x06, 0x01];
-
-/// Where the trace goes, prepared before the session starts.
-enum Output {
-    /// FILE existed: opened for writing, not truncated yet.
-    Existing { file: File, regular: bool },
-    /// FILE did not exist: a temporary file this command created beside it.
-    New { file: File, temp: PathBuf },
-}
-
-fn display(path: &Path) -> String {
-    clean(&path.to_string_lossy()).into_owned()
-}
-
-/// Opens `path` for writing without creating or truncating it (and, on Unix, without
-/// blocking on a FIFO nobody reads).
-fn open_existing(path: &Path) -> io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.write(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = o.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::io::AsRawFd;
-        let fd = file.as_raw_fd();
-        // SAFETY: fcntl on a descriptor this function owns.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags >= 0 {
-                libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-            }
-        }
-    }
-    Ok(file)
-}
-
-impl Output {
-    /// Checks that FILE can be written, changing nothing a user could see at FILE.
-    fn prepare(path: &Path) -> Result<Output, CliError> {
-        let cannot =
-            |e: io::Error| CliError::Other(format!("cannot write {}: {}", display(path), e));
-        match fs::metadata(path) {
-            Ok(meta) if meta.is_dir() => Err(CliError::Other(format!(
-                "cannot write {}: it is a directory",
-                display(path)
-            ))),
-            Ok(meta) => {
-                let file = open_existing(path).map_err(cannot)?;
-                Ok(Output::Existing {
-                    file,
-                    regular: meta.is_file(),
-                })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // "DIR/" names a directory that does not exist, not a file to create.
-                if path
-                    .as_os_str()
-                    .to_string_lossy()
-                    .ends_with(std::path::is_separator)
-                {
-                    return Err(CliError::Other(format!(
-                        "cannot write {}: no such directory (and a trace is a file)",
-                        display(path)
-                    )));
-                }
-                if fs::symlink_metadata(path).is_ok() {
-                    return Err(CliError::Other(format!(
-                        "cannot write {}: it is a symbolic link to nothing",
-                        display(path)
-                    )));
-                }
-                let (file, temp) = create_temp_beside(path).map_err(cannot)?;
-                Ok(Output::New { file, temp })
-            }
-            Err(e) => Err(cannot(e)),
-        }
-    }
-
-    /// The session started: FILE becomes the trace.
-    fn commit(self, path: &Path) -> Result<File, CliError> {
-        match self {
-            Output::Existing { file, regular } => {
-                if regular {
-                    file.set_len(0).map_err(|e| {
-                        CliError::Other(format!("cannot truncate {}: {}", display(path), e))
-                    })?;
-                }
-                Ok(file)
-            }
-            Output::New { file, temp } => {
-                // A link never replaces a file that appeared meanwhile; where links are
-                // not supported, rename.
-                let placed = match fs::hard_link(&temp, path) {
-                    Ok(()) => fs::remove_file(&temp),
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
-                    Err(_) => fs::rename(&temp, path),
-                };
-                match placed {
-                    Ok(()) => Ok(file),
-                    Err(e) => {
-                        let _ = fs::remove_file(&temp);
-                        Err(CliError::Other(format!(
-                            "cannot create {}: {}",
-                            display(path),
-                            e
-                        )))
-                    }
-                }
-            }
-        }
-    }
-
-    /// The session did not start: undo what this command created, nothing else.
-    fn abandon(self) {
-        if let Output::New { file, temp } = self {
-            drop(file);
-            let _ = fs::remove_file(&temp);
-        }
-    }
-}
-
-/// Creates a new temporary file beside `path` (never an existing one).
-fn create_temp_beside(path: &Path) -> io::Result<(File, PathBuf)> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    // A long name leaves no room for the suffix (NAME_MAX is 255 bytes): use a short one.
-    let base = path
-        .file_name()
-        .filter(|n| n.len() <= 200)
-        .map(|n| n.to_os_string())
-        .unwrap_or_else(|| OsString::from("trace"));
-    let mut last = None;
-    for n in 0..100u32 {
-        let mut name = OsString::from(".");
-        name.push(&base);
-        name.push(format!(".dsipc-{}-{}.tmp", std::process::id(), n));
-        let temp = dir.join(name);
-        match OpenOptions::new().write(true).create_new(true).open(&temp) {
-            Ok(f) => return Ok((f, temp)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::AlreadyExists, "no free name")))
-}
 
 /// What the drain saw.
 struct Seen {
@@ -286,8 +136,9 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             "--buffer-mb",
             "--format",
         ],
-        &["--no-rundown"],
+        &["--no-rundown", "--force"],
     )?;
+    let force = p.flag("--force");
     let output = match p.value_alias("-o", "--output")? {
         Some(o) => args::path("-o FILE", o)?,
         None => return Err(CliError::Usage("trace needs -o FILE".into())),
@@ -297,7 +148,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         None => providers::default_providers(),
     };
     let duration = match p.value_os("--duration") {
-        Some(d) => Some(parse_seconds("--duration", d)?),
+        Some(d) => Some(args::duration("--duration", d)?),
         None => None,
     };
     let buffer_mb = match p.value_os("--buffer-mb") {
@@ -321,7 +172,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             )));
         }
         if dest.is_dir() {
-            return Err(CliError::Other(format!(
+            return Err(CliError::Failed(format!(
                 "cannot write the profile {}: it is a directory",
                 display(dest)
             )));
@@ -330,11 +181,24 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
 
     term::catch_interrupts();
-    let prepared = Output::prepare(&output)?;
+    let mut out = Output::create(&output, force)?;
+    let profile_out = match &profile_dest {
+        Some(dest) => match Output::create(dest, force) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                out.abandon();
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     let mut session = match start(&client, &specs, buffer_mb, rundown) {
         Ok(s) => s,
         Err(e) => {
-            prepared.abandon();
+            out.abandon();
+            if let Some(o) = profile_out {
+                o.abandon();
+            }
             return match e {
                 Error::Aborted => {
                     note!("dsipc: interrupted before the session started; nothing was written");
@@ -345,8 +209,13 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         }
     };
     // Dropping the session on an error below closes its connection: the runtime ends it.
-    let file = prepared.commit(&output)?;
-    let mut out = BufWriter::with_capacity(256 * 1024, file);
+    if let Err(e) = out.place() {
+        out.abandon();
+        if let Some(o) = profile_out {
+            o.abandon();
+        }
+        return Err(e);
+    }
 
     let tty = term::stderr_is_terminal();
     note!(
@@ -390,7 +259,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             |data| {
                 seen.push(data);
                 let _ = live.borrow_mut().feed(data);
-                out.write_all(data).map_err(|e| {
+                out.writer().write_all(data).map_err(|e| {
                     let kept = io::Error::new(e.kind(), e.to_string());
                     write_error = Some(e);
                     kept
@@ -455,8 +324,8 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         note!("{}", last);
     }
     let traced = finish_trace(&output, out, received, elapsed, result, &seen, write_error);
-    let profiled = match (format, profile_dest) {
-        (Some(format), Some(dest)) => write_profile(live, format, &dest, &output),
+    let profiled = match (format, profile_dest, profile_out) {
+        (Some(format), Some(dest), Some(o)) => write_profile(live, format, o, &dest, &output),
         _ => {
             if let Some(problem) = &parse_problem {
                 note!(
@@ -472,11 +341,18 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
 
 /// Writes the profile of what `live` parsed to `dest`; fails if the stream did not parse
 /// (the trace itself is kept either way).
-fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &Path) -> CliResult {
+fn write_profile(
+    live: LiveProfile,
+    format: ProfileFormat,
+    out: Output,
+    dest: &Path,
+    trace: &Path,
+) -> CliResult {
     let problem = live.error().map(|e| e.to_string());
     let truncated = live.error().map_or(false, |e| e.is_truncation());
     let peak = live.stream().peak_buffer();
     if live.analyzer().info().is_none() {
+        out.abandon();
         note!(
             "dsipc: no profile written: the stream did not parse: {}",
             clean(problem.as_deref().unwrap_or("no trace header"))
@@ -493,7 +369,7 @@ fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &
         Selection {
             managed_only: false,
         },
-        dest,
+        out,
         &name,
     ) {
         Ok(what) => note!(
@@ -503,7 +379,7 @@ fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &
             (peak + 1023) / 1024
         ),
         Err(e) => {
-            note!("dsipc: no profile written: {}", clean(&e));
+            note!("dsipc: no profile written: {}", clean(&e.to_string()));
             return Err(CliError::Exit(1));
         }
     }
@@ -529,7 +405,7 @@ fn write_profile(live: LiveProfile, format: ProfileFormat, dest: &Path, trace: &
 /// Flushes the trace and reports how the session ended.
 fn finish_trace(
     output: &Path,
-    mut out: BufWriter<File>,
+    mut out: Output,
     received: u64,
     elapsed: f64,
     result: Result<u64, Error>,
@@ -537,7 +413,7 @@ fn finish_trace(
     write_error: Option<io::Error>,
 ) -> CliResult {
     // Whatever happened, keep what was received.
-    let flushed = out.flush();
+    let flushed = out.writer().flush();
     drop(out);
     let kept = |what: &str| {
         format!(
@@ -548,14 +424,14 @@ fn finish_trace(
         )
     };
     if let Err(e) = flushed {
-        return Err(CliError::Other(format!(
+        return Err(CliError::Failed(format!(
             "cannot write {}: {}",
             display(output),
             e
         )));
     }
     if let Some(e) = write_error {
-        return Err(CliError::Other(format!(
+        return Err(CliError::Failed(format!(
             "cannot write {}: {}; the session was abandoned",
             display(output),
             e
@@ -641,38 +517,5 @@ mod tests {
         assert!(!seen(&[b"\x01"]).ended_cleanly());
         assert!(!seen(&[]).ended_cleanly());
         assert!(!seen(&[b"\x06\x01", b"\x07"]).ended_cleanly());
-    }
-
-    #[test]
-    fn a_refused_session_leaves_an_existing_file_and_removes_only_its_temp() {
-        let dir = std::env::temp_dir().join(format!("dsipc-trace-unit-{}", std::process::id()));
-        // A failed earlier run (process ids repeat, under wine too) may have left it.
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        let existing = dir.join("f");
-        fs::write(&existing, b"keep").unwrap();
-        Output::prepare(&existing).ok().unwrap().abandon();
-        assert_eq!(fs::read(&existing).unwrap(), b"keep");
-        let new = dir.join("new");
-        let prepared = Output::prepare(&new).ok().unwrap();
-        assert!(!new.exists());
-        prepared.abandon();
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
-        let prepared = Output::prepare(&new).ok().unwrap();
-        let mut file = prepared.commit(&new).ok().unwrap();
-        file.write_all(b"trace").unwrap();
-        // On Windows the temporary name, deleted while open, goes when the file closes.
-        drop(file);
-        assert_eq!(fs::read(&new).unwrap(), b"trace");
-        let file = Output::prepare(&existing)
-            .ok()
-            .unwrap()
-            .commit(&existing)
-            .ok()
-            .unwrap();
-        drop(file);
-        assert_eq!(fs::read(&existing).unwrap(), b"");
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 2);
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

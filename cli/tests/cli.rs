@@ -267,10 +267,68 @@ fn netcore31_info_fails_with_one_line_naming_the_hresult() {
     // ps still lists it (without ProcessInfo: the command line comes from /proc).
     let r = dsipc_limit(&["ps"], LIMIT);
     let pid = host.pid.to_string();
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
+        .unwrap_or_else(|| panic!("pid {} not listed:\n{}", pid, r.stdout));
+    // The bracketed command line is explained, and it comes last: the columns stay aligned.
+    let header = r.stdout.lines().next().unwrap();
+    let command_at = header.find("COMMAND").unwrap();
+    assert_eq!(
+        line[command_at..].chars().next(),
+        Some('['),
+        "{}\n{}",
+        header,
+        line
+    );
+    assert!(header.find("SOCKET").unwrap() < command_at, "{}", header);
+    assert!(
+        r.stderr.contains("[...] is the command line from /proc"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn each_command_has_its_own_help_and_unknown_ones_are_usage_errors() {
+    for (command, words) in [
+        ("trace", "usage: dsipc trace PID -o FILE"),
+        ("counters", "usage: dsipc counters monitor PID"),
+        ("convert", "--max-stack-frames"),
+        ("ps", "16 at a time"),
+    ] {
+        let r = dsipc_limit(&[command, "--help"], LIMIT);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert!(r.stdout.contains(words), "{}: {}", command, r.stdout);
+        assert!(
+            !r.stdout.contains("commands:"),
+            "{}: the global list",
+            command
+        );
+        assert!(r.stdout.contains("Exit status"), "{}", r.stdout);
+    }
+    let r = dsipc_limit(&["help", "report"], LIMIT);
+    assert!(
+        r.stdout.contains("usage: dsipc report FILE"),
+        "{}",
+        r.stdout
+    );
+    for args in [&["serve", "--help"][..], &["help", "serve"]] {
+        let r = dsipc_limit(args, LIMIT);
+        assert_eq!(r.code, Some(2), "{:?}", args);
+        assert!(r.stdout.is_empty());
+        assert!(
+            r.stderr.contains("unknown command \"serve\""),
+            "{}",
+            r.stderr
+        );
+    }
+    let r = dsipc_limit(&["--help"], LIMIT);
+    assert!(r.stdout.contains("commands:"), "{}", r.stdout);
     assert!(
         r.stdout
-            .lines()
-            .any(|l| l.split_whitespace().next() == Some(pid.as_str())),
+            .contains("counters monitor PID | collect PID | export PID..."),
         "{}",
         r.stdout
     );

@@ -120,11 +120,19 @@ fn collect_csv_net8_system_runtime_and_meter_rate() {
     let full: Vec<f64> = rates[1..].to_vec();
     let mean = full.iter().sum::<f64>() / full.len() as f64;
     assert!((45.0..=55.0).contains(&mean), "rates {:?}", rates);
-    // Never overwrites what it did not create.
+    // Never replaces what it did not create, unless --force says so.
     let again = collect(&pid, &["--duration", "1", "-o", s(&out)]);
     assert_eq!(again.code, Some(1));
     assert!(again.stderr.contains("exists"), "{}", again.stderr);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), csv);
+    // A duration shorter than the first publication (~2 s on .NET 8) still gets the first
+    // values, as dotnet-counters does; dd:hh:mm:ss as dotnet-counters takes it.
+    let forced = collect(
+        &pid,
+        &["--duration", "00:00:01.5", "-o", s(&out), "--force"],
+    );
+    assert_eq!(forced.code, Some(0), "{}", forced.stderr);
+    assert_ne!(std::fs::read_to_string(&out).unwrap(), csv);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -161,7 +169,7 @@ fn collect_from_a_runtime_that_never_publishes_fails() {
     let h = host("netcore31", &[]);
     let pid = h.pid().to_string();
     let r = collect(&pid, &["-o", "-"]);
-    r.assert_exit(1, &["no counters received in 10 s"]);
+    r.assert_exit(1, &["no counters received in 10.0 s"]);
     // The file (stdout here) is still complete: the header, no rows.
     assert_eq!(
         r.stdout,
@@ -379,7 +387,7 @@ fn export_is_scraped_by_prometheus_and_drops_exited_runtimes() {
     let p31: String = h31.pid().to_string();
     let export = ["counters", "export", &p8, &p31, "--listen", "127.0.0.1:0"];
     let mut live = every_second(&[&export[..], &["--counters", "System.Runtime,MyMeter"]].concat());
-    let line = live.wait_stdout("/metrics\n", LIMIT);
+    let line = live.stderr_line("dsipc: metrics on http://", LIMIT);
     let addr = line
         .split("http://")
         .nth(1)
@@ -463,7 +471,7 @@ fn lib_session(
     let client = dsipc_std::DiagnosticsClient::for_pid(pid)
         .unwrap()
         .with_timeout(Duration::from_secs(10));
-    let mut config = CountersConfig::new(CounterSet::parse(list).unwrap(), 1, Some(8));
+    let mut config = CountersConfig::new(CounterSet::parse(list).unwrap(), 1.0, Some(8));
     edit(&mut config);
     CounterSession::start(&client, &config).expect("start the counters session")
 }
@@ -574,7 +582,7 @@ fn library_session_surfaces_limit_and_multiple_session_errors() {
         CounterEvent::Sample(_) => Some(()),
         _ => None,
     });
-    let b = lib_session(h.pid(), "MyMeter", |c| c.interval_secs = 2);
+    let b = lib_session(h.pid(), "MyMeter", |c| c.interval_secs = 2.0);
     let msg = wait_event(&b, LIMIT, |ev| match ev {
         CounterEvent::Notice(Notice::MultipleSessionsConfiguredIncorrectly { message }) => {
             Some(message.clone())
@@ -657,8 +665,22 @@ fn counters_usage_errors() {
             "--format is csv or json",
         ),
         (
-            &["counters", "monitor", "1", "--refresh-interval", "0.5"][..],
-            "whole seconds",
+            &["counters", "monitor", "1", "--refresh-interval", "0"][..],
+            "--refresh-interval wants a positive number of seconds (1.5) or dd:hh:mm:ss",
+        ),
+        (
+            &["counters", "collect", "1", "--duration", "1:2"][..],
+            "--duration wants a positive number of seconds (1.5) or dd:hh:mm:ss",
+        ),
+        (
+            &[
+                "counters",
+                "monitor",
+                "1",
+                "--refresh-interval",
+                "2:00:00:00",
+            ][..],
+            "--refresh-interval is at most a day",
         ),
         (
             &["counters", "export", "1"][..],

@@ -75,6 +75,8 @@ fn trace_refused_leaves_an_existing_file_a_symlink_and_a_fifo_alone() {
     let f = files.path().join("f");
     fs::write(&f, b"keep").unwrap();
     let r = trace_in(dir.path(), &f, &[]);
+    r.assert_exit(1, &["exists; not replacing it (--force replaces it)"]);
+    let r = trace_in(dir.path(), &f, &["--force"]);
     r.assert_exit(1, &["0x80004005"]);
     assert_eq!(fs::read(&f).unwrap(), b"keep");
     // A symlink to a file: the link stays, its target is not emptied.
@@ -82,7 +84,7 @@ fn trace_refused_leaves_an_existing_file_a_symlink_and_a_fifo_alone() {
     fs::write(&target, b"keep too").unwrap();
     let link = files.path().join("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let r = trace_in(dir.path(), &link, &[]);
+    let r = trace_in(dir.path(), &link, &["--force"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(fs::symlink_metadata(&link)
         .unwrap()
@@ -122,7 +124,7 @@ fn trace_against_a_stale_or_silent_socket_leaves_the_file_alone() {
     let pid = std::process::id();
     stale_socket(stale.path(), u64::from(pid), start_key(pid)).unwrap();
     for out in [&f, &new] {
-        let r = trace_in(stale.path(), out, &[]);
+        let r = trace_in(stale.path(), out, &["--force"]);
         r.assert_exit(1, &["cannot connect"]);
     }
     assert_eq!(fs::read(&f).unwrap(), b"keep");
@@ -130,14 +132,14 @@ fn trace_against_a_stale_or_silent_socket_leaves_the_file_alone() {
     // Silent: accepts, never answers CollectTracing.
     let dir = TempDir::new("dsipc-h1si").unwrap();
     let _rt = fake(&dir, hanging(Cmd::CollectTracing2));
-    let r = trace_in(dir.path(), &f, &["--timeout", "0.5"]);
+    let r = trace_in(dir.path(), &f, &["--timeout", "0.5", "--force"]);
     r.assert_exit(1, &["timed out"]);
     assert_eq!(fs::read(&f).unwrap(), b"keep");
     assert_eq!(names_in(files.path()), vec!["f".to_string()]);
 }
 
 #[test]
-fn trace_overwrites_an_existing_file_and_creates_a_new_one_once_the_session_runs() {
+fn trace_replaces_an_existing_file_only_with_force_and_creates_a_new_one_once_the_session_runs() {
     let dir = TempDir::new("dsipc-h1o").unwrap();
     let _rt = fake(
         &dir,
@@ -146,18 +148,34 @@ fn trace_overwrites_an_existing_file_and_creates_a_new_one_once_the_session_runs
     let files = TempDir::new("dsipc-h1of").unwrap();
     let f = files.path().join("old.nettrace");
     fs::write(&f, vec![b'x'; 10_000]).unwrap();
+    let r = trace_in(dir.path(), &f, &[]);
+    r.assert_exit(1, &["exists"]);
+    assert_eq!(fs::read(&f).unwrap().len(), 10_000);
+    // Through a symbolic link, --force replaces the link's target and keeps the link.
+    let link = files.path().join("link.nettrace");
+    std::os::unix::fs::symlink(&f, &link).unwrap();
     let new = files.path().join("new.nettrace");
-    for out in [&f, &new] {
-        let r = trace_in(dir.path(), out, &[]);
+    for (out, force) in [(&link, true), (&new, false)] {
+        let extra: &[&str] = if force { &["--force"] } else { &[] };
+        let r = trace_in(dir.path(), out, extra);
         assert_eq!(r.code, Some(0), "{}", r.stderr);
         let bytes = fs::read(out).unwrap();
         assert_eq!(bytes.len(), 1002);
         assert_eq!(check_pattern(0, &bytes[..1000]), None);
         assert_eq!(&bytes[1000..], &[0x06, 0x01]);
     }
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(fs::read(&f).unwrap().len(), 1002);
     assert_eq!(
         names_in(files.path()),
-        vec!["new.nettrace".to_string(), "old.nettrace".to_string()]
+        vec![
+            "link.nettrace".to_string(),
+            "new.nettrace".to_string(),
+            "old.nettrace".to_string()
+        ]
     );
 }
 
@@ -180,7 +198,7 @@ fn trace_stream_ending_without_marker_before_any_stop_is_reported_truncated() {
         &dir2,
         Config::new().stream(StreamSpec::bytes(300_000).with_end_marker()),
     );
-    let r = trace_in(dir2.path(), &out, &[]);
+    let r = trace_in(dir2.path(), &out, &["--force"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stdout.contains("wrote 300002 bytes"), "{}", r.stdout);
 }
@@ -649,14 +667,21 @@ fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
     let trace_out = files.path().join("t.nettrace");
     let t = s(dir.path());
     let pid = me();
-    let commands: [&[&str]; 7] = [
+    let busy = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
+    let busy = s(&busy);
+    let commands: [&[&str]; 11] = [
         &["--help"],
+        &["trace", "--help"],
+        &["convert", busy, "--format", "jsonl", "-o", "-"],
+        &["convert", busy, "--format", "folded", "-o", "-"],
+        &["report", busy],
         &["info", &pid, "--tmpdir", t],
         &["info", &pid, "--json", "--tmpdir", t],
         &["env", &pid, "--tmpdir", t],
         &["ps", "--tmpdir", t],
         &["dump", &pid, "-o", "/tmp/x.dmp", "--tmpdir", t],
-        &["trace", &pid, "-o", s(&trace_out), "--tmpdir", t],
+        &["trace", &pid, "-o", s(&trace_out), "--tmpdir", t, "--force"],
     ];
     for c in &commands {
         let args = os(c);

@@ -416,14 +416,20 @@ fn trace_outputs_that_cannot_be_written_are_refused_before_the_session() {
 
 #[test]
 fn trace_to_a_file_that_refuses_writes_ends_with_one_error_line() {
-    // /proc/version opens for writing as root, then every write fails: the session is
-    // abandoned at the first failed write with one clear line and exit 1, never a hang.
+    // /proc/version exists (refused without --force); with --force nothing can be
+    // created beside it: one clear line and exit 1, never a hang.
     let rt_dir = TempDir::new("dsipc-hm-o-proc").unwrap();
     let _rt = fake(&rt_dir, Config::new());
     let r = trace_in(
         rt_dir.path(),
         Path::new("/proc/version"),
         &["--timeout", "2"],
+    );
+    r.assert_exit(1, &["exists; not replacing it"]);
+    let r = trace_in(
+        rt_dir.path(),
+        Path::new("/proc/version"),
+        &["--timeout", "2", "--force"],
     );
     r.assert_no_panic();
     assert_eq!(r.code, Some(1), "{}", r.stderr);

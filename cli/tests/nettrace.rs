@@ -33,6 +33,8 @@ fn convert_all(trace: &Path, dir: &Path) -> [PathBuf; 4] {
             f,
             "-o",
             out.to_str().unwrap(),
+            // The same outputs for every capture of a test.
+            "--force",
         ]);
         assert_eq!(r.code, Some(0), "convert --format {}: {}", f, r.stderr);
         assert!(out.is_file(), "{} not written", out.display());
@@ -298,6 +300,7 @@ fn bad_file_fails_naming_the_offset_and_leaves_an_existing_output_alone() {
     fs::write(&bad, &bytes).unwrap();
     let out = dir.join("precious.txt");
     fs::write(&out, b"keep me").unwrap();
+    // Even with --force, a failed conversion leaves it alone.
     let r = dsipc(&[
         "convert",
         bad.to_str().unwrap(),
@@ -305,6 +308,7 @@ fn bad_file_fails_naming_the_offset_and_leaves_an_existing_output_alone() {
         "folded",
         "-o",
         out.to_str().unwrap(),
+        "--force",
     ]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);

@@ -69,7 +69,7 @@ def main():
             if heap:
                 raw = os.path.join(OUT, "heap-%s.nettrace" % name)
                 subprocess.run([DSIPC, "trace", pid, "-o", raw, "--providers", HEAP_PROVIDERS,
-                                "--duration", "1.5", "--no-rundown"], check=True)
+                                "--duration", "1.5", "--no-rundown", "--force"], check=True)
                 with open(raw, "rb") as f, gzip.open(raw + ".gz", "wb", 9) as g:
                     g.write(f.read())
                 os.unlink(raw)
@@ -77,7 +77,7 @@ def main():
                 continue
             out = os.path.join(OUT, "%s-busy.nettrace" % name)
             subprocess.run([DSIPC, "trace", pid, "-o", out, "--providers", PROVIDERS,
-                            "--duration", "0.5", "--no-rundown"], check=True)
+                            "--duration", "0.5", "--no-rundown", "--force"], check=True)
             print("capture_nettrace: %s: %d bytes" % (out, os.path.getsize(out)))
         finally:
             host.stdin.close()

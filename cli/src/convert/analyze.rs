@@ -12,6 +12,7 @@ use dsipc_trace::{
 };
 
 use super::jsonl;
+use crate::error::CliError;
 
 /// Figures of one pass.
 #[derive(Debug, Clone, Default)]
@@ -48,7 +49,7 @@ pub fn analyze(
     input: &Path,
     mut jsonl_out: Option<&mut dyn Write>,
     limits: AnalyzerLimits,
-) -> Result<Analysis, String> {
+) -> Result<Analysis, CliError> {
     let mut stream = TraceStream::new();
     let mut analyzer = TraceAnalyzer::with_limits(limits);
     let mut line = String::new();
@@ -85,7 +86,7 @@ pub fn analyze(
         let n = match file.read(spare) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("{}: {}", input.display(), e)),
+            Err(e) => return Err(CliError::io(format!("reading {}", input.display()), e)),
         };
         let r = if n == 0 {
             stream.finish(&mut each)
@@ -101,15 +102,15 @@ pub fn analyze(
         }
     }
     if let Some(e) = write_error.into_inner() {
-        return Err(format!("writing: {}", e));
+        return Err(CliError::io("", e));
     }
     let info = analyzer.info().copied();
     if info.is_none() {
-        return Err(format!(
+        return Err(CliError::Failed(format!(
             "{}: not a nettrace file: {}",
             input.display(),
             problem.map_or_else(|| "no trace header".into(), |p| p.to_string())
-        ));
+        )));
     }
     let limit = analyzer.limit_error();
     let summary = Summary {

@@ -8,7 +8,8 @@ pub use dsipc_trace::format::ProfileFormat;
 use dsipc_trace::format::Selection;
 pub use dsipc_trace::{LiveCounts, LiveProfile};
 
-use super::output::{self, Output};
+use crate::error::CliError;
+use crate::output::{self, Output};
 
 /// Where the profile of the trace at `trace` goes: the same stem, the format's extension
 /// (as `dsipc convert` names its outputs).
@@ -16,16 +17,16 @@ pub fn destination(format: ProfileFormat, trace: &Path) -> PathBuf {
     output::default_name(trace, format.extension())
 }
 
-/// Writes the profile of what `live` parsed to `dest` (a temporary file beside it, renamed
-/// into place), as `dsipc convert` would; `name` titles a speedscope profile. Returns a
-/// one-line summary of what was written.
+/// Writes the profile of what `live` parsed to `out` (prepared before the session), as
+/// `dsipc convert` would; `name` titles a speedscope profile. Returns a one-line summary of
+/// what was written.
 pub fn write(
     live: LiveProfile,
     format: ProfileFormat,
     sel: Selection,
-    dest: &Path,
+    mut out: Output,
     name: &str,
-) -> Result<String, String> {
+) -> Result<String, CliError> {
     let (profile, meta) = live.into_profile(name);
     let what = format!(
         "{} samples, {} stacks, {} frames ({} of {} addresses unresolved)",
@@ -35,15 +36,11 @@ pub fn write(
         profile.unresolved_ips,
         profile.distinct_ips
     );
-    let shown = dest.display().to_string();
-    let mut out = Output::create(&dest.to_string_lossy())
-        .map_err(|e| format!("cannot write {}: {}", shown, e))?;
     if let Err(e) = format.write(&profile, sel, &meta, out.writer()) {
         out.abandon();
-        return Err(format!("cannot write {}: {}", shown, e));
+        return Err(CliError::io("writing the profile", e));
     }
-    out.commit()
-        .map_err(|e| format!("cannot write {}: {}", shown, e))?;
+    out.commit()?;
     Ok(what)
 }
 
@@ -113,7 +110,8 @@ mod tests {
             let sel = Selection {
                 managed_only: false,
             };
-            write(p, ProfileFormat::Folded, sel, &dest, "t").unwrap();
+            let out = Output::create(&dest, false).ok().unwrap();
+            write(p, ProfileFormat::Folded, sel, out, "t").ok().unwrap();
             outputs.push((counts, std::fs::read(&dest).unwrap()));
         }
         assert!(!outputs[0].1.is_empty());

@@ -4,31 +4,16 @@
 mod analyze;
 mod jsonl;
 pub mod live;
-mod output;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use dsipc_trace::format::{report, ProfileFormat};
 use dsipc_trace::AnalyzerLimits;
 
-use crate::args::{parse, UsageError};
+use crate::args::parse;
+use crate::error::CliError;
+use crate::output::{self, Output};
 use analyze::{analyze, Analysis};
-use output::Output;
-
-/// Why `convert` or `report` failed.
-pub enum Failure {
-    /// Bad arguments.
-    Usage(String),
-    /// The command ran and failed (bad or truncated file, I/O error).
-    Failed(String),
-}
-
-impl From<UsageError> for Failure {
-    fn from(e: UsageError) -> Self {
-        Failure::Usage(e.0)
-    }
-}
 
 pub use dsipc_trace::format::Selection;
 
@@ -41,13 +26,13 @@ enum Format {
 }
 
 impl Format {
-    fn parse(s: &str) -> Result<Format, Failure> {
+    fn parse(s: &str) -> Result<Format, CliError> {
         match s {
             "jsonl" => Ok(Format::Jsonl),
             "folded" => Ok(Format::Folded),
             "speedscope" => Ok(Format::Speedscope),
             "pprof" => Ok(Format::Pprof),
-            other => Err(Failure::Usage(format!(
+            other => Err(CliError::Usage(format!(
                 "--format wants jsonl, folded, speedscope or pprof, not {:?}",
                 other
             ))),
@@ -78,7 +63,7 @@ fn problem_line(path: &Path, a: &Analysis) -> Option<String> {
 const LIMIT_OPTIONS: [&str; 3] = ["--max-metadata", "--max-threads", "--max-stack-frames"];
 
 /// The analysis limits, defaults raised by the options given.
-fn limits(p: &crate::args::Parsed) -> Result<AnalyzerLimits, Failure> {
+fn limits(p: &crate::args::Parsed) -> Result<AnalyzerLimits, CliError> {
     let mut l = AnalyzerLimits::default();
     for (name, slot) in [
         ("--max-metadata", &mut l.max_metadata),
@@ -89,7 +74,7 @@ fn limits(p: &crate::args::Parsed) -> Result<AnalyzerLimits, Failure> {
             *slot = match v.parse::<usize>() {
                 Ok(n) if n > 0 => n,
                 _ => {
-                    return Err(Failure::Usage(format!(
+                    return Err(CliError::Usage(format!(
                         "{} wants a positive integer, not {:?}",
                         name, v
                     )))
@@ -101,17 +86,17 @@ fn limits(p: &crate::args::Parsed) -> Result<AnalyzerLimits, Failure> {
 }
 
 /// `dsipc convert FILE [--format F] [-o OUT|-] [--managed-only]`.
-pub fn cmd_convert(args: &[String]) -> Result<(), Failure> {
+pub fn cmd_convert(args: &[String]) -> Result<(), CliError> {
     let mut values = vec!["--format", "-o", "--output"];
     values.extend_from_slice(&LIMIT_OPTIONS);
-    let p = parse(args, &values, &["--managed-only"])?;
+    let p = parse(args, &values, &["--managed-only", "--force"])?;
     let limits = limits(&p)?;
     p.expect_positionals(&["FILE"])?;
     let input = PathBuf::from(&p.positionals[0]);
     let format = Format::parse(p.value("--format").unwrap_or("speedscope"))?;
     #[cfg(not(feature = "pprof"))]
     if format == Format::Pprof {
-        return Err(Failure::Failed(
+        return Err(CliError::Failed(
             "this dsipc was built without pprof output (the Windows build leaves it out)".into(),
         ));
     }
@@ -125,23 +110,28 @@ pub fn cmd_convert(args: &[String]) -> Result<(), Failure> {
             .into_owned(),
     };
     if dest != "-" && same_file(&input, Path::new(&dest)) {
-        return Err(Failure::Usage(format!("output {} is the input file", dest)));
+        return Err(CliError::Usage(format!(
+            "output {} is the input file",
+            dest
+        )));
     }
     // Open the input before creating anything.
     let file = std::fs::File::open(&input)
-        .map_err(|e| Failure::Failed(format!("{}: {}", input.display(), e)))?;
-    let mut out = Output::create(&dest).map_err(|e| Failure::Failed(format!("{}: {}", dest, e)))?;
+        .map_err(|e| CliError::Failed(format!("{}: {}", input.display(), e)))?;
+    let mut out = if dest == "-" {
+        Output::stdout()
+    } else {
+        Output::create(Path::new(&dest), p.flag("--force"))?
+    };
     let result = convert_into(file, &input, format, sel, limits, &mut out);
     let analysis = match result {
         Ok(a) => a,
         Err(e) => {
             out.abandon();
-            return Err(Failure::Failed(e));
+            return Err(e);
         }
     };
-    let written = out
-        .commit()
-        .map_err(|e| Failure::Failed(format!("{}: {}", dest, e)))?;
+    let written = out.commit()?;
     let s = &analysis.summary;
     let what = if format == Format::Jsonl {
         format!("{} events", s.events)
@@ -162,7 +152,7 @@ pub fn cmd_convert(args: &[String]) -> Result<(), Failure> {
         eprintln!("dsipc: the trace lost {} events (sequence gaps)", s.lost);
     }
     match problem_line(&input, &analysis) {
-        Some(line) => Err(Failure::Failed(format!(
+        Some(line) => Err(CliError::Failed(format!(
             "{} (converted what precedes it)",
             line
         ))),
@@ -184,7 +174,7 @@ fn convert_into(
     sel: Selection,
     limits: AnalyzerLimits,
     out: &mut Output,
-) -> Result<Analysis, String> {
+) -> Result<Analysis, CliError> {
     if format == Format::Jsonl {
         let a = analyze(file, input, Some(out.writer()), limits)?;
         return Ok(a);
@@ -202,12 +192,12 @@ fn convert_into(
     };
     profile_format
         .write(&a.profile, sel, &a.meta, out.writer())
-        .map_err(|e| format!("writing: {}", e))?;
+        .map_err(|e| CliError::io("", e))?;
     Ok(a)
 }
 
 /// `dsipc report FILE [--top N] [--managed-only]`.
-pub fn cmd_report(args: &[String]) -> Result<(), Failure> {
+pub fn cmd_report(args: &[String]) -> Result<(), CliError> {
     let mut values = vec!["--top"];
     values.extend_from_slice(&LIMIT_OPTIONS);
     let p = parse(args, &values, &["--managed-only"])?;
@@ -218,7 +208,7 @@ pub fn cmd_report(args: &[String]) -> Result<(), Failure> {
         Some(t) => match t.parse::<usize>() {
             Ok(n) if n > 0 => n,
             _ => {
-                return Err(Failure::Usage(format!(
+                return Err(CliError::Usage(format!(
                     "--top wants a positive integer, not {:?}",
                     t
                 )))
@@ -230,8 +220,8 @@ pub fn cmd_report(args: &[String]) -> Result<(), Failure> {
         managed_only: p.flag("--managed-only"),
     };
     let file = std::fs::File::open(&input)
-        .map_err(|e| Failure::Failed(format!("{}: {}", input.display(), e)))?;
-    let a = analyze(file, &input, None, limits).map_err(Failure::Failed)?;
+        .map_err(|e| CliError::Failed(format!("{}: {}", input.display(), e)))?;
+    let a = analyze(file, &input, None, limits)?;
     let mut text = report::render(&a.profile, sel, top);
     if a.summary.lost > 0 {
         text.push_str(&format!(
@@ -251,18 +241,9 @@ pub fn cmd_report(args: &[String]) -> Result<(), Failure> {
             }
         ));
     }
-    let mut stdout = std::io::stdout();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|_| stdout.flush())
-    {
-        Ok(()) => {}
-        // A reader that stopped early (`| head`) is not a failure.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-        Err(e) => return Err(Failure::Failed(format!("writing the report: {}", e))),
-    }
+    crate::print_out(&text)?;
     match problem_line(&input, &a) {
-        Some(line) => Err(Failure::Failed(format!(
+        Some(line) => Err(CliError::Failed(format!(
             "{} (the report covers what precedes it)",
             line
         ))),

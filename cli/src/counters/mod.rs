@@ -5,72 +5,57 @@ mod http;
 mod output;
 mod prom;
 
-use std::fs::OpenOptions;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use dsipc_std::counters::CounterSession;
-use dsipc_std::{DiagnosticsClient, Error};
+use dsipc_std::DiagnosticsClient;
 use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Notice};
 
-use crate::args::{parse, usage, Parsed, UsageError};
+use crate::args::{parse, Parsed};
+use crate::error::CliError;
+use crate::output::Output;
 use crate::term;
 use crate::term::clean;
 
 pub use prom::Store;
 
-/// The usage lines of `dsipc counters`, for the main usage text.
+/// The help of `dsipc counters`.
 pub const USAGE: &str = "\
-  counters monitor PID [--counters LIST] [--refresh-interval SECS]
-                                   live counters, redrawn in place on a terminal
-  counters collect PID [--counters LIST] [--refresh-interval SECS] [--duration SECS]
-                   [--format csv|json] [-o FILE|-]
-                                   counters into dotnet-counters' csv or json file
-                                   (default counter.csv; never overwrites a file)
-  counters export PID... --listen ADDR [--counters LIST] [--refresh-interval SECS]
-                                   serve http://ADDR/metrics in Prometheus' text format
-                                   LIST: System.Runtime[cpu-usage,gc-heap-size],MyMeter
-                                   (default System.Runtime); SECS default 1
+usage: dsipc counters monitor PID [--counters LIST] [--refresh-interval SECS]
+       dsipc counters collect PID [--counters LIST] [--refresh-interval SECS]
+                      [--duration SECS] [--format csv|json] [-o FILE|-] [--force]
+       dsipc counters export PID... --listen ADDR [--counters LIST]
+                      [--refresh-interval SECS]
+
+Live counters in dotnet-counters' conventions (EventCounters and
+System.Diagnostics.Metrics instruments):
+  monitor   one runtime, redrawn in place on a terminal (plain lines otherwise)
+  collect   one runtime into dotnet-counters' csv or json file (default counter.csv;
+            -o - for stdout); runs for --duration (or until Ctrl-C) and writes what
+            came; a duration shorter than the first publication still waits for it
+  export    any number of runtimes, served at http://ADDR/metrics in Prometheus' text
+            format (the address is printed on stderr: dsipc: metrics on ...)
+
+LIST: System.Runtime[cpu-usage,gc-heap-size],MyMeter (default System.Runtime).
+SECS: seconds (fractions allowed) or dd:hh:mm:ss; --refresh-interval defaults to 1.
+--max-time-series N (default 1000) and --max-histograms N (default 10), dotnet-counters'
+MaxTimeSeries and MaxHistograms, are asked of the runtime and enforced on what it sends:
+series past them are dropped with one notice (a runtime inventing series cannot grow
+dsipc's memory).
 ";
 
-/// Why a counters command failed.
-#[derive(Debug)]
-pub enum CountersError {
-    /// Bad arguments (exit status 2).
-    Usage(String),
-    /// Anything else (exit status 1).
-    Failed(String),
-}
-
-impl From<UsageError> for CountersError {
-    fn from(e: UsageError) -> Self {
-        CountersError::Usage(e.0)
-    }
-}
-
-impl From<io::Error> for CountersError {
-    fn from(e: io::Error) -> Self {
-        CountersError::Failed(e.to_string())
-    }
-}
-
-impl From<Error> for CountersError {
-    fn from(e: Error) -> Self {
-        CountersError::Failed(e.to_string())
-    }
-}
-
-type Result<T> = std::result::Result<T, CountersError>;
+type Result<T> = std::result::Result<T, CliError>;
 
 /// `dsipc counters SUBCOMMAND ARGS...`
 pub fn cmd_counters(rest: &[String]) -> Result<()> {
     let sub = match rest.first() {
         Some(s) => s.as_str(),
         None => {
-            return Err(CountersError::Usage(
+            return Err(CliError::Usage(
                 "counters needs monitor, collect or export".into(),
             ))
         }
@@ -80,7 +65,7 @@ pub fn cmd_counters(rest: &[String]) -> Result<()> {
         "monitor" => monitor(args),
         "collect" => collect(args),
         "export" => export(args),
-        other => Err(CountersError::Usage(format!(
+        other => Err(CliError::Usage(format!(
             "unknown counters command {:?} (monitor, collect, export)",
             other
         ))),
@@ -97,59 +82,69 @@ const VALUES: &[&str] = &[
     "--listen",
     "-p",
     "--process-id",
+    "--max-time-series",
+    "--max-histograms",
 ];
 
 /// Options every counters command takes.
 struct Options {
     pids: Vec<u32>,
     counters: CounterSet,
-    interval: u32,
+    interval: f64,
     tmpdir: Option<PathBuf>,
     timeout: Duration,
+    caps: Caps,
 }
 
-fn parse_pid(s: &str) -> std::result::Result<u32, UsageError> {
-    match s.parse::<u32>() {
-        Ok(p) if p > 0 => Ok(p),
-        _ => usage(format!("PID must be a positive integer, not {:?}", s)),
-    }
+/// `--max-time-series N` and `--max-histograms N`: dotnet-counters' `MaxTimeSeries` and
+/// `MaxHistograms`, asked of the runtime and enforced on what it sends.
+#[derive(Debug, Clone, Copy)]
+struct Caps {
+    series: u32,
+    histograms: u32,
 }
 
-fn seconds(what: &str, s: &str) -> std::result::Result<f64, UsageError> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(v),
-        _ => usage(format!(
-            "{} wants a positive number of seconds, not {:?}",
-            what, s
-        )),
-    }
+fn caps_option(p: &Parsed) -> Result<Caps> {
+    let one = |flag: &str, default: u32| -> Result<u32> {
+        match p.value(flag) {
+            None => Ok(default),
+            Some(v) => match v.parse::<u32>() {
+                Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+                _ => Err(CliError::Usage(format!(
+                    "{} wants a whole number from 1 to 1000000, not {:?}",
+                    flag, v
+                ))),
+            },
+        }
+    };
+    Ok(Caps {
+        series: one("--max-time-series", 1000)?,
+        histograms: one("--max-histograms", 10)?,
+    })
 }
 
 fn options(p: &Parsed, many: bool) -> Result<Options> {
     let mut pids = Vec::new();
     for v in p.value("-p").into_iter().chain(p.value("--process-id")) {
-        pids.push(parse_pid(v)?);
+        pids.push(crate::args::pid(std::ffi::OsStr::new(v))?);
     }
     for v in &p.positionals {
-        pids.push(parse_pid(crate::args::text("PID", v)?)?);
+        pids.push(crate::args::pid(std::ffi::OsStr::new(v))?);
     }
     if pids.is_empty() {
-        return Err(CountersError::Usage("missing PID".into()));
+        return Err(CliError::Usage("missing PID".into()));
     }
     if !many && pids.len() > 1 {
-        return Err(CountersError::Usage(format!(
-            "unexpected argument {}",
-            pids[1]
-        )));
+        return Err(CliError::Usage(format!("unexpected argument {}", pids[1])));
     }
     pids.dedup();
     let counters = match p.value("--counters") {
-        Some(list) => CounterSet::parse(list).map_err(|e| CountersError::Usage(e.to_string()))?,
+        Some(list) => CounterSet::parse(list).map_err(|e| CliError::Usage(e.to_string()))?,
         None => CounterSet::default(),
     };
     let interval = interval_option(p)?;
     let timeout = match p.value("--timeout") {
-        Some(s) => Duration::from_secs_f64(seconds("--timeout", s)?),
+        Some(s) => crate::args::duration("--timeout", std::ffi::OsStr::new(s))?,
         None => dsipc_std::DEFAULT_TIMEOUT,
     };
     Ok(Options {
@@ -158,22 +153,24 @@ fn options(p: &Parsed, many: bool) -> Result<Options> {
         interval,
         tmpdir: p.value("--tmpdir").map(PathBuf::from),
         timeout,
+        caps: caps_option(p)?,
     })
 }
 
-fn interval_option(p: &Parsed) -> Result<u32> {
+/// `--refresh-interval`: the one duration rule, at most a day (default 1 s).
+fn interval_option(p: &Parsed) -> Result<f64> {
     Ok(match p.value("--refresh-interval") {
         Some(s) => {
-            let v = seconds("--refresh-interval", s)?;
-            if v.fract() != 0.0 || v > 86_400.0 {
-                return Err(CountersError::Usage(format!(
-                    "--refresh-interval wants whole seconds (1 to 86400), not {:?}",
+            let v = crate::args::duration("--refresh-interval", std::ffi::OsStr::new(s))?;
+            if v > Duration::from_secs(86_400) {
+                return Err(CliError::Usage(format!(
+                    "--refresh-interval is at most a day (86400 s), not {:?}",
                     s
                 )));
             }
-            v as u32
+            v.as_secs_f64()
         }
-        None => 1,
+        None => 1.0,
     })
 }
 
@@ -187,13 +184,15 @@ fn runtime_major(client: &DiagnosticsClient) -> Option<u32> {
 /// Connects to `pid` and starts its counters session.
 fn start(o: &Options, pid: u32) -> Result<CounterSession<dsipc_std::Endpoint>> {
     let client = DiagnosticsClient::for_pid_in(pid, o.tmpdir.as_deref())?.with_timeout(o.timeout);
-    let config = CountersConfig::new(o.counters.clone(), o.interval, runtime_major(&client));
+    let mut config = CountersConfig::new(o.counters.clone(), o.interval, runtime_major(&client));
+    config.max_time_series = o.caps.series;
+    config.max_histograms = o.caps.histograms;
     Ok(CounterSession::start(&client, &config)?)
 }
 
 /// How long to wait for a first sample before giving up: three intervals, at least 10 s.
-fn first_sample_limit(interval: u32) -> Duration {
-    Duration::from_secs(u64::from(interval).saturating_mul(3).max(10))
+fn first_sample_limit(interval: f64) -> Duration {
+    Duration::from_secs_f64((interval * 3.0).max(10.0))
 }
 
 fn report_end(pid: u32, end: &dsipc_std::counters::SessionEnd) {
@@ -219,21 +218,24 @@ fn is_fatal(n: &Notice) -> bool {
 }
 
 fn collect(args: &[String]) -> Result<()> {
-    let p = parse(args, VALUES, &[])?;
+    let p = parse(args, VALUES, &["--force"])?;
     let o = options(&p, false)?;
     let pid = o.pids[0];
     let json = match p.value("--format").unwrap_or("csv") {
         "csv" => false,
         "json" => true,
         other => {
-            return Err(CountersError::Usage(format!(
+            return Err(CliError::Usage(format!(
                 "--format is csv or json, not {:?}",
                 other
             )))
         }
     };
     let duration = match p.value("--duration") {
-        Some(s) => Some(Duration::from_secs_f64(seconds("--duration", s)?)),
+        Some(s) => Some(crate::args::duration(
+            "--duration",
+            std::ffi::OsStr::new(s),
+        )?),
         None => None,
     };
     let ext = if json { ".json" } else { ".csv" };
@@ -249,26 +251,23 @@ fn collect(args: &[String]) -> Result<()> {
     } else {
         Some(PathBuf::from(format!("{}{}", target, ext)))
     };
-    term::catch_interrupts();
-    let session = start(&o, pid)?;
-    // Create the file only once the session runs; never overwrite an existing one.
-    let out: Box<dyn Write> = match &path {
-        Some(path) => {
-            let f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .map_err(|e| {
-                    CountersError::Failed(if e.kind() == io::ErrorKind::AlreadyExists {
-                        format!("{} exists; not overwriting it", path.display())
-                    } else {
-                        format!("{}: {}", path.display(), e)
-                    })
-                })?;
-            Box::new(BufWriter::new(f))
-        }
-        None => Box::new(io::stdout()),
+    // The CLI's one output policy: prepared now, in place once the session runs.
+    let mut out = match &path {
+        Some(path) => Output::create(path, p.flag("--force"))?,
+        None => Output::stdout(),
     };
+    term::catch_interrupts();
+    let session = match start(&o, pid) {
+        Ok(s) => s,
+        Err(e) => {
+            out.abandon();
+            return Err(e);
+        }
+    };
+    if let Err(e) = out.place() {
+        out.abandon();
+        return Err(e);
+    }
     let mut writer = output::FileWriter::new(out, json, &process_name(pid), SystemTime::now())?;
     eprintln!(
         "dsipc: collecting counters of pid {} every {} s{}",
@@ -287,13 +286,19 @@ fn collect(args: &[String]) -> Result<()> {
         if term::interrupted() {
             break;
         }
+        // As dotnet-counters: collect for the duration and write what came; a duration
+        // shorter than the runtime's first publication still waits for that first batch
+        // (up to the first-sample limit).
         if let Some(d) = duration {
-            if started.elapsed() >= d {
+            if started.elapsed() >= d && writer.events() > 0 {
                 break;
             }
         }
         if writer.events() == 0 && started.elapsed() >= limit {
-            failure = Some(format!("no counters received in {} s", limit.as_secs()));
+            failure = Some(format!(
+                "no counters received in {:.1} s",
+                started.elapsed().as_secs_f64()
+            ));
             break;
         }
         match session.recv_timeout(Duration::from_millis(100)) {
@@ -326,7 +331,7 @@ fn collect(args: &[String]) -> Result<()> {
     }
     let end = session.stop();
     let events = writer.events();
-    writer.finish()?;
+    writer.finish()?.commit()?;
     report_end(pid, &end);
     if exited {
         eprintln!(
@@ -342,12 +347,12 @@ fn collect(args: &[String]) -> Result<()> {
         );
     }
     if let Some(f) = failure {
-        return Err(CountersError::Failed(f));
+        return Err(CliError::Failed(f));
     }
     if events == 0 {
-        return Err(CountersError::Failed(format!(
-            "no counters received in {} s",
-            started.elapsed().as_secs()
+        return Err(CliError::Failed(format!(
+            "no counters received in {:.1} s",
+            started.elapsed().as_secs_f64()
         )));
     }
     Ok(())
@@ -395,10 +400,13 @@ fn monitor(args: &[String]) -> Result<()> {
         )?;
         out.flush()?;
     } else {
-        println!(
+        let mut out = out.lock();
+        writeln!(
+            out,
             "# dsipc counters monitor: pid {}, every {} s",
             pid, o.interval
-        );
+        )?;
+        out.flush()?;
     }
     let started = Instant::now();
     let limit = first_sample_limit(o.interval);
@@ -476,7 +484,7 @@ fn monitor(args: &[String]) -> Result<()> {
         );
     }
     match failure {
-        Some(f) => Err(CountersError::Failed(f)),
+        Some(f) => Err(CliError::Failed(f)),
         None => Ok(()),
     }
 }
@@ -486,30 +494,25 @@ fn export(args: &[String]) -> Result<()> {
     let o = options(&p, true)?;
     let listen = match p.value("--listen") {
         Some(a) => a.to_string(),
-        None => return Err(CountersError::Usage("export needs --listen ADDR".into())),
+        None => return Err(CliError::Usage("export needs --listen ADDR".into())),
     };
     term::catch_interrupts();
-    let exporter = Exporter::bind(
-        &listen,
-        o.counters.clone(),
-        o.interval,
-        o.tmpdir.clone(),
-        o.timeout,
-    )?;
+    let pids = o.pids.clone();
+    let exporter = Exporter::bind(&listen, o)?;
     let mut started = 0;
-    for &pid in &o.pids {
+    for &pid in &pids {
         match exporter.add(pid) {
             Ok(()) => started += 1,
-            Err(e) => eprintln!("dsipc: pid {}: {}", pid, clean(message(&e))),
+            Err(e) => eprintln!("dsipc: pid {}: {}", pid, clean(&e.to_string())),
         }
     }
     if started == 0 {
-        return Err(CountersError::Failed(
-            "no runtime could be monitored".into(),
-        ));
+        return Err(CliError::Failed("no runtime could be monitored".into()));
     }
-    println!("listening on http://{}/metrics", exporter.local_addr()?);
-    io::stdout().flush()?;
+    eprintln!(
+        "dsipc: metrics on http://{}/metrics",
+        exporter.local_addr()?
+    );
     exporter.serve_until_interrupted()
 }
 
@@ -526,29 +529,17 @@ pub struct Exporter {
 
 impl Exporter {
     /// Binds the endpoint; nothing is served until [`serve_until_interrupted`].
-    pub fn bind(
-        listen: &str,
-        counters: CounterSet,
-        interval: u32,
-        tmpdir: Option<PathBuf>,
-        timeout: Duration,
-    ) -> Result<Exporter> {
+    fn bind(listen: &str, options: Options) -> Result<Exporter> {
         let store = Arc::new(Mutex::new(Store::default()));
         let render_store = Arc::clone(&store);
         let server = http::Server::bind(listen, Arc::new(move || lock(&render_store).render()))
-            .map_err(|e| CountersError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
+            .map_err(|e| CliError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
         Ok(Exporter {
             server,
             store,
             stop: Arc::new(AtomicBool::new(false)),
             workers: Mutex::new(Vec::new()),
-            options: Options {
-                pids: Vec::new(),
-                counters,
-                interval,
-                tmpdir,
-                timeout,
-            },
+            options,
         })
     }
 
@@ -614,12 +605,6 @@ impl Exporter {
     }
 }
 
-fn message(e: &CountersError) -> &str {
-    match e {
-        CountersError::Usage(m) | CountersError::Failed(m) => m,
-    }
-}
-
 fn lock(m: &Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -671,7 +656,7 @@ pub fn monitor_metrics(
         Some(a) => a,
         None => {
             if p.value("--counters").is_some() || p.value("--refresh-interval").is_some() {
-                return Err(CountersError::Usage(
+                return Err(CliError::Usage(
                     "--counters and --refresh-interval need --metrics ADDR".into(),
                 ));
             }
@@ -679,11 +664,18 @@ pub fn monitor_metrics(
         }
     };
     let counters = match p.value("--counters") {
-        Some(list) => CounterSet::parse(list).map_err(|e| CountersError::Usage(e.to_string()))?,
+        Some(list) => CounterSet::parse(list).map_err(|e| CliError::Usage(e.to_string()))?,
         None => CounterSet::default(),
     };
-    let interval = interval_option(p)?;
-    let exporter = Arc::new(Exporter::bind(addr, counters, interval, tmpdir, timeout)?);
+    let options = Options {
+        pids: Vec::new(),
+        counters,
+        interval: interval_option(p)?,
+        tmpdir,
+        timeout,
+        caps: caps_option(p)?,
+    };
+    let exporter = Arc::new(Exporter::bind(addr, options)?);
     eprintln!(
         "dsipc: metrics on http://{}/metrics",
         exporter.local_addr()?
@@ -710,7 +702,7 @@ impl MonitorMetrics {
             .name("counters-start".into())
             .spawn(move || {
                 if let Err(e) = exporter.add(pid) {
-                    eprintln!("dsipc: pid {}: counters: {}", pid, clean(message(&e)));
+                    eprintln!("dsipc: pid {}: counters: {}", pid, clean(&e.to_string()));
                 }
             });
     }

@@ -246,11 +246,11 @@ impl<'a> Monitor<'a> {
 pub(super) fn run(opts: &Options) -> CliResult {
     term::catch_interrupts();
     let mut reactor = Reactor::new()
-        .map_err(|e| CliError::Other(format!("cannot start the event loop: {}", e)))?;
+        .map_err(|e| CliError::Failed(format!("cannot start the event loop: {}", e)))?;
     reactor
         .control()
         .listen_reverse(&opts.address)
-        .map_err(|e| CliError::Other(format!("cannot listen: {}", e)))?;
+        .map_err(|e| CliError::Failed(format!("cannot listen: {}", e)))?;
     announce(&opts.address, &opts.address, opts.resume);
     let mut monitor = Monitor::new(opts);
     let result = loop {
@@ -260,7 +260,7 @@ pub(super) fn run(opts: &Options) -> CliResult {
         }
         let mut handler = |ctl: &mut Control, event: Event<'_>| monitor.on_event(ctl, event);
         if let Err(e) = reactor.poll(Some(TICK), &mut handler) {
-            break Err(CliError::Other(format!("event loop failed: {}", e)));
+            break Err(CliError::Failed(format!("event loop failed: {}", e)));
         }
     };
     // Closes every connection (held runtimes reconnect elsewhere or wait) and removes the

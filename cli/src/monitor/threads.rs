@@ -165,7 +165,7 @@ fn admit(shared: &Arc<Shared>, pending: PendingConnection, max: usize) {
 pub(super) fn run(opts: &Options) -> CliResult {
     term::catch_interrupts();
     let mut listener = ReverseListener::bind(&opts.address)
-        .map_err(|e| CliError::Other(format!("cannot listen: {}", e)))?;
+        .map_err(|e| CliError::Failed(format!("cannot listen: {}", e)))?;
     announce(&opts.address, listener.address(), opts.resume);
     let shared = Arc::new(Shared {
         timeout: opts.timeout,

@@ -9,6 +9,7 @@ mod serve;
 mod session;
 mod transport;
 
+#[cfg(unix)]
 pub(crate) use transport::is_timeout;
 
 pub use config::{Config, ReversePort};

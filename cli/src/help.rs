@@ -1,0 +1,217 @@
+//! Usage texts: the global summary (`dsipc --help`) and each command's own
+//! (`dsipc COMMAND --help`).
+
+/// `dsipc --help`.
+pub const GLOBAL: &str = "\
+dsipc: talk to .NET runtimes over the Diagnostic IPC protocol
+
+usage: dsipc COMMAND [ARGS] [--tmpdir DIR] [--timeout SECS]
+       dsipc COMMAND --help        the command's own help
+
+commands:
+  ps                list diagnosable processes: pid, socket, command line
+  info PID          process information (ProcessInfo3, 2 or 1)
+  env PID           the process environment, one NAME=VALUE per line
+  setenv PID NAME VALUE|--unset
+                    set or remove an environment variable in the process
+  resume PID        resume a runtime paused at startup
+  trace PID -o FILE EventPipe trace to a .nettrace file (and a CPU profile with --format)
+  dump PID -o PATH  write a dump
+  perfmap PID enable|disable
+                    perf map and jitdump files
+  startup-hook PID PATH
+                    load a startup hook assembly
+  attach-profiler PID --clsid GUID --path PATH
+                    attach a profiler
+  convert FILE      a .nettrace file to JSON lines, folded stacks, speedscope or pprof
+  report FILE       top methods of a .nettrace file's CPU samples
+  monitor --listen PATH
+                    reverse diagnostic port: runtimes connect here
+  counters monitor PID | collect PID | export PID...
+                    live counters (dotnet-counters)
+";
+
+/// The options and rules every command shares (appended to every help text).
+pub const COMMON: &str = "\
+options for every command:
+  --tmpdir DIR     look for diagnostic sockets only in DIR (default: the target's TMPDIR,
+                   /tmp, and /proc/PID/root for other mount namespaces)
+  --timeout SECS   the command's whole time budget with the runtime: connecting, every
+                   reply, and every fallback to an older command version together
+                   (default 10; 3 for ps; 120 for dump). For trace it bounds the start,
+                   the StopTracing reply, and the drain after the stop was answered; the
+                   session itself runs until stopped
+
+SECS (--timeout, --duration, --refresh-interval) is seconds, fractions allowed (1.5), or
+dd:hh:mm:ss as dotnet-trace and dotnet-counters take it.
+
+Files: a command that writes FILE writes a temporary file beside it and puts it in place
+when done (trace: once the session started); an existing FILE is replaced only with
+--force; devices and FIFOs (/dev/null) are written in place.
+
+Text from runtimes is printed with control characters escaped (\\n, \\x1b, ...).
+
+Exit status: 0 on success; 1 when the command failed; 2 on a usage error; 130 when a
+trace was interrupted by a second Ctrl-C (what was received is kept); 141 when standard
+output was closed (broken pipe), silently, whichever command wrote to it.
+";
+
+const PS: &str = "\
+usage: dsipc ps [--tmpdir DIR] [--timeout SECS]
+
+List diagnosable processes: PID, SOCKET (PIPE on Windows) and COMMAND, the command line
+ProcessInfo reports. Every runtime is probed, 16 at a time, all within --timeout
+(default 3 s). A command line in [...] was read from /proc: that runtime (.NET Core 3.x)
+has no ProcessInfo command. '-' means the runtime did not answer in time.
+";
+
+const INFO: &str = "\
+usage: dsipc info PID [--json]
+
+Process information: ProcessInfo3, falling back to ProcessInfo2 and ProcessInfo (.NET 5+).
+'answered by' names the command that answered (older runtimes know fewer fields);
+'(not reported)' marks a field that command does not carry, '(empty)' one the runtime
+sent empty (the entrypoint assembly is empty when a native host, e.g. Python with
+pythonnet, started the runtime).
+";
+
+const ENV: &str = "\
+usage: dsipc env PID [--max-bytes N]
+
+The process environment, one NAME=VALUE per line. Refused when the runtime announces more
+than N bytes (default 16 MiB).
+";
+
+const SETENV: &str = "\
+usage: dsipc setenv PID NAME VALUE
+       dsipc setenv PID NAME --unset
+
+Set an environment variable in the process, or remove it. After --, every argument is a
+value (dsipc setenv PID NAME -- --help).
+";
+
+const RESUME: &str = "\
+usage: dsipc resume PID
+
+Resume a runtime paused at startup (DOTNET_DefaultDiagnosticPortSuspend=1, or a suspend
+diagnostic port).
+";
+
+const TRACE: &str = "\
+usage: dsipc trace PID -o FILE [--providers SPEC] [--duration SECS] [--no-rundown]
+                   [--buffer-mb N] [--format speedscope|folded|pprof] [--force]
+
+EventPipe trace to a .nettrace file; stops at the duration or on Ctrl-C (StopTracing, then
+drains; a second Ctrl-C keeps what was received and exits 130). FILE is only written once
+the session has started. --format also writes the profile, built while the stream
+arrives, beside FILE (same stem, .speedscope.json, .folded or .pb.gz). On a terminal a
+progress line shows time, MiB, events, samples and lost events. Exit status 1 also when the
+stream ended before any stop without its end-of-stream marker, or did not end after the
+stop: the bytes received stay in FILE.
+
+SPEC is dotnet-trace's Name[:Keywords[:Level[:Args]]],... (keywords in hex, level 0-5 or
+a name). Without --providers: Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4 and
+Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4 (dotnet-trace's cpu-sampling profile).
+Then `dsipc report FILE` or `dsipc convert FILE` read it.
+";
+
+const DUMP: &str = "\
+usage: dsipc dump PID -o PATH [--type normal|heap|triage|full]
+
+Write a dump (the runtime's createdump writes PATH, as the target process sees it).
+";
+
+const PERFMAP: &str = "\
+usage: dsipc perfmap PID enable [--type all|jitdump|perfmap]
+       dsipc perfmap PID disable
+
+Start or stop the runtime's /tmp/perf-PID.map and jitdump files (.NET 8+).
+";
+
+const STARTUP_HOOK: &str = "\
+usage: dsipc startup-hook PID PATH
+
+Load a startup hook assembly into a runtime paused at startup (.NET 8+).
+";
+
+const ATTACH_PROFILER: &str = "\
+usage: dsipc attach-profiler PID --clsid GUID --path PATH [--data HEX]
+
+Attach a profiler (ICorProfilerCallback) from PATH with CLSID GUID and optional data.
+";
+
+const CONVERT: &str = "\
+usage: dsipc convert FILE [--format jsonl|folded|speedscope|pprof] [-o OUT|-]
+                     [--managed-only] [--force] [LIMITS]
+
+Convert a .nettrace file: events as JSON lines, or its CPU samples as folded stacks,
+speedscope or gzipped pprof (default speedscope; default OUT beside FILE: same stem, the
+format's extension). A truncated or corrupt file converts what precedes the bad bytes and
+fails naming their offset.
+
+LIMITS stop the conversion with an error naming the limit a trace goes past:
+  --max-metadata N      metadata records (default 100000)
+  --max-threads N       sampled threads (default 100000)
+  --max-stack-frames N  frames in one stack (default 4096)
+";
+
+const REPORT: &str = "\
+usage: dsipc report FILE [--top N] [--managed-only] [LIMITS]
+
+The top N (default 10) methods of a .nettrace file's CPU samples, by exclusive and by
+inclusive samples. LIMITS as for convert (--max-metadata, --max-threads,
+--max-stack-frames).
+";
+
+const MONITOR: &str = "\
+usage: dsipc monitor --listen PATH [--resume] [--json] [--max-connections N]
+                     [--metrics ADDR [--counters LIST] [--refresh-interval SECS]]
+
+Reverse diagnostic port: runtimes started with DOTNET_DiagnosticPorts=PATH,connect[,suspend]
+connect here; one line per Advertise (pid, cookie); --resume resumes suspended runtimes;
+Ctrl-C removes the socket (on Windows PATH is a pipe name). Connections are served at
+once, each with --timeout to advertise and to answer the resume; past N held connections
+(default 1000) the oldest idle one is closed. --metrics serves the counters of every
+runtime seen at http://ADDR/metrics.
+";
+
+/// The help of `command` (`None`: no such command).
+pub fn command(command: &str) -> Option<&'static str> {
+    Some(match command {
+        "ps" => PS,
+        "info" => INFO,
+        "env" => ENV,
+        "setenv" => SETENV,
+        "resume" => RESUME,
+        "trace" => TRACE,
+        "dump" => DUMP,
+        "perfmap" => PERFMAP,
+        "startup-hook" => STARTUP_HOOK,
+        "attach-profiler" => ATTACH_PROFILER,
+        "convert" => CONVERT,
+        "report" => REPORT,
+        "monitor" => MONITOR,
+        "counters" => crate::counters::USAGE,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_in_the_global_help_has_its_own() {
+        for line in GLOBAL
+            .lines()
+            .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        {
+            let name = line.split_whitespace().next().unwrap();
+            if name.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
+                let help = command(name).unwrap_or_else(|| panic!("no help for {}", name));
+                assert!(help.contains(&format!("dsipc {}", name)), "{}", name);
+            }
+        }
+        assert!(command("serve").is_none());
+    }
+}
