@@ -7,6 +7,7 @@ mod json;
 mod monitor;
 mod providers;
 mod ps;
+mod stack;
 mod term;
 mod trace;
 
@@ -47,6 +48,11 @@ commands:
                                    stream arrives, beside FILE (same stem, .speedscope.json,
                                    .folded or .pb.gz). On a terminal a progress line shows
                                    time, MiB, events, samples and lost events
+  stack PID [--format text|json]   every thread's managed stack, as dotnet-stack report
+                                   prints it: a short SampleProfiler session with
+                                   rundown, stopped once every thread has a sample; each
+                                   thread's latest sample, frames innermost first
+                                   (json: dotnet-monitor's CallStackResult)
   dump PID -o PATH [--type normal|heap|triage|full]
                                    write a dump (PATH as the target process sees it)
   perfmap PID enable|disable [--type all|jitdump|perfmap]
@@ -304,6 +310,7 @@ fn run(argv: Vec<OsString>) -> CliResult {
         "setenv" => cmd_setenv(&rest),
         "resume" => cmd_resume(&rest),
         "trace" => trace::cmd_trace(&rest),
+        "stack" => stack::cmd_stack(&rest),
         "dump" => cmd_dump(&rest),
         "perfmap" => cmd_perfmap(&rest),
         "startup-hook" => cmd_startup_hook(&rest),

@@ -93,9 +93,8 @@ pub const CSV_HEADER: &str = "Timestamp,Provider,Counter Name,Counter Type,Mean/
 /// `field` as one CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma,
 /// a quote, a line break or a leading/trailing space; as it is otherwise.
 pub fn csv_field(field: &str) -> std::borrow::Cow<'_, str> {
-    let needs = field.contains([',', '"', '\n', '\r'])
-        || field.starts_with(' ')
-        || field.ends_with(' ');
+    let needs =
+        field.contains([',', '"', '\n', '\r']) || field.starts_with(' ') || field.ends_with(' ');
     if needs {
         std::borrow::Cow::Owned(format!("\"{}\"", field.replace('"', "\"\"")))
     } else {
