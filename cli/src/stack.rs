@@ -131,13 +131,13 @@ pub(crate) fn cmd_stack(rest: &[OsString]) -> CliResult {
         Err(e) => return Err(CliError::Ipc(e)),
     }
     if let Err(e) = live.finish() {
-        let why = if e.is_truncation() && !stop_asked.get() {
+        let why = if e.is_truncation() {
             format!(
-                "the runtime ended the stream before the stop (did pid {} exit?): {}",
-                pid, e
+                "the runtime ended the stream {}without its end-of-stream object (did pid {} exit?): {}",
+                if stop_asked.get() { "" } else { "before the stop and " },
+                pid,
+                e
             )
-        } else if e.is_truncation() {
-            format!("the stream ended early: {}", e)
         } else {
             format!("the stream did not parse: {}", e)
         };
