@@ -25,7 +25,7 @@ use dsipc_std::{Control, Error};
 use dsipc_trace::{LiveProfile, StackFrame, StackSnapshot};
 
 use crate::args::show;
-use crate::term::clean;
+use crate::term::{clean, note};
 use crate::{json, pid_command, print_out, CliError, CliResult};
 
 /// SampleProfiler's keywords and level as dotnet-stack asks (none; Informational).
@@ -151,10 +151,9 @@ pub(crate) fn cmd_stack(rest: &[OsString]) -> CliResult {
     }
     let snapshot = live.into_stacks();
     if snapshot.threads.is_empty() {
-        return Err(CliError::Other(format!(
-            "pid {}: the runtime sent no thread samples",
-            pid
-        )));
+        // As dotnet-stack: nothing to show is an answer (the sampler skips threads without
+        // managed frames), said on stderr; JSON gets an empty list.
+        note!("dsipc: pid {}: no thread had managed frames to sample", pid);
     }
     let out = match format {
         Format::Text => text(&snapshot),

@@ -169,6 +169,65 @@ fn capture_prefix(n: usize) -> &'static [u8] {
     Box::leak(bytes[..n.min(bytes.len())].to_vec().into_boxed_slice())
 }
 
+/// A committed capture, whole (gunzipped if it ends in .gz), leaked for the fake.
+fn capture(name: &str) -> &'static [u8] {
+    let path = common::repo_root().join("tests/data/nettrace").join(name);
+    let bytes = if name.ends_with(".gz") {
+        let out = std::process::Command::new("gzip")
+            .arg("-dc")
+            .arg(&path)
+            .output()
+            .expect("gzip runs");
+        assert!(out.status.success(), "gzip -dc {}", path.display());
+        out.stdout
+    } else {
+        std::fs::read(&path).expect("capture")
+    };
+    Box::leak(bytes.into_boxed_slice())
+}
+
+#[test]
+fn a_whole_recorded_stream_gives_its_threads_and_one_without_samples_none() {
+    // The .NET 8 Regex capture (with rundown) served whole (it ends by itself): its
+    // threads' latest stacks, the Regex thread's named by the rundown.
+    let dir = TempDir::new("dsipc-stack-regex").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new()
+            .stream(StreamSpec::content(capture("regex-net8.0.4.nettrace.gz")))
+            // The stop is answered, the stream goes on to its end (as a runtime's does,
+            // with the rundown after the stop; the fake would just cut it).
+            .answer(Cmd::StopTracing, Answer::IgnoreStop),
+    );
+    let r = dsipc_in(dir.path(), &["stack", &me()]);
+    r.assert_no_panic();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let b = blocks(&r.stdout);
+    assert!(!b.is_empty());
+    assert!(
+        b.iter().any(|(_, f)| f
+            .iter()
+            .any(|n| n.starts_with("System.Text.RegularExpressions!"))),
+        "{}",
+        r.stdout
+    );
+    // A heap walk has no samples: nothing to show, said on stderr, exit 0 (as dotnet-stack).
+    let dir = TempDir::new("dsipc-stack-none").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new().stream(StreamSpec::content(capture("heap-net8.0.4.nettrace.gz"))),
+    );
+    let r = dsipc_in(dir.path(), &["stack", &me(), "--format", "json"]);
+    r.assert_no_panic();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "{\"stacks\":[]}\n");
+    assert!(
+        r.stderr.contains("no thread had managed frames"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn a_runtime_dying_mid_stream_is_exit_1() {
     let dir = TempDir::new("dsipc-stack-dies").unwrap();
