@@ -16,6 +16,7 @@ commands:
                     set or remove an environment variable in the process
   resume PID        resume a runtime paused at startup
   trace PID -o FILE EventPipe trace to a .nettrace file (and a CPU profile with --format)
+  stack PID         every thread's managed stack (dotnet-stack report)
   dump PID -o PATH  write a dump
   perfmap PID enable|disable
                     perf map and jitdump files
@@ -115,6 +116,15 @@ Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4 (dotnet-trace's cpu-sampling prof
 Then `dsipc report FILE` or `dsipc convert FILE` read it.
 ";
 
+const STACK: &str = "\
+usage: dsipc stack PID [--format text|json]
+
+Every thread's managed stack, as dotnet-stack report prints it: a short SampleProfiler
+session with rundown, stopped once every thread has a sample; each thread's latest sample,
+frames innermost first (Module!Namespace.Type.Method; [Native Frames] for runs no method
+covers). json is dotnet-monitor's CallStackResult. --timeout bounds the whole command.
+";
+
 const DUMP: &str = "\
 usage: dsipc dump PID -o PATH [--type normal|heap|triage|full]
 
@@ -184,6 +194,7 @@ pub fn command(command: &str) -> Option<&'static str> {
         "setenv" => SETENV,
         "resume" => RESUME,
         "trace" => TRACE,
+        "stack" => STACK,
         "dump" => DUMP,
         "perfmap" => PERFMAP,
         "startup-hook" => STARTUP_HOOK,

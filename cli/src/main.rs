@@ -10,6 +10,7 @@ mod monitor;
 mod output;
 mod providers;
 mod ps;
+mod stack;
 mod term;
 mod trace;
 
@@ -157,6 +158,7 @@ fn run(argv: Vec<OsString>) -> CliResult {
         "setenv" => cmd_setenv(&rest),
         "resume" => cmd_resume(&rest),
         "trace" => trace::cmd_trace(&rest),
+        "stack" => stack::cmd_stack(&rest),
         "dump" => cmd_dump(&rest),
         "perfmap" => cmd_perfmap(&rest),
         "startup-hook" => cmd_startup_hook(&rest),

@@ -6,6 +6,7 @@ use dsipc::nettrace::{Event, Item, KeyValues, TraceHeader};
 use super::lost::LostEvents;
 use super::metadata::{EventMetadata, MetadataTable};
 use super::profile::{LimitExceeded, Profile, ProfileBuilder, ProfileLimits, SampleKind};
+use super::stacks::StackSnapshot;
 use super::symbols::MethodRecord;
 
 /// What the trace header said: the header without its V6 key/value pairs (the only part
@@ -254,6 +255,7 @@ impl TraceAnalyzer {
                         module_id: mv.module_id,
                         start: mv.method_start_address,
                         size: mv.method_size,
+                        token: mv.method_token,
                         namespace: mv.method_namespace.as_bytes(),
                         name: mv.method_name.as_bytes(),
                         signature: mv.method_signature.as_bytes(),
@@ -325,6 +327,22 @@ impl TraceAnalyzer {
                 events: n,
             })
             .collect()
+    }
+
+    /// Threads sampled so far.
+    pub fn sampled_threads(&self) -> usize {
+        self.profile.sampled_threads()
+    }
+
+    /// The most samples one thread has so far (see [`ProfileBuilder::max_thread_samples`]:
+    /// 2 means every thread has been sampled).
+    pub fn max_thread_samples(&self) -> u64 {
+        self.profile.max_thread_samples()
+    }
+
+    /// Resolves every thread's latest sample (see [`StackSnapshot`]).
+    pub fn finish_stacks(self) -> StackSnapshot {
+        StackSnapshot::from_profile(self.profile)
     }
 
     /// Resolves the samples' frames and returns the profile (see [`ProfileBuilder::finish`]).

@@ -21,6 +21,8 @@
 //!   truncation rule) every caller feeds;
 //! - [`TraceAnalyzer`]: all of the above fed from the core parser's items in one pass;
 //! - [`LiveProfile`]: a stream fed to an analyzer, for profiles built while a trace arrives;
+//! - [`StackSnapshot`]: every thread's latest sample, resolved (`dsipc stack`, as
+//!   `dotnet-stack report`);
 //! - [`TimeOrder`]: optional time-ordered delivery, released at IsSorted events and sequence
 //!   points;
 //! - [`sync_time_utc`]: the trace's wall clock as a `SystemTime`.
@@ -41,6 +43,7 @@ mod lost;
 mod metadata;
 mod order;
 mod profile;
+mod stacks;
 mod stream;
 mod symbols;
 mod time;
@@ -53,6 +56,7 @@ pub use order::TimeOrder;
 pub use profile::{
     LimitExceeded, Profile, ProfileBuilder, ProfileLimits, SampleKind, ThreadProfile, ThreadSamples,
 };
+pub use stacks::{StackFrame, StackSnapshot, ThreadStack, NATIVE_FRAMES};
 pub use stream::{StreamError, TraceStream, MAX_BLOCK};
-pub use symbols::{MethodRecord, SymbolTable, UNRESOLVED_FRAME};
+pub use symbols::{MethodName, MethodRecord, SymbolTable, UNRESOLVED_FRAME};
 pub use time::sync_time_utc;

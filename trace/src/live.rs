@@ -3,7 +3,7 @@
 //! one block of the stream plus distinct metadata, methods and stacks, never its length.
 
 use crate::format::ProfileMeta;
-use crate::{Profile, StreamError, TraceAnalyzer, TraceStream};
+use crate::{Profile, StackSnapshot, StreamError, TraceAnalyzer, TraceStream};
 
 /// Counters of what was parsed so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,5 +79,10 @@ impl LiveProfile {
             info: self.analyzer.info().copied(),
         };
         (self.analyzer.finish_profile(false), meta)
+    }
+
+    /// Every thread's latest sample, resolved (see [`StackSnapshot`]).
+    pub fn into_stacks(self) -> StackSnapshot {
+        self.analyzer.finish_stacks()
     }
 }

@@ -89,6 +89,21 @@ struct ThreadState {
     thread_id: u64,
     first: i64,
     last: i64,
+    samples: u64,
+    // The interned stack and kind of the latest sample (the greatest timestamp; the later
+    // of two with the same one).
+    last_stack: u32,
+    last_kind: SampleKind,
+}
+
+/// A thread's latest sample with its stack's instruction pointers (leaf first), for
+/// [`crate::StackSnapshot`].
+pub(crate) struct LastSample {
+    pub thread_id: u64,
+    pub timestamp: i64,
+    pub kind: SampleKind,
+    pub samples: u64,
+    pub ips: Vec<u64>,
 }
 
 const NOT_INTERNED: u32 = u32::MAX;
@@ -193,6 +208,7 @@ pub struct ProfileBuilder {
     thread_index: FxHashMap<u64, u32>,
     counts: FxHashMap<(u32, u32, SampleKind), u64>,
     samples: u64,
+    max_thread_samples: u64,
     // Distinct instruction pointers of the interned stacks (the rundown asks about ranges).
     sampled_ips: BTreeSet<u64>,
 }
@@ -352,6 +368,9 @@ impl ProfileBuilder {
                     thread_id: thread,
                     first: timestamp,
                     last: timestamp,
+                    samples: 0,
+                    last_stack: NOT_INTERNED,
+                    last_kind: kind,
                 });
                 self.thread_index.insert(thread, t);
                 t
@@ -361,7 +380,13 @@ impl ProfileBuilder {
         self.samples += 1;
         let state = &mut self.threads[t as usize];
         state.first = state.first.min(timestamp);
+        if timestamp >= state.last || state.last_stack == NOT_INTERNED {
+            state.last_stack = stack;
+            state.last_kind = kind;
+        }
         state.last = state.last.max(timestamp);
+        state.samples += 1;
+        self.max_thread_samples = self.max_thread_samples.max(state.samples);
         // A lookup first (a sample mostly finds its counter): `entry` would check the
         // table's room on every call.
         match self.counts.get_mut(&(t, stack, kind)) {
@@ -382,6 +407,41 @@ impl ProfileBuilder {
     /// Samples seen so far.
     pub fn samples(&self) -> u64 {
         self.samples
+    }
+
+    /// Threads sampled so far.
+    pub fn sampled_threads(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// The most samples one thread has so far. The sampler goes round every managed thread
+    /// in turn, writing their samples in order: once one thread has two, every thread
+    /// there was has one.
+    pub fn max_thread_samples(&self) -> u64 {
+        self.max_thread_samples
+    }
+
+    /// The symbol table and every thread's latest sample, in order of the threads' first
+    /// samples (for [`crate::StackSnapshot`], which resolves them).
+    pub(crate) fn into_last_samples(self) -> (SymbolTable, Vec<LastSample>) {
+        let stack_ips = &self.stack_ips;
+        let stack_spans = &self.stack_spans;
+        let last = self
+            .threads
+            .iter()
+            .filter(|t| t.last_stack != NOT_INTERNED)
+            .map(|t| {
+                let (a, b) = stack_spans[t.last_stack as usize];
+                LastSample {
+                    thread_id: t.thread_id,
+                    timestamp: t.last,
+                    kind: t.last_kind,
+                    samples: t.samples,
+                    ips: stack_ips[a as usize..b as usize].to_vec(),
+                }
+            })
+            .collect();
+        (self.symbols, last)
     }
 
     /// Distinct stacks interned so far.
@@ -502,6 +562,7 @@ mod tests {
                 module_id: 1,
                 start,
                 size: 0x10,
+                token: 0,
                 namespace: &ns,
                 name,
                 signature,

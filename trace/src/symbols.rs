@@ -20,6 +20,8 @@ pub struct MethodRecord<'a> {
     pub start: u64,
     /// Native code size in bytes.
     pub size: u32,
+    /// MethodToken (the method's metadata token in its module; 0 for dynamic methods).
+    pub token: u32,
     /// MethodNamespace (the full type name), UTF-16LE.
     pub namespace: &'a [u8],
     /// MethodName, UTF-16LE.
@@ -33,6 +35,7 @@ struct Method {
     start: u64,
     end: u64,
     module_id: u64,
+    token: u32,
     /// namespace, name, signature: byte ranges in `SymbolTable::strings`.
     strings: [Range<u32>; 3],
 }
@@ -105,6 +108,7 @@ impl SymbolTable {
             start: m.start,
             end,
             module_id: m.module_id,
+            token: m.token,
             strings,
         });
     }
@@ -154,30 +158,98 @@ impl SymbolTable {
         }
     }
 
-    /// The frame name of method `index`, as TraceEvent prints it:
+    /// The parts of method `index`'s name (module, type, method, signature, token), if
+    /// there is such a method.
+    pub fn method_name(&self, index: usize) -> Option<MethodName> {
+        let m = self.methods.get(index)?;
+        let s = |r: &Range<u32>| utf16(&self.strings[r.start as usize..r.end as usize]);
+        Some(MethodName {
+            module: self.modules.get(&m.module_id).cloned(),
+            type_name: s(&m.strings[0]),
+            method: s(&m.strings[1]),
+            signature: s(&m.strings[2]),
+            token: m.token,
+        })
+    }
+
+    /// The frame name of method `index` ([`MethodName::frame_name`]), or
+    /// [`UNRESOLVED_FRAME`] for an index no method has.
+    pub fn frame_name(&self, index: usize) -> String {
+        match self.method_name(index) {
+            Some(m) => m.frame_name(),
+            None => UNRESOLVED_FRAME.to_string(),
+        }
+    }
+}
+
+/// A method's name in parts, as the runtime's method and module records give them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodName {
+    /// The module's IL file name without extension (`System.Private.CoreLib`); `None` when
+    /// no module event named it.
+    pub module: Option<String>,
+    /// MethodNamespace: the declaring type's full name (`System.Threading.Thread`; nested
+    /// types joined with `+`, generic arguments as the runtime writes them).
+    pub type_name: String,
+    /// MethodName (`Sleep`).
+    pub method: String,
+    /// MethodSignature (`void  (int32)`): return type, then the parameter types.
+    pub signature: String,
+    /// MethodToken: the method's metadata token in its module (0 for dynamic methods).
+    pub token: u32,
+}
+
+impl MethodName {
+    /// The frame name as TraceEvent prints it:
     /// `{IL file name without extension}!{MethodNamespace}.{MethodName}{signature from '('}`,
     /// e.g. `System.Private.CoreLib!System.Threading.Thread.Sleep(int32)`; the module is `?`
     /// when no module event named it.
-    pub fn frame_name(&self, index: usize) -> String {
-        let m = match self.methods.get(index) {
-            Some(m) => m,
-            None => return UNRESOLVED_FRAME.to_string(),
-        };
-        let s = |r: &Range<u32>| utf16(&self.strings[r.start as usize..r.end as usize]);
-        let namespace = s(&m.strings[0]);
-        let name = s(&m.strings[1]);
-        let signature = s(&m.strings[2]);
-        let module = self.modules.get(&m.module_id).map_or("?", |s| s.as_str());
-        let mut out = String::with_capacity(module.len() + namespace.len() + name.len() + 16);
+    pub fn frame_name(&self) -> String {
+        let module = self.module.as_deref().unwrap_or("?");
+        let mut out =
+            String::with_capacity(module.len() + self.type_name.len() + self.method.len() + 16);
         out.push_str(module);
         out.push('!');
-        if !namespace.is_empty() {
-            out.push_str(&namespace);
+        if !self.type_name.is_empty() {
+            out.push_str(&self.type_name);
             out.push('.');
         }
-        out.push_str(&name);
-        if let Some(i) = signature.find('(') {
-            out.push_str(&signature[i..]);
+        out.push_str(&self.method);
+        if let Some(i) = self.signature.find('(') {
+            out.push_str(&self.signature[i..]);
+        }
+        out
+    }
+
+    /// The parameter types of the signature, as the runtime writes them (`int32`,
+    /// `class System.String`, `class System.Collections.Generic.List<int32>`): the text between the
+    /// first `(` and its `)`, split at the commas outside `<>`, `[]` and `()`. Empty for a
+    /// method without parameters (or without a signature).
+    pub fn parameter_types(&self) -> Vec<String> {
+        let open = match self.signature.find('(') {
+            Some(i) => i,
+            None => return Vec::new(),
+        };
+        let mut out = Vec::new();
+        let mut depth = 0usize;
+        let mut current = String::new();
+        for c in self.signature[open + 1..].chars() {
+            match c {
+                ')' if depth == 0 => break,
+                '<' | '[' | '(' => depth += 1,
+                '>' | ']' | ')' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    out.push(current.trim().to_string());
+                    current.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            current.push(c);
+        }
+        let last = current.trim();
+        if !last.is_empty() || !out.is_empty() {
+            out.push(last.to_string());
         }
         out
     }
@@ -204,6 +276,7 @@ mod tests {
             module_id: 10,
             start: 0x2000,
             size: 0x10,
+            token: 0x0600_0001,
             namespace: &ns,
             name: &name,
             signature: &sig,
@@ -215,6 +288,7 @@ mod tests {
             module_id: 11,
             start: 0x1000,
             size: 0x100,
+            token: 0,
             namespace: &[],
             name: &other,
             signature: &[],
@@ -232,5 +306,35 @@ mod tests {
         assert_eq!(t.resolve(0xfff), None);
         let j = t.resolve(0x1000).unwrap();
         assert_eq!(t.frame_name(j), "?!Other");
+        let m = t.method_name(i).unwrap();
+        assert_eq!(m.module.as_deref(), Some("System.Private.CoreLib"));
+        assert_eq!(m.type_name, "System.Threading.Thread");
+        assert_eq!(m.method, "Sleep");
+        assert_eq!(m.token, 0x0600_0001);
+        assert_eq!(m.parameter_types(), vec!["int32"]);
+        assert_eq!(t.method_name(j).unwrap().module, None);
+        assert_eq!(t.method_name(99), None);
+    }
+
+    #[test]
+    fn parameter_types_split_at_top_level_commas() {
+        let with = |signature: &str| MethodName {
+            module: None,
+            type_name: String::new(),
+            method: String::new(),
+            signature: signature.to_string(),
+            token: 0,
+        };
+        assert!(with("void  ()").parameter_types().is_empty());
+        assert!(with("").parameter_types().is_empty());
+        assert_eq!(
+            with("bool  (class System.Collections.Generic.Dictionary`2<class System.String,int32>,value class X[,],int32*)")
+                .parameter_types(),
+            vec![
+                "class System.Collections.Generic.Dictionary`2<class System.String,int32>",
+                "value class X[,]",
+                "int32*"
+            ]
+        );
     }
 }

@@ -1,0 +1,329 @@
+//! `dsipc stack PID [--format text|json]`: every sampled thread's stack, as
+//! `dotnet-stack report` shows it.
+//!
+//! dotnet-stack's way: a short EventPipe session with `Microsoft-DotNETCore-SampleProfiler`
+//! (and `Microsoft-Windows-DotNETRuntime`'s loader and JIT events) asking for rundown, stopped
+//! as soon as every thread has a sample (dotnet-stack stops after a fixed 10 ms); the rundown
+//! the runtime writes at the stop names the methods the samples hit. The analysis (each
+//! thread's latest sample, resolved) is dsipc-trace's [`StackSnapshot`]; this module runs
+//! the session and prints.
+//!
+//! Text: one block per thread, `Thread (0x{TID}):`, then its frames innermost first, each
+//! `  Module!Namespace.Type.Method(args)` or `  [Native Frames]` for a run of frames no method
+//! record covers, then a blank line. JSON: dotnet-monitor's `CallStackResult`
+//! (`{"stacks":[{"threadId","threadName","frames":[{"methodName","methodToken",
+//! "parameterTypes","typeName","moduleName","moduleVersionId"}]}]}`), see [`json`].
+
+use std::cell::{Cell, RefCell};
+use std::ffi::OsString;
+use std::io;
+use std::time::{Duration, Instant};
+
+use dsipc::payload::Provider;
+use dsipc::wire::Text;
+use dsipc_std::{Control, Error};
+use dsipc_trace::{LiveProfile, StackFrame, StackSnapshot};
+
+use crate::args::show;
+use crate::term::{clean, note};
+use crate::{json, pid_command, print_out, CliError, CliResult};
+
+/// SampleProfiler's keywords and level as dotnet-stack asks (none; Informational).
+const SAMPLE_PROFILER: &str = "Microsoft-DotNETCore-SampleProfiler";
+/// The runtime provider: Loader (0x8) and Jit (0x10), whose method and module records name
+/// methods compiled or loaded during the session.
+const RUNTIME: &str = "Microsoft-Windows-DotNETRuntime";
+const RUNTIME_KEYWORDS: u64 = 0x18;
+const INFORMATIONAL: u32 = 4;
+
+/// At the latest, the session is stopped this long after it started (or at half the
+/// timeout, if shorter), samples or not. Normally it stops at the first complete round of
+/// the sampler, a few hundred milliseconds in (the runtime flushes its buffers about every
+/// 100 ms).
+const STOP_AT_THE_LATEST: Duration = Duration::from_secs(1);
+
+/// The GUID dotnet-monitor writes when it has no module version id (EventPipe's module
+/// records do not carry the MVID).
+const NIL_GUID: &str = "00000000-0000-0000-0000-000000000000";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+}
+
+pub(crate) fn cmd_stack(rest: &[OsString]) -> CliResult {
+    let started = Instant::now();
+    let (p, common, pid) = pid_command(rest, &["PID"], &["--format"], &[])?;
+    let format = match p.value_text("--format")? {
+        None | Some("text") => Format::Text,
+        Some("json") => Format::Json,
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "--format must be text or json, not {}",
+                show(std::ffi::OsStr::new(other))
+            )))
+        }
+    };
+    let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
+    let timeout = client.timeout();
+    let deadline = started + timeout;
+    let stop_at = STOP_AT_THE_LATEST.min(timeout / 2);
+
+    let providers = [
+        Provider {
+            keywords: 0,
+            log_level: INFORMATIONAL,
+            provider_name: Text::Str(SAMPLE_PROFILER),
+            arguments: Text::Null,
+        },
+        Provider {
+            keywords: RUNTIME_KEYWORDS,
+            log_level: INFORMATIONAL,
+            provider_name: Text::Str(RUNTIME),
+            arguments: Text::Null,
+        },
+    ];
+    let mut session = client.collect_tracing(&providers, 256, true)?;
+    let session_started = Instant::now();
+    let live = RefCell::new(LiveProfile::new());
+    let stop_asked = Cell::new(false);
+    let timed_out = Cell::new(false);
+    let result = session.drain_controlled(
+        |data| {
+            live.borrow_mut()
+                .feed(data)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+        },
+        |_| {
+            if Instant::now() >= deadline {
+                timed_out.set(true);
+                return Control::Abort;
+            }
+            // One thread sampled twice: the sampler went round every thread.
+            if live.borrow().analyzer().max_thread_samples() >= 2
+                || session_started.elapsed() >= stop_at
+            {
+                stop_asked.set(true);
+                return Control::Stop;
+            }
+            Control::Continue
+        },
+    );
+    // Closing the connection ends the session in the runtime, whatever happened.
+    drop(session);
+    let mut live = live.into_inner();
+    match result {
+        Ok(_) => {}
+        Err(_) if live.error().is_some() => {}
+        Err(Error::Aborted) if timed_out.get() => {
+            return Err(CliError::Failed(format!(
+                "pid {}: no complete answer within {:.1} s (--timeout): the runtime {}",
+                pid,
+                timeout.as_secs_f64(),
+                if stop_asked.get() {
+                    "did not finish the session after the stop"
+                } else {
+                    "sent no samples"
+                }
+            )))
+        }
+        Err(e) => return Err(CliError::Ipc(e)),
+    }
+    if let Err(e) = live.finish() {
+        let why = if e.is_truncation() {
+            format!(
+                "the runtime ended the stream {}without its end-of-stream object (did pid {} exit?): {}",
+                if stop_asked.get() { "" } else { "before the stop and " },
+                pid,
+                e
+            )
+        } else {
+            format!("the stream did not parse: {}", e)
+        };
+        return Err(CliError::Failed(why));
+    }
+    if let Some(limit) = live.analyzer().limit_error() {
+        return Err(CliError::Failed(format!(
+            "the trace went past a limit: {}",
+            limit
+        )));
+    }
+    let snapshot = live.into_stacks();
+    if snapshot.threads.is_empty() {
+        // As dotnet-stack: nothing to show is an answer (the sampler skips threads without
+        // managed frames), said on stderr; JSON gets an empty list.
+        note!("dsipc: pid {}: no thread had managed frames to sample", pid);
+    }
+    let out = match format {
+        Format::Text => text(&snapshot),
+        Format::Json => json(&snapshot, &|tid| thread_name(pid, tid)),
+    };
+    print_out(&out)
+}
+
+/// dotnet-stack's report: per thread `Thread (0x{TID:X}):`, frames innermost first
+/// indented two spaces, a blank line. Runtime-supplied names go through [`clean`].
+fn text(s: &StackSnapshot) -> String {
+    let mut out = String::new();
+    for t in &s.threads {
+        out.push_str(&format!("Thread (0x{:X}):\n", t.thread_id));
+        for f in &t.frames {
+            out.push_str("  ");
+            out.push_str(&clean(&f.display_name()));
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// dotnet-monitor's `CallStackResult`, one line. Of each frame: `methodName` (the
+/// runtime's MethodName), `methodToken` (MethodToken; 0 for dynamic methods),
+/// `parameterTypes` (the signature's, as the runtime writes them: `int32`,
+/// `class System.String`), `typeName` (MethodNamespace: the declaring type's full name),
+/// `moduleName` (the IL file name without extension; empty when no module record named
+/// it) and `moduleVersionId` (always the nil GUID: EventPipe's module records carry no MVID).
+/// A run of frames no method covers is one frame named `[Native Frames]` with empty names
+/// and token 0. `threadName` is what `name` finds (empty when nothing).
+fn json(s: &StackSnapshot, name: &dyn Fn(u64) -> String) -> String {
+    let mut out = String::from("{\"stacks\":[");
+    for (i, t) in s.threads.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!("{{\"threadId\":{},\"threadName\":", t.thread_id));
+        json::push_string(&mut out, &name(t.thread_id));
+        out.push_str(",\"frames\":[");
+        for (j, f) in t.frames.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            let (method, token, params, type_name, module) = match f {
+                StackFrame::Method(m) => (
+                    m.method.clone(),
+                    m.token,
+                    m.parameter_types(),
+                    m.type_name.clone(),
+                    m.module.clone().unwrap_or_default(),
+                ),
+                StackFrame::Native => (
+                    dsipc_trace::NATIVE_FRAMES.to_string(),
+                    0,
+                    Vec::new(),
+                    String::new(),
+                    String::new(),
+                ),
+            };
+            out.push_str("{\"methodName\":");
+            json::push_string(&mut out, &method);
+            out.push_str(&format!(",\"methodToken\":{},\"parameterTypes\":[", token));
+            for (k, p) in params.iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                json::push_string(&mut out, p);
+            }
+            out.push_str("],\"typeName\":");
+            json::push_string(&mut out, &type_name);
+            out.push_str(",\"moduleName\":");
+            json::push_string(&mut out, &module);
+            out.push_str(",\"moduleVersionId\":");
+            json::push_string(&mut out, NIL_GUID);
+            out.push('}');
+        }
+        out.push_str("]}");
+    }
+    out.push_str("]}\n");
+    out
+}
+
+/// The name the OS has for thread `tid` of `pid` (.NET gives it the managed thread's name,
+/// cut to 15 bytes): `/proc/PID/task/TID/comm` on Linux, when the process is in this pid
+/// namespace (the runtime reports its own thread ids); empty otherwise.
+fn thread_name(pid: u32, tid: u64) -> String {
+    #[cfg(target_os = "linux")]
+    {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", pid)).unwrap_or_default();
+        let same_namespace = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .map_or(false, |v| v.split_whitespace().count() == 1);
+        if same_namespace {
+            if let Ok(name) = std::fs::read_to_string(format!("/proc/{}/task/{}/comm", pid, tid)) {
+                return name.trim_end_matches('\n').to_string();
+            }
+        }
+        String::new()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pid, tid);
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsipc_trace::{MethodName, SampleKind, ThreadStack};
+
+    fn snapshot() -> StackSnapshot {
+        StackSnapshot {
+            threads: vec![ThreadStack {
+                thread_id: 0x2a,
+                timestamp: 1,
+                kind: SampleKind::External,
+                samples: 2,
+                frames: vec![
+                    StackFrame::Method(MethodName {
+                        module: Some("System.Private.CoreLib".into()),
+                        type_name: "System.Threading.Thread".into(),
+                        method: "Sleep".into(),
+                        signature: "void  (int32)".into(),
+                        token: 0x0600_0001,
+                    }),
+                    StackFrame::Native,
+                    StackFrame::Method(MethodName {
+                        module: None,
+                        type_name: "Evil\u{1b}[2J".into(),
+                        method: "M\"".into(),
+                        signature: String::new(),
+                        token: 0,
+                    }),
+                ],
+            }],
+            distinct_ips: 3,
+            unresolved_ips: 1,
+        }
+    }
+
+    #[test]
+    fn text_is_dotnet_stacks_report_with_names_cleaned() {
+        assert_eq!(
+            text(&snapshot()),
+            "Thread (0x2A):\n  System.Private.CoreLib!System.Threading.Thread.Sleep(int32)\n  [Native Frames]\n  ?!Evil\\x1b[2J.M\"\n\n"
+        );
+    }
+
+    #[test]
+    fn json_is_a_call_stack_result() {
+        let j = json(&snapshot(), &|tid| format!("t{}", tid));
+        assert_eq!(
+            j,
+            concat!(
+                "{\"stacks\":[{\"threadId\":42,\"threadName\":\"t42\",\"frames\":[",
+                "{\"methodName\":\"Sleep\",\"methodToken\":100663297,\"parameterTypes\":[\"int32\"],",
+                "\"typeName\":\"System.Threading.Thread\",\"moduleName\":\"System.Private.CoreLib\",",
+                "\"moduleVersionId\":\"00000000-0000-0000-0000-000000000000\"},",
+                "{\"methodName\":\"[Native Frames]\",\"methodToken\":0,\"parameterTypes\":[],",
+                "\"typeName\":\"\",\"moduleName\":\"\",",
+                "\"moduleVersionId\":\"00000000-0000-0000-0000-000000000000\"},",
+                "{\"methodName\":\"M\\\"\",\"methodToken\":0,\"parameterTypes\":[],",
+                "\"typeName\":\"Evil\\u001b[2J\",\"moduleName\":\"\",",
+                "\"moduleVersionId\":\"00000000-0000-0000-0000-000000000000\"}",
+                "]}]}\n"
+            )
+        );
+    }
+}
