@@ -48,10 +48,23 @@ fn client(pid: u32) -> DiagnosticsClient {
         .with_timeout(TIMEOUT)
 }
 
-#[tokio::test]
-async fn net8_process_info_and_environment() {
+/// Runs `fut` on a current-thread runtime (the tests hold the serial lock outside it).
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(fut)
+}
+
+#[test]
+fn net8_process_info_and_environment() {
     let _serial = serial();
     let (_host, pid) = host(&[]);
+    block_on(process_info_and_environment(pid));
+}
+
+async fn process_info_and_environment(pid: u32) {
     let client = client(pid);
     let info = client.process_info().await.unwrap();
     assert_eq!(info.command, dsipc::wire::Command::ProcessInfo3);
@@ -73,10 +86,14 @@ async fn net8_process_info_and_environment() {
     );
 }
 
-#[tokio::test]
-async fn net8_trace_stopped_from_a_second_connection_parses_to_its_end() {
+#[test]
+fn net8_trace_stopped_from_a_second_connection_parses_to_its_end() {
     let _serial = serial();
     let (_host, pid) = host(&["--busy"]);
+    block_on(trace_stopped_from_a_second_connection(pid));
+}
+
+async fn trace_stopped_from_a_second_connection(pid: u32) {
     let client = client(pid);
     // GC and exception events at Informational, with rundown.
     let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x8001, 4)];
