@@ -101,6 +101,7 @@ impl DiagnosticsClient {
 
     /// The runtime of process `pid`: on Unix its socket, found as dsipc-std finds it (the
     /// target's TMPDIR, `/tmp`, then through `/proc/PID/root`); on Windows its pipe.
+    #[cfg(any(unix, windows))]
     pub fn for_pid(pid: u32) -> Result<Self, Error> {
         Self::for_pid_in(pid, None)
     }

@@ -279,7 +279,6 @@ impl TraceSession {
                 Ok(Some(Some(data))) => {
                     self.bytes += data.len() as u64;
                     self.last_data = Instant::now();
-                    self.sleep = None;
                     return TaskPoll::Ready(Some(Ok(data)));
                 }
                 Ok(Some(None)) => {

@@ -572,6 +572,15 @@ async fn reads_dropped_mid_stream_lose_no_bytes() {
 fn futures_are_send() {
     fn send<T: Send>(_: &T) {}
     let client = DiagnosticsClient::new("/nonexistent");
+    assert_eq!(client.timeout(), dsipc_tokio::DEFAULT_TIMEOUT);
+    assert_eq!(
+        client.max_environment(),
+        dsipc_tokio::DEFAULT_MAX_ENVIRONMENT
+    );
+    assert_eq!(
+        client.clone().with_timeout(Duration::ZERO).timeout(),
+        Duration::from_millis(1)
+    );
     send(&client.process_info());
     send(&client.process_environment());
     send(&client.write_dump("/d", DumpType::Full, 0));
