@@ -272,6 +272,13 @@ mod imp {
             let path = dsipc_std::windows::pipe_path(&name).map_err(|e| {
                 listen_error(dsipc_std::reverse::ListenError::InvalidName { name: e.0 })
             })?;
+            // A probe first (Wine ignores FILE_FLAG_FIRST_PIPE_INSTANCE), then the flag,
+            // which closes the race on Windows; as dsipc-std's PipeListener does.
+            if dsipc_std::windows::pipe_exists(&path) {
+                return Err(listen_error(dsipc_std::reverse::ListenError::InUse {
+                    path,
+                }));
+            }
             let next = create(&path, true).map_err(|source| {
                 // ERROR_ACCESS_DENIED: another process serves this name.
                 if source.raw_os_error() == Some(5) {
