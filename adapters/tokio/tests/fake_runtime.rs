@@ -313,7 +313,7 @@ async fn a_silent_server_times_out_within_the_budget() {
         .await
         .unwrap_err();
     assert!(e.is_timeout(), "{:?}", e);
-    assert_eq!(rt.received().len(), 3);
+    assert_eq!(rt.wait_received(3, TIMEOUT).len(), 3);
 }
 
 #[tokio::test]

@@ -62,7 +62,7 @@ async fn runtimes_advertise_then_run_one_command_per_connection() {
     assert!(got.iter().all(|r| r.reverse));
     assert_eq!(got[0].command, Some(Command::ProcessInfo));
     assert_eq!(got[1].command, Some(Command::ResumeRuntime));
-    assert!(rt.advertised() >= 2);
+    assert!(rt.wait_advertised(2, Duration::from_secs(10)) >= 2);
     drop(rt);
     drop(listener);
     // The listener removed its socket file.
