@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Proves that the std adapter (adapters/std), its socket-file helpers (adapters/sockfile) and
+# Proves that the std adapter (adapters/std), the tokio adapter (adapters/tokio), the
+# socket-file helpers (adapters/sockfile) and
 # the fake runtime (tests/testkit) build with Rust 1.63 for Linux (all targets, tests
 # included), and that the CLI (cli/) checks with Rust 1.63 for x86_64-pc-windows-gnu when
 # the Windows std is installed: Debian's rustc 1.63 + cargo 1.65
@@ -27,10 +28,10 @@ CARGO_OLD=/usr/bin/cargo
 rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli" "$W/trace"
 mkdir -p "$W/adapters" "$W/tests"
 cp -r "$ROOT/src" "$W/"
-cp -r "$ROOT/adapters/std" "$ROOT/adapters/sockfile" "$W/adapters/"
+cp -r "$ROOT/adapters/std" "$ROOT/adapters/sockfile" "$ROOT/adapters/tokio" "$W/adapters/"
 cp -r "$ROOT/tests/testkit" "$ROOT/tests/common" "$W/tests/"
 cp -r "$ROOT/cli" "$ROOT/trace" "$W/"
-rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/tests/testkit/target" "$W/cli/target" "$W/trace/target"
+rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/adapters/tokio/target" "$W/tests/testkit/target" "$W/cli/target" "$W/trace/target"
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
@@ -39,7 +40,7 @@ for section in (r"\[dev-dependencies\]", r"\[\[bench\]\]", r"\[profile\.bench\]"
     n = 1
     while n:
         s, n = re.subn(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
-s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "trace", "adapters/std", "adapters/sockfile", "tests/testkit", "cli"]', s)
+s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "trace", "adapters/std", "adapters/sockfile", "adapters/tokio", "tests/testkit", "cli"]', s)
 open(sys.argv[2], "w").write(s)
 EOF
 python3 - "$W/cli/Cargo.toml" <<'EOF'
@@ -53,7 +54,7 @@ cp "$ROOT/Cargo.lock" "$W/Cargo.lock"
 cd "$W"
 # Versions known to build with 1.63 (the same as windows/Cargo.lock).
 # Each entry: package spec (name@major when several majors are locked), version.
-for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177" "anyhow 1.0.99"; do
+for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177" "anyhow 1.0.99" "backtrace 0.3.69"; do
     set -- $pin
     cargo update -q -p "$1" --precise "$2"
 done
@@ -70,10 +71,10 @@ HOST="$($RUSTC_163 -vV | sed -n 's/^host: //p')"
 echo "msrv-std: $($RUSTC_163 --version), $($CARGO_OLD --version)"
 t0=$(date +%s)
 RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml build --offline --locked \
-    -p dsipc-trace -p dsipc-std -p dsipc-sockfile -p dsipc-testkit --all-targets --target "$HOST"
-echo "msrv-std: dsipc-trace, dsipc-std, dsipc-sockfile and dsipc-testkit build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
+    -p dsipc-trace -p dsipc-std -p dsipc-sockfile -p dsipc-testkit -p dsipc-tokio --all-targets --target "$HOST"
+echo "msrv-std: dsipc-trace, dsipc-std, dsipc-sockfile, dsipc-testkit and dsipc-tokio build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
 if [ -d /usr/lib/rustlib/x86_64-pc-windows-gnu ]; then
     RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml check --offline --locked \
-        -p dsipc-std -p dsipc-cli --target x86_64-pc-windows-gnu
-    echo "msrv-std: dsipc-std and dsipc-cli check with Rust 1.63 for x86_64-pc-windows-gnu"
+        -p dsipc-std -p dsipc-cli -p dsipc-tokio --target x86_64-pc-windows-gnu
+    echo "msrv-std: dsipc-std, dsipc-cli and dsipc-tokio check with Rust 1.63 for x86_64-pc-windows-gnu"
 fi

@@ -62,7 +62,9 @@ pub struct ProcessInfo {
 }
 
 impl ProcessInfo {
-    fn from_reply(command: Command, reply: &Reply<'_>) -> Option<ProcessInfo> {
+    /// The owned form of a ProcessInfo, ProcessInfo2 or ProcessInfo3 reply (`command` is
+    /// the request that got it); `None` for any other reply. For adapters over other I/O.
+    pub fn from_reply(command: Command, reply: &Reply<'_>) -> Option<ProcessInfo> {
         // Narrow every version to the shared fields, keeping what the newer ones add.
         let (v2, rid) = match reply {
             Reply::ProcessInfo3(r) => (Some(r.as_process_info2()), Some(r.runtime_identifier)),

@@ -77,7 +77,7 @@ impl SeriesLimits {
             if !self.histograms.contains(&h) {
                 if self.histograms.len() >= self.max_histograms {
                     let first = !std::mem::replace(&mut self.histograms_noticed, true);
-                    return Admit::No(first.then(|| Notice::HistogramLimitReached));
+                    return Admit::No(first.then_some(Notice::HistogramLimitReached));
                 }
                 self.histograms.insert(h);
             }
@@ -86,7 +86,7 @@ impl SeriesLimits {
         if !self.series.contains(&h) {
             if self.series.len() >= self.max_series {
                 let first = !std::mem::replace(&mut self.series_noticed, true);
-                return Admit::No(first.then(|| Notice::TimeSeriesLimitReached));
+                return Admit::No(first.then_some(Notice::TimeSeriesLimitReached));
             }
             self.series.insert(h);
         }

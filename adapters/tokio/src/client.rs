@@ -1,0 +1,461 @@
+//! [`DiagnosticsClient`]: one async method per command, each on a fresh connection.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsipc::conn::ClientEvent;
+use dsipc::payload::{
+    ApplyStartupHook, AttachProfiler, CollectTracing2, DisablePerfMap, DumpType, EnablePerfMap,
+    GenerateCoreDump, GenerateCoreDump2, GenerateCoreDump3, PerfMapType, ProcessEnvironment,
+    ProcessInfo as ProcessInfo1, ProcessInfo2, ProcessInfo3, Provider, Reply, Request,
+    ResumeRuntime, SetEnvironmentVariable, StartupProfiler, StopTracing, TraceFormat,
+};
+use dsipc::wire::{Command, Guid, Hresult, Text};
+use dsipc::AnyRequest;
+
+use crate::conn::Target;
+use crate::drive;
+use crate::session::TraceSession;
+use crate::{Error, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
+
+/// A [`Text`] as a `String`, with U+FFFD for lone surrogates.
+pub(crate) fn text_to_string(t: &Text<'_>) -> String {
+    t.chars_lossy().collect()
+}
+
+/// Checks a reply that carries only a status.
+fn expect_status(command: Command, ev: ClientEvent<'_>) -> Result<(), Error> {
+    match ev {
+        ClientEvent::Reply(Reply::Ok(h)) if h.is_success() => Ok(()),
+        ClientEvent::Reply(Reply::Ok(h)) => Err(Error::ErrorReply {
+            command,
+            hresult: h,
+            message: None,
+        }),
+        other => Err(unexpected(command, other)),
+    }
+}
+
+/// The error for an event that is not the expected reply (error replies become typed errors).
+pub(crate) fn unexpected(command: Command, ev: ClientEvent<'_>) -> Error {
+    match ev {
+        ClientEvent::Error(e) if e.hresult == Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND => {
+            Error::NotSupported {
+                command,
+                hresult: e.hresult,
+            }
+        }
+        ClientEvent::Error(e) => Error::ErrorReply {
+            command,
+            hresult: e.hresult,
+            message: e.message.as_ref().map(text_to_string),
+        },
+        _ => Error::UnexpectedReply { command },
+    }
+}
+
+/// Runs `fut` within `timeout`; past it, [`Error::Timeout`] for `command`.
+pub(crate) async fn within<T, F>(command: Command, timeout: Duration, fut: F) -> Result<T, Error>
+where
+    F: Future<Output = Result<T, Error>>,
+{
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::Timeout { command, timeout }),
+    }
+}
+
+/// An async client of one runtime's diagnostic server. Every method opens its own
+/// connection, sends one well-formed request, reads the reply within the timeout, and
+/// closes.
+///
+/// **Cancel safety.** Every method is cancel safe: dropping its future (a `select!` branch
+/// that lost, a timeout of your own) closes that call's connection and nothing else, so no
+/// connection ever carries half a request or an unread reply into another call. The
+/// runtime may still act on a request it received whole (a dump may still be written).
+///
+/// Cheap to clone; usable from several tasks (the runtime serves one client at a time).
+#[derive(Debug, Clone)]
+pub struct DiagnosticsClient {
+    target: Arc<Target>,
+    timeout: Duration,
+    max_environment: u64,
+}
+
+impl DiagnosticsClient {
+    /// A client of the diagnostic server at `path`: a Unix socket path, or on Windows a
+    /// pipe path `\\.\pipe\NAME`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self::with_target(Target::Endpoint(path.into()))
+    }
+
+    pub(crate) fn with_target(target: Target) -> Self {
+        DiagnosticsClient {
+            target: Arc::new(target),
+            timeout: DEFAULT_TIMEOUT,
+            max_environment: DEFAULT_MAX_ENVIRONMENT,
+        }
+    }
+
+    /// The runtime of process `pid`: on Unix its socket, found as dsipc-std finds it (the
+    /// target's TMPDIR, `/tmp`, then through `/proc/PID/root`); on Windows its pipe.
+    #[cfg(any(unix, windows))]
+    pub fn for_pid(pid: u32) -> Result<Self, Error> {
+        Self::for_pid_in(pid, None)
+    }
+
+    /// As [`for_pid`](Self::for_pid), searching only `tmpdir` when it is given (Unix;
+    /// ignored on Windows, where the pipe name depends on the pid only).
+    #[cfg(any(unix, windows))]
+    pub fn for_pid_in(pid: u32, tmpdir: Option<&Path>) -> Result<Self, Error> {
+        #[cfg(unix)]
+        let path = dsipc_std::unix::find_socket(pid, tmpdir)?;
+        #[cfg(windows)]
+        let path = {
+            let _ = tmpdir;
+            dsipc_std::windows::endpoint_for_pid(pid)
+                .path()
+                .to_path_buf()
+        };
+        Ok(Self::new(path))
+    }
+
+    /// Sets the timeout: the whole budget of each method call (connect, send, replies and
+    /// fallbacks to older command versions together). For EventPipe sessions it bounds the
+    /// start, the StopTracing reply, and the stream's end after a stop.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets the largest environment block (bytes, as announced by the runtime) that
+    /// [`process_environment`](Self::process_environment) accepts.
+    pub fn with_max_environment(mut self, bytes: u64) -> Self {
+        self.max_environment = bytes;
+        self
+    }
+
+    /// The timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The environment bound (see [`with_max_environment`](Self::with_max_environment)).
+    pub fn max_environment(&self) -> u64 {
+        self.max_environment
+    }
+
+    /// The server's address (for a reverse connection: the reverse port's).
+    pub fn address(&self) -> &Path {
+        self.target.address()
+    }
+
+    /// Encodes, connects and sends; no timeout of its own.
+    pub(crate) async fn open<R: Request + ?Sized>(
+        &self,
+        request: &R,
+    ) -> Result<drive::Exchange, Error> {
+        let target = &self.target;
+        drive::open(request, || target.open()).await
+    }
+
+    /// One exchange, no timeout of its own.
+    async fn exchange_inner<R, F>(&self, request: &R, on_event: F) -> Result<(), Error>
+    where
+        R: Request + ?Sized,
+        F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
+    {
+        if request.command().is_collect_tracing() {
+            return Err(Error::InvalidArgument(
+                "EventPipe sessions go through start_tracing",
+            ));
+        }
+        let mut ex = self.open(request).await?;
+        drive::run(&mut ex, on_event).await
+    }
+
+    /// Low level: sends any request on a fresh connection and hands every event (reply,
+    /// error reply, continuation) to `on_event`, within the timeout. Not for EventPipe
+    /// sessions: use [`start_tracing`](Self::start_tracing).
+    pub async fn exchange<R, F>(&self, request: &R, on_event: F) -> Result<(), Error>
+    where
+        R: Request + ?Sized,
+        F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
+    {
+        within(
+            request.command(),
+            self.timeout,
+            self.exchange_inner(request, on_event),
+        )
+        .await
+    }
+
+    async fn status_inner<R: Request + ?Sized>(&self, request: &R) -> Result<(), Error> {
+        let command = request.command();
+        self.exchange_inner(request, |ev| expect_status(command, ev))
+            .await
+    }
+
+    /// Sends a request whose OK reply is a status, within the timeout.
+    async fn status<R: Request + ?Sized>(&self, request: &R) -> Result<(), Error> {
+        within(request.command(), self.timeout, self.status_inner(request)).await
+    }
+
+    /// Process information, as the official client gets it: ProcessInfo3, then
+    /// ProcessInfo2, then ProcessInfo when the runtime answers UNKNOWN_COMMAND (each on its
+    /// own connection). [`Error::NotSupported`] when even ProcessInfo is unknown, as on
+    /// .NET Core 3.x. The attempts share one timeout.
+    pub async fn process_info(&self) -> Result<ProcessInfo, Error> {
+        within(Command::ProcessInfo3, self.timeout, async {
+            match self.process_info_with(&ProcessInfo3).await {
+                Err(e) if e.is_not_supported() => {}
+                other => return other,
+            }
+            match self.process_info_with(&ProcessInfo2).await {
+                Err(e) if e.is_not_supported() => {}
+                other => return other,
+            }
+            self.process_info_with(&ProcessInfo1).await
+        })
+        .await
+    }
+
+    /// ProcessInfo (0x0400) only: one round trip, no entrypoint, version or RID.
+    pub async fn process_info_basic(&self) -> Result<ProcessInfo, Error> {
+        within(
+            Command::ProcessInfo,
+            self.timeout,
+            self.process_info_with(&ProcessInfo1),
+        )
+        .await
+    }
+
+    async fn process_info_with<R: Request>(&self, request: &R) -> Result<ProcessInfo, Error> {
+        let command = request.command();
+        let mut out = None;
+        self.exchange_inner(request, |ev| match ev {
+            ClientEvent::Reply(r) => match ProcessInfo::from_reply(command, &r) {
+                Some(info) => {
+                    out = Some(info);
+                    Ok(())
+                }
+                None => Err(Error::UnexpectedReply { command }),
+            },
+            other => Err(unexpected(command, other)),
+        })
+        .await?;
+        out.ok_or(Error::UnexpectedReply { command })
+    }
+
+    /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.
+    /// A block announced larger than [`max_environment`](Self::max_environment) is
+    /// [`Error::EnvironmentTooLarge`] (before any entry is read); a block that ends early is
+    /// [`Error::UnexpectedReply`].
+    pub async fn process_environment(&self) -> Result<Vec<String>, Error> {
+        let command = Command::ProcessEnvironment;
+        let limit = self.max_environment;
+        let mut complete = false;
+        let mut vars = Vec::new();
+        self.exchange(&ProcessEnvironment, |ev| match ev {
+            ClientEvent::Reply(Reply::ProcessEnvironment(r)) => {
+                if u64::from(r.incoming_bytes) > limit {
+                    return Err(Error::EnvironmentTooLarge {
+                        announced: u64::from(r.incoming_bytes),
+                        limit,
+                    });
+                }
+                Ok(())
+            }
+            ClientEvent::EnvironmentVariable(t) => {
+                vars.push(text_to_string(&t));
+                Ok(())
+            }
+            ClientEvent::EndOfStream => {
+                complete = true;
+                Ok(())
+            }
+            other => Err(unexpected(command, other)),
+        })
+        .await?;
+        if !complete {
+            return Err(Error::UnexpectedReply { command });
+        }
+        Ok(vars)
+    }
+
+    /// Sets `name` to `value` in the target's environment; `None` removes the variable.
+    pub async fn set_environment_variable(
+        &self,
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<(), Error> {
+        self.status(&SetEnvironmentVariable {
+            name: Text::Str(name),
+            value: value.into(),
+        })
+        .await
+    }
+
+    /// Resumes a runtime paused at startup (send it over the port that suspended it).
+    pub async fn resume_runtime(&self) -> Result<(), Error> {
+        self.status(&ResumeRuntime).await
+    }
+
+    /// Starts writing perf maps and/or jitdump (`/tmp/perf-PID.map`, `/tmp/jit-PID.dump`).
+    pub async fn enable_perf_map(&self, kind: PerfMapType) -> Result<(), Error> {
+        if matches!(kind, PerfMapType::Disabled | PerfMapType::Unknown(_)) {
+            return Err(Error::InvalidArgument(
+                "perf map type must be All, JitDump or PerfMap",
+            ));
+        }
+        self.status(&EnablePerfMap {
+            perf_map_type: kind,
+        })
+        .await
+    }
+
+    /// Stops writing perf maps (the files stay).
+    pub async fn disable_perf_map(&self) -> Result<(), Error> {
+        self.status(&DisablePerfMap).await
+    }
+
+    /// Loads a startup hook assembly (absolute path): at once in a running runtime.
+    pub async fn apply_startup_hook(&self, path: &str) -> Result<(), Error> {
+        if path.is_empty() {
+            return Err(Error::InvalidArgument("startup hook path is empty"));
+        }
+        self.status(&ApplyStartupHook {
+            startup_hook_path: Text::Str(path),
+        })
+        .await
+    }
+
+    /// Writes a dump to `path` (in the target's file system; `%p` expands to its pid) and
+    /// returns once it is written. `flags` are `dsipc::payload::dump::flags` bits.
+    ///
+    /// Falls back like the official client: GenerateCoreDump3, 2, then 1 on
+    /// UNKNOWN_COMMAND (version 1 only knows the logging flag); the attempts share one
+    /// timeout. Dumps take a while: give this client a generous timeout.
+    pub async fn write_dump(&self, path: &str, kind: DumpType, flags: u32) -> Result<(), Error> {
+        if path.is_empty() {
+            return Err(Error::InvalidArgument("dump path is empty"));
+        }
+        let name = Text::Str(path);
+        within(Command::GenerateCoreDump3, self.timeout, async {
+            let v3 = GenerateCoreDump3 {
+                dump_name: name,
+                dump_type: kind,
+                flags,
+            };
+            match self.status_inner(&v3).await {
+                Err(e) if e.is_not_supported() => {}
+                other => return other,
+            }
+            let v2 = GenerateCoreDump2 {
+                dump_name: name,
+                dump_type: kind,
+                flags,
+            };
+            match self.status_inner(&v2).await {
+                Err(e) if e.is_not_supported() => {}
+                other => return other,
+            }
+            if flags & !dsipc::payload::dump::flags::LOGGING != 0 {
+                return Err(Error::InvalidArgument(
+                    "this runtime only knows GenerateCoreDump, whose only flag is logging",
+                ));
+            }
+            self.status_inner(&GenerateCoreDump {
+                dump_name: name,
+                dump_type: kind,
+                diagnostics: flags & dsipc::payload::dump::flags::LOGGING,
+            })
+            .await
+        })
+        .await
+    }
+
+    /// Loads a profiler into the running runtime; the runtime waits up to
+    /// `attach_timeout` (whole seconds) for it, so the reply wait is that plus the timeout.
+    pub async fn attach_profiler(
+        &self,
+        attach_timeout: Duration,
+        clsid: Guid,
+        path: &str,
+        client_data: &[u8],
+    ) -> Result<(), Error> {
+        let secs = attach_timeout.as_secs().min(u64::from(u32::MAX)) as u32;
+        let budget = self.timeout.saturating_add(attach_timeout);
+        let request = AttachProfiler {
+            attach_timeout: secs,
+            profiler_guid: clsid,
+            profiler_path: Text::Str(path),
+            client_data,
+        };
+        within(Command::AttachProfiler, budget, self.status_inner(&request)).await
+    }
+
+    /// Registers a profiler to load at startup (while the runtime is suspended).
+    pub async fn set_startup_profiler(&self, clsid: Guid, path: &str) -> Result<(), Error> {
+        self.status(&StartupProfiler {
+            profiler_guid: clsid,
+            profiler_path: Text::Str(path),
+        })
+        .await
+    }
+
+    /// Sends StopTracing for `session_id` on a new connection. The runtime answers only
+    /// after it has flushed the session into the trace connection, so that connection must
+    /// keep being read meanwhile (see [`TraceSession`] and [`crate::StopHandle`]).
+    pub async fn stop_tracing(&self, session_id: u64) -> Result<(), Error> {
+        let command = Command::StopTracing;
+        self.exchange(&StopTracing { session_id }, |ev| match ev {
+            ClientEvent::Reply(Reply::SessionId(_)) => Ok(()),
+            other => Err(unexpected(command, other)),
+        })
+        .await
+    }
+
+    /// Starts an EventPipe session with any CollectTracing version, and returns once the
+    /// runtime has accepted it (within the timeout). Read the stream with
+    /// [`TraceSession::next_chunk`] or as a `futures_core::Stream`. user_events sessions
+    /// (which pass a descriptor) are not supported: [`Error::FdPassingUnsupported`].
+    pub async fn start_tracing<'a, R>(&self, request: R) -> Result<TraceSession, Error>
+    where
+        R: Into<AnyRequest<'a>>,
+    {
+        let request: AnyRequest<'a> = request.into();
+        let command = request.command();
+        if !command.is_collect_tracing() {
+            return Err(Error::InvalidArgument("not a CollectTracing request"));
+        }
+        if request.requires_fd_passing() {
+            return Err(Error::FdPassingUnsupported);
+        }
+        let (ex, session_id) = within(command, self.timeout, async {
+            let mut ex = self.open(&request).await?;
+            let id = drive::await_session_id(&mut ex).await?;
+            Ok((ex, id))
+        })
+        .await?;
+        Ok(TraceSession::new(ex, session_id, self.clone()))
+    }
+
+    /// Starts a NetTrace session with CollectTracing2 (known to .NET Core 3.0 and later).
+    pub async fn collect_tracing(
+        &self,
+        providers: &[Provider<'_>],
+        circular_buffer_mb: u32,
+        request_rundown: bool,
+    ) -> Result<TraceSession, Error> {
+        self.start_tracing(CollectTracing2 {
+            circular_buffer_mb,
+            format: TraceFormat::NetTrace,
+            request_rundown,
+            providers: providers.into(),
+        })
+        .await
+    }
+}

@@ -1,0 +1,125 @@
+//! Connections: a Unix socket or a Windows named pipe, boxed behind one trait.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::Error;
+
+/// A connected byte stream to a diagnostic server (or from a runtime, on a reverse port).
+pub trait AsyncStream: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<S: AsyncRead + AsyncWrite + Send + Unpin> AsyncStream for S {}
+
+/// One boxed connection: the driver does not care which transport it came from.
+pub(crate) type BoxStream = Box<dyn AsyncStream>;
+
+/// Connects to the diagnostic server at `path` (a Unix socket path, or on Windows a pipe
+/// path `\\.\pipe\NAME`). The caller bounds the wait.
+pub(crate) async fn connect(path: &Path) -> Result<BoxStream, Error> {
+    imp::connect(path).await.map_err(|source| Error::Connect {
+        endpoint: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The error for a reverse connection asked for a second command.
+pub(crate) fn used_up(address: &Path) -> Error {
+    Error::Connect {
+        endpoint: address.to_path_buf(),
+        source: io::Error::new(
+            io::ErrorKind::NotConnected,
+            "this reverse connection has run its command already; the runtime reconnects \
+             for the next one (accept it from the listener)",
+        ),
+    }
+}
+
+/// Where a client sends its commands.
+#[derive(Debug)]
+pub(crate) enum Target {
+    /// A listening diagnostic server: a fresh connection per command.
+    Endpoint(PathBuf),
+    /// A runtime that connected to a reverse port: exactly one command.
+    Reverse {
+        /// The reverse port's address.
+        address: PathBuf,
+        /// The connection, until a command takes it.
+        stream: std::sync::Mutex<Option<BoxStream>>,
+    },
+}
+
+impl std::fmt::Debug for dyn AsyncStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AsyncStream")
+    }
+}
+
+impl Target {
+    /// A connection for one command.
+    pub(crate) async fn open(&self) -> Result<BoxStream, Error> {
+        match self {
+            Target::Endpoint(path) => connect(path).await,
+            Target::Reverse { address, stream } => stream
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .ok_or_else(|| used_up(address)),
+        }
+    }
+
+    /// The address: the server's socket or pipe, or the reverse port.
+    pub(crate) fn address(&self) -> &Path {
+        match self {
+            Target::Endpoint(path) => path,
+            Target::Reverse { address, .. } => address,
+        }
+    }
+}
+
+#[cfg(unix)]
+mod imp {
+    use super::*;
+
+    pub(super) async fn connect(path: &Path) -> io::Result<BoxStream> {
+        let stream = tokio::net::UnixStream::connect(path).await?;
+        Ok(Box::new(stream))
+    }
+}
+
+#[cfg(windows)]
+mod imp {
+    use super::*;
+    use std::time::Duration;
+    use tokio::net::windows::named_pipe::ClientOptions;
+
+    /// `ERROR_PIPE_BUSY`: every instance of the pipe is in use.
+    const ERROR_PIPE_BUSY: i32 = 231;
+
+    pub(super) async fn connect(path: &Path) -> io::Result<BoxStream> {
+        loop {
+            match ClientOptions::new().open(path) {
+                Ok(client) => return Ok(Box::new(client)),
+                // The runtime serves one client at a time and creates the next instance
+                // after it; wait for it (the caller's timeout bounds this loop).
+                Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(not(any(unix, windows)))]
+mod imp {
+    use super::*;
+
+    pub(super) async fn connect(_path: &Path) -> io::Result<BoxStream> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "diagnostic connections need Unix sockets or Windows named pipes",
+        ))
+    }
+}

@@ -1,0 +1,305 @@
+//! Reverse diagnostic ports: the monitor's side of `DOTNET_DiagnosticPorts=ADDRESS,connect`.
+//!
+//! A runtime started with that variable connects to ADDRESS, sends a 34-byte Advertise (its
+//! cookie and pid), and waits for one command; after the reply it closes and connects
+//! again, advertising again. With `suspend` (the default) its startup waits until a
+//! ResumeRuntime arrives over such a connection.
+//!
+//! [`ReverseListener`] binds the address and accepts runtimes; each accepted runtime is a
+//! [`ReverseConnection`]: its [`Advertise`] and a connection that runs **one** command
+//! through [`DiagnosticsClient`] ([`ReverseConnection::into_client`]).
+//!
+//! On Unix the socket is bound as dsipc-std binds it (`dsipc_std::unix::bind_private`:
+//! mode 0600 without a window, a stale socket replaced, nothing else ever removed, the
+//! file removed on drop if it is still ours). On Windows the listener serves the named
+//! pipe `\\.\pipe\NAME`, rejecting remote clients.
+//!
+//! ```no_run
+//! use dsipc_tokio::reverse::ReverseListener;
+//!
+//! # async fn run() -> Result<(), dsipc_tokio::Error> {
+//! // The runtime runs with DOTNET_DiagnosticPorts=/tmp/monitor.sock,connect,suspend
+//! let mut listener = ReverseListener::bind("/tmp/monitor.sock")?;
+//! loop {
+//!     let runtime = listener.accept().await?;
+//!     println!("pid {} cookie {}", runtime.pid(), runtime.cookie());
+//!     // One command per connection; the runtime reconnects (and advertises again) after it.
+//!     runtime.into_client().resume_runtime().await?;
+//! }
+//! # }
+//! ```
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dsipc::conn::{ClientConnection, ClientEvent};
+use dsipc::recv::{Poll, RecvBuffer, RecvError};
+use dsipc::wire::{Advertise, Guid, ADVERTISE_LEN};
+use dsipc::ClientError;
+use tokio::io::AsyncReadExt;
+
+use crate::conn::{BoxStream, Target};
+use crate::{DiagnosticsClient, Error};
+
+/// How long an accepted connection may take to send its Advertise (real runtimes send it
+/// at once).
+pub use dsipc_std::reverse::DEFAULT_ADVERTISE_TIMEOUT;
+
+/// A runtime that connected to a reverse port and advertised itself; its connection runs
+/// one command. Dropping it unused closes the connection (the runtime reconnects at once).
+pub struct ReverseConnection {
+    advertise: Advertise,
+    address: PathBuf,
+    stream: BoxStream,
+}
+
+impl std::fmt::Debug for ReverseConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReverseConnection")
+            .field("advertise", &self.advertise)
+            .field("address", &self.address)
+            .finish()
+    }
+}
+
+impl ReverseConnection {
+    /// The Advertise the runtime sent.
+    pub fn advertise(&self) -> Advertise {
+        self.advertise
+    }
+
+    /// The runtime's pid (in its own pid namespace), from the Advertise.
+    pub fn pid(&self) -> u64 {
+        self.advertise.process_id
+    }
+
+    /// The runtime's cookie (the one ProcessInfo reports), from the Advertise.
+    pub fn cookie(&self) -> Guid {
+        self.advertise.runtime_cookie
+    }
+
+    /// The reverse port's address.
+    pub fn address(&self) -> &Path {
+        &self.address
+    }
+
+    /// A client for this runtime's one command. Methods that need a second connection
+    /// (ProcessInfo's fallback to older versions, stopping a trace) cannot get one here:
+    /// use single-command methods such as
+    /// [`process_info_basic`](DiagnosticsClient::process_info_basic) and
+    /// [`resume_runtime`](DiagnosticsClient::resume_runtime); a second command fails with
+    /// [`Error::Connect`].
+    pub fn into_client(self) -> DiagnosticsClient {
+        DiagnosticsClient::with_target(Target::Reverse {
+            address: self.address,
+            stream: std::sync::Mutex::new(Some(self.stream)),
+        })
+    }
+
+    /// The raw connection (the Advertise already read from it).
+    pub fn into_stream(self) -> Box<dyn crate::AsyncStream> {
+        self.stream
+    }
+}
+
+/// Reads exactly one Advertise through the core's reverse-port machine (never a byte past
+/// it). The caller bounds the time.
+async fn read_advertise(stream: &mut BoxStream) -> Result<Advertise, Error> {
+    let mut machine = ClientConnection::expecting_advertise();
+    let mut rx = RecvBuffer::new([0u8; ADVERTISE_LEN]);
+    loop {
+        match rx.poll_client(&mut machine) {
+            Ok(Poll::Event(ClientEvent::Advertise(adv))) => return Ok(adv),
+            Ok(Poll::NeedInput) => {}
+            Ok(Poll::End) | Ok(Poll::Event(_)) => {
+                return Err(Error::Protocol(ClientError::ClosedBeforeReply))
+            }
+            Err(RecvError::Machine(e)) => return Err(Error::Protocol(e)),
+            Err(e) => return Err(Error::Io(io::Error::new(io::ErrorKind::Other, e))),
+        }
+        let buf = rx
+            .read_buf()
+            .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::Other, e)))?;
+        match stream.read(buf).await {
+            Ok(0) => rx.eof(),
+            Ok(n) => rx.filled(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::Io(e)),
+        }
+    }
+}
+
+/// A listener error as the crate's one error type: an I/O error of a fitting kind that
+/// carries the [`dsipc_std::reverse::ListenError`] (its text, and `get_ref` downcasts).
+fn listen_error(e: dsipc_std::reverse::ListenError) -> Error {
+    use dsipc_std::reverse::ListenError as L;
+    let kind = match &e {
+        L::NotASocket { .. } => io::ErrorKind::AlreadyExists,
+        L::InUse { .. } => io::ErrorKind::AddrInUse,
+        L::PathTooLong { .. } | L::InvalidName { .. } => io::ErrorKind::InvalidInput,
+        L::Io { source, .. } => source.kind(),
+        _ => io::ErrorKind::Other,
+    };
+    Error::Io(io::Error::new(kind, e))
+}
+
+/// A reverse diagnostic port: runtimes connect here and advertise themselves.
+#[derive(Debug)]
+pub struct ReverseListener {
+    imp: imp::Listener,
+    address: PathBuf,
+    advertise_timeout: Duration,
+}
+
+impl ReverseListener {
+    /// Binds the reverse port at `address`: a socket path on Unix, a pipe name (`NAME` or
+    /// `\\.\pipe\NAME`) on Windows. Must be called within a tokio runtime. A socket already
+    /// served, or anything that is not a socket at the path, is an [`Error::Io`]
+    /// (`AddrInUse`, `AlreadyExists`) carrying dsipc-std's `ListenError`.
+    pub fn bind(address: impl AsRef<Path>) -> Result<ReverseListener, Error> {
+        let (imp, address) = imp::Listener::bind(address.as_ref())?;
+        Ok(ReverseListener {
+            imp,
+            address,
+            advertise_timeout: DEFAULT_ADVERTISE_TIMEOUT,
+        })
+    }
+
+    /// The address runtimes connect to (on Windows the full `\\.\pipe\NAME`).
+    pub fn address(&self) -> &Path {
+        &self.address
+    }
+
+    /// The time a new connection has to send its Advertise.
+    pub fn advertise_timeout(&self) -> Duration {
+        self.advertise_timeout
+    }
+
+    /// Sets the time a new connection has to send its Advertise.
+    pub fn set_advertise_timeout(&mut self, timeout: Duration) {
+        self.advertise_timeout = timeout.max(Duration::from_millis(1));
+    }
+
+    /// Waits for the next runtime and reads its Advertise (within
+    /// [`advertise_timeout`](Self::advertise_timeout)).
+    ///
+    /// A peer that sends no Advertise in time (`Error::Io` of kind `TimedOut`) or something
+    /// else ([`Error::Protocol`]) is disconnected and reported; the listener keeps working,
+    /// so accept again. Cancel safe: dropped while waiting for a peer, nothing is lost;
+    /// dropped while reading an Advertise, that peer is disconnected (a runtime reconnects).
+    pub async fn accept(&mut self) -> Result<ReverseConnection, Error> {
+        let mut stream = self.imp.accept(&self.address).await?;
+        let timeout = self.advertise_timeout;
+        let advertise = match tokio::time::timeout(timeout, read_advertise(&mut stream)).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "a peer connected but sent no Advertise within {:.1} s",
+                        timeout.as_secs_f64()
+                    ),
+                )))
+            }
+        };
+        Ok(ReverseConnection {
+            advertise,
+            address: self.address.clone(),
+            stream,
+        })
+    }
+}
+
+#[cfg(unix)]
+mod imp {
+    use super::*;
+    use dsipc_std::unix::SocketFile;
+    use tokio::net::UnixListener;
+
+    #[derive(Debug)]
+    pub(super) struct Listener {
+        listener: UnixListener,
+        /// Removes the socket file on drop (if it is still the one bound).
+        _file: SocketFile,
+    }
+
+    impl Listener {
+        pub(super) fn bind(address: &Path) -> Result<(Listener, PathBuf), Error> {
+            let private = dsipc_std::unix::bind_private(address).map_err(listen_error)?;
+            private.set_nonblocking().map_err(listen_error)?;
+            let (listener, file) = private.into_parts();
+            let listener = UnixListener::from_std(listener)?;
+            let path = file.path().to_path_buf();
+            Ok((
+                Listener {
+                    listener,
+                    _file: file,
+                },
+                path,
+            ))
+        }
+
+        pub(super) async fn accept(&mut self, _address: &Path) -> Result<BoxStream, Error> {
+            let (stream, _) = self.listener.accept().await?;
+            Ok(Box::new(stream))
+        }
+    }
+}
+
+#[cfg(windows)]
+mod imp {
+    use super::*;
+    use tokio::net::windows::named_pipe::{NamedPipeServer, PipeMode, ServerOptions};
+
+    #[derive(Debug)]
+    pub(super) struct Listener {
+        /// The instance the next runtime connects to.
+        next: NamedPipeServer,
+    }
+
+    fn create(address: &Path, first: bool) -> io::Result<NamedPipeServer> {
+        ServerOptions::new()
+            .first_pipe_instance(first)
+            .reject_remote_clients(true)
+            .pipe_mode(PipeMode::Byte)
+            .create(address)
+    }
+
+    impl Listener {
+        pub(super) fn bind(address: &Path) -> Result<(Listener, PathBuf), Error> {
+            let name = address.to_string_lossy();
+            let path = dsipc_std::windows::pipe_path(&name).map_err(|e| {
+                listen_error(dsipc_std::reverse::ListenError::InvalidName { name: e.0 })
+            })?;
+            // A probe first (Wine ignores FILE_FLAG_FIRST_PIPE_INSTANCE), then the flag,
+            // which closes the race on Windows; as dsipc-std's PipeListener does.
+            if dsipc_std::windows::pipe_exists(&path) {
+                return Err(listen_error(dsipc_std::reverse::ListenError::InUse {
+                    path,
+                }));
+            }
+            let next = create(&path, true).map_err(|source| {
+                // ERROR_ACCESS_DENIED: another process serves this name.
+                if source.raw_os_error() == Some(5) {
+                    listen_error(dsipc_std::reverse::ListenError::InUse { path: path.clone() })
+                } else {
+                    listen_error(dsipc_std::reverse::ListenError::Io {
+                        op: "create the pipe",
+                        path: path.clone(),
+                        source,
+                    })
+                }
+            })?;
+            Ok((Listener { next }, path))
+        }
+
+        pub(super) async fn accept(&mut self, address: &Path) -> Result<BoxStream, Error> {
+            // Cancel safe: a dropped connect leaves the instance waiting.
+            self.next.connect().await?;
+            let fresh = create(address, false)?;
+            let connected = std::mem::replace(&mut self.next, fresh);
+            Ok(Box::new(connected))
+        }
+    }
+}

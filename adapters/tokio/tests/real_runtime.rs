@@ -1,0 +1,191 @@
+//! dsipc-tokio against a REAL .NET 8.0.4 runtime (CoreCLR hosted by
+//! `tests/runtime/host.py`): ProcessInfo, the environment, a trace session stopped from a
+//! second connection whose nettrace stream dsipc-trace parses to its end, and the `top`
+//! example against a busy runtime.
+//!
+//! Needs `DSIPC_PYTHON` (scripts/setup-runtimes.sh, then source
+//! target/dotnet-venv/dsipc-runtimes.env; scripts/test.sh does both): without it these
+//! tests fail, they do not skip.
+#![cfg(target_os = "linux")]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use dsipc::payload::Provider;
+use dsipc_testkit::{HostOptions, HostedRuntime};
+use dsipc_tokio::DiagnosticsClient;
+use dsipc_trace::{LiveProfile, TraceStream};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One real-runtime test at a time: each runtime load is about a second of CPU.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A .NET 8 host, ready; its pid.
+fn host(args: &[&str]) -> (HostedRuntime, u32) {
+    if let Err(e) = dsipc_testkit::python() {
+        panic!("{}", e);
+    }
+    let mut options = HostOptions::net8(120);
+    options.args = args.iter().map(|a| a.to_string()).collect();
+    let mut host = HostedRuntime::spawn(&options).expect("start the runtime host");
+    let ready = host
+        .wait_ready(Duration::from_secs(60))
+        .expect("the runtime host is ready");
+    assert_eq!(ready.runtime, "8.0.4");
+    (host, ready.pid)
+}
+
+fn client(pid: u32) -> DiagnosticsClient {
+    DiagnosticsClient::for_pid(pid)
+        .expect("find the host's socket")
+        .with_timeout(TIMEOUT)
+}
+
+/// Runs `fut` on a current-thread runtime (the tests hold the serial lock outside it).
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(fut)
+}
+
+#[test]
+fn net8_process_info_and_environment() {
+    let _serial = serial();
+    let (_host, pid) = host(&[]);
+    block_on(process_info_and_environment(pid));
+}
+
+async fn process_info_and_environment(pid: u32) {
+    let client = client(pid);
+    let info = client.process_info().await.unwrap();
+    assert_eq!(info.command, dsipc::wire::Command::ProcessInfo3);
+    assert_eq!(info.pid, u64::from(pid));
+    assert_eq!(info.clr_version.as_deref(), Some("8.0.4"));
+    assert_eq!(info.os, "Linux");
+    let basic = client.process_info_basic().await.unwrap();
+    assert_eq!(basic.cookie, info.cookie);
+
+    client
+        .set_environment_variable("DSIPC_TOKIO_TEST", Some("yes"))
+        .await
+        .unwrap();
+    let vars = client.process_environment().await.unwrap();
+    assert!(
+        vars.iter().any(|v| v == "DSIPC_TOKIO_TEST=yes"),
+        "{} variables",
+        vars.len()
+    );
+}
+
+#[test]
+fn net8_trace_stopped_from_a_second_connection_parses_to_its_end() {
+    let _serial = serial();
+    let (_host, pid) = host(&["--busy"]);
+    block_on(trace_stopped_from_a_second_connection(pid));
+}
+
+async fn trace_stopped_from_a_second_connection(pid: u32) {
+    let client = client(pid);
+    // GC and exception events at Informational, with rundown.
+    let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x8001, 4)];
+    let mut session = client.collect_tracing(&providers, 64, true).await.unwrap();
+    let stop = session.stop_handle();
+    // Stop at once, from a second connection, while this task reads to the end; the
+    // runtime answers the stop only after it flushed the session (rundown included).
+    let collect = async {
+        let mut stream = Vec::new();
+        while let Some(chunk) = session.next_chunk().await {
+            stream.extend_from_slice(&chunk?);
+        }
+        Ok::<_, dsipc_tokio::Error>(stream)
+    };
+    let (stopped, stream) = tokio::join!(stop.stop(), collect);
+    stopped.unwrap();
+    let stream = stream.unwrap();
+    assert!(stop.is_answered());
+    assert!(
+        stream.starts_with(b"Nettrace"),
+        "stream starts with {:?}",
+        &stream[..stream.len().min(16)]
+    );
+    assert_eq!(session.bytes_received(), stream.len() as u64);
+    // The whole stream parses, through its end-of-stream object.
+    let mut trace = TraceStream::new();
+    let mut items = 0u64;
+    trace.feed(&stream, |_| items += 1).unwrap();
+    trace.finish(|_| items += 1).unwrap();
+    assert!(trace.is_done());
+    assert!(items > 0);
+    // And as a live profile: events arrived (the rundown's, at least).
+    let mut live = LiveProfile::new();
+    live.feed(&stream).unwrap();
+    live.finish().unwrap();
+    assert!(live.counts().events > 0);
+}
+
+/// The `top` example, built by `cargo test` next to the test binaries.
+fn top_example() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let path = dir.join("examples").join("top");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test -p dsipc-tokio` (it builds the examples)",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn top_rejects_bad_arguments_with_exit_2() {
+    for args in [
+        &[][..],
+        &["12", "--seconds"][..],
+        &["12", "--seconds", "-1"][..],
+        &["12", "--top", "0"][..],
+        &["nope"][..],
+        &["12", "--frobnicate"][..],
+        &["12", "13"][..],
+    ] {
+        let out = Command::new(top_example()).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{:?}", args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("usage: top PID"), "{:?}: {}", args, err);
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn top_samples_a_busy_net8_runtime() {
+    let _serial = serial();
+    let (_host, pid) = host(&["--busy"]);
+    let out = Command::new(top_example())
+        .args([&pid.to_string(), "--seconds", "2", "--top", "5"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout, stderr);
+    let mut lines = stdout.lines();
+    let head = lines.next().unwrap();
+    assert!(head.starts_with(&format!("pid {}: ", pid)), "{}", head);
+    assert!(head.contains(" samples in 2.0 s"), "{}", head);
+    let rows: Vec<&str> = lines.skip(1).collect();
+    assert!(
+        !rows.is_empty() && rows.len() <= 5,
+        "expected 1 to 5 methods:\n{}",
+        stdout
+    );
+    // Rows are ranked 1.. and name managed methods (`Module!Type.Method(...)`).
+    assert!(rows[0].trim_start().starts_with("1 "), "{}", rows[0]);
+    assert!(rows.iter().any(|r| r.contains('!')), "{}", stdout);
+}
