@@ -4,13 +4,15 @@
 //! than 1.63 or an async runtime, and the endpoint needs one route. Each connection gets its
 //! own thread with read and write timeouts and an overall deadline for the request head, so
 //! a client that connects and sends nothing (or trickles bytes) only ties up its own thread
-//! until the deadline; past [`MAX_CONNECTIONS`] open connections new ones are answered 503
-//! at once. Every response closes its connection.
+//! until the deadline. At [`MAX_CONNECTIONS`] open connections a new one evicts the oldest
+//! connection still sending its request head (a slow or idle client, never one being
+//! answered), so idle and half-sent requests cannot lock scrapes out; only when every slot
+//! is answering is a new connection answered 503. Every response closes its connection.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Open connections served at once; more are answered 503 and closed.
@@ -25,11 +27,31 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// What the server serves: the `/metrics` body, made at each request.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// One open connection, as the accept loop sees it.
+struct Slot {
+    id: u64,
+    /// Still reading the request head (may be evicted).
+    reading: Arc<AtomicBool>,
+    /// A handle to shut the connection down from the accept loop.
+    stream: TcpStream,
+}
+
+/// The open connections, oldest first.
+#[derive(Default)]
+struct Slots {
+    next_id: u64,
+    open: Vec<Slot>,
+}
+
 /// A listening metrics endpoint.
 pub struct Server {
     listener: TcpListener,
     render: Render,
-    open: Arc<AtomicUsize>,
+    slots: Arc<Mutex<Slots>>,
+}
+
+fn lock(slots: &Mutex<Slots>) -> std::sync::MutexGuard<'_, Slots> {
+    slots.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Server {
@@ -40,7 +62,7 @@ impl Server {
         Ok(Server {
             listener,
             render,
-            open: Arc::new(AtomicUsize::new(0)),
+            slots: Arc::new(Mutex::new(Slots::default())),
         })
     }
 
@@ -71,33 +93,62 @@ impl Server {
             return;
         }
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-        if self.open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            self.open.fetch_sub(1, Ordering::SeqCst);
-            let _ = respond(
-                &stream,
-                "503 Service Unavailable",
-                "text/plain",
-                b"busy\n",
-                false,
-            );
-            return;
-        }
-        let open = Arc::clone(&self.open);
+        let handle = match stream.try_clone() {
+            Ok(h) => h,
+            Err(_) => return,
+        };
+        let reading = Arc::new(AtomicBool::new(true));
+        let id = {
+            let mut slots = lock(&self.slots);
+            if slots.open.len() >= MAX_CONNECTIONS {
+                // Evict the oldest connection still sending its request head.
+                match slots
+                    .open
+                    .iter()
+                    .position(|s| s.reading.load(Ordering::SeqCst))
+                {
+                    Some(i) => {
+                        let old = slots.open.remove(i);
+                        let _ = old.stream.shutdown(Shutdown::Both);
+                    }
+                    None => {
+                        drop(slots);
+                        let _ = respond(
+                            &stream,
+                            "503 Service Unavailable",
+                            "text/plain",
+                            b"busy\n",
+                            false,
+                        );
+                        return;
+                    }
+                }
+            }
+            let id = slots.next_id;
+            slots.next_id += 1;
+            slots.open.push(Slot {
+                id,
+                reading: Arc::clone(&reading),
+                stream: handle,
+            });
+            id
+        };
+        let slots = Arc::clone(&self.slots);
         let render = Arc::clone(&self.render);
         let spawned = std::thread::Builder::new()
             .name("metrics-http".into())
             .spawn(move || {
-                let _ = serve_one(stream, &render);
-                open.fetch_sub(1, Ordering::SeqCst);
+                let _ = serve_one(stream, &render, &reading);
+                lock(&slots).open.retain(|s| s.id != id);
             });
         if spawned.is_err() {
-            self.open.fetch_sub(1, Ordering::SeqCst);
+            lock(&self.slots).open.retain(|s| s.id != id);
         }
     }
 }
 
 /// Reads the request head within [`REQUEST_DEADLINE`], answers, closes.
-fn serve_one(mut stream: TcpStream, render: &Render) -> io::Result<()> {
+fn serve_one(mut stream: TcpStream, render: &Render, reading: &AtomicBool) -> io::Result<()> {
     let deadline = Instant::now() + REQUEST_DEADLINE;
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 2048];
@@ -127,6 +178,8 @@ fn serve_one(mut stream: TcpStream, render: &Render) -> io::Result<()> {
         };
         head.extend_from_slice(&buf[..n]);
         if find_end(&head).is_some() {
+            // Being answered from here on: never evicted.
+            reading.store(false, Ordering::SeqCst);
             break;
         }
         if head.len() > MAX_HEAD {
@@ -260,6 +313,48 @@ mod tests {
             .unwrap();
         lines.read_line(&mut first).unwrap();
         assert!(first.starts_with("HTTP/1.1 408"), "{:?}", first);
+        stop.store(true, Ordering::SeqCst);
+        t.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn metrics_listener_serves_scrapes_while_hundreds_of_clients_hold_half_requests() {
+        let server = Server::bind("127.0.0.1:0", Arc::new(|| "up 1\n".to_string())).unwrap();
+        let addr = server.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let t = std::thread::spawn(move || server.run(&stop2));
+        let mut held = Vec::new();
+        // 800 (a process limit of 1024 descriptors leaves room for the server's side).
+        for round in 0..10 {
+            for _ in 0..80 {
+                // Half a request each, never finished.
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"GET /metrics HTTP/1.1\r\nHo").unwrap();
+                held.push(s);
+            }
+            // A real scrape between the rounds is answered, never 503.
+            let r = get(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert!(
+                r.starts_with("HTTP/1.1 200 OK\r\n"),
+                "round {}: {}",
+                round,
+                r
+            );
+            assert!(r.ends_with("up 1\n"), "{}", r);
+        }
+        // The oldest half-sent requests were closed to make room (the server never holds
+        // more than MAX_CONNECTIONS).
+        let mut closed = 0;
+        for s in held.iter_mut().take(80) {
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut b = [0u8; 64];
+            match s.read(&mut b) {
+                Ok(0) | Err(_) => closed += 1,
+                Ok(_) => {}
+            }
+        }
+        assert_eq!(closed, 80);
         stop.store(true, Ordering::SeqCst);
         t.join().unwrap().unwrap();
     }
