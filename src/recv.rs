@@ -279,6 +279,13 @@ impl<S: RecvStorage> RecvBuffer<S> {
         &self.storage.bytes()[self.cur.start..self.cur.end]
     }
 
+    /// Every byte held, consumed or not, up to the end of what was received: the slice the
+    /// data of the last event came from (valid until the next read), so a caller that must
+    /// end its borrow of an event can find its data again by offset.
+    pub fn held(&self) -> &[u8] {
+        &self.storage.bytes()[..self.cur.end]
+    }
+
     /// The bound set at construction.
     pub fn limit(&self) -> usize {
         self.cur.limit

@@ -107,7 +107,8 @@ drains; a second Ctrl-C keeps what was received and exits 130). FILE is only wri
 the session has started. --format also writes the profile, built while the stream
 arrives, beside FILE (same stem, .speedscope.json, .folded or .pb.gz). On a terminal a
 progress line shows time, MiB, events, samples and lost events. Exit status 1 also when the
-stream ended before any stop without its end-of-stream marker, or did not end after the
+stream ended before any stop short of its end-of-stream object (the stream's parser
+decides, V4 to V6) or did not parse, or did not end after the
 stop: the bytes received stay in FILE.
 
 SPEC is dotnet-trace's Name[:Keywords[:Level[:Args]]],... (keywords in hex, level 0-5 or

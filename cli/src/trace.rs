@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use dsipc::payload::Provider;
 use dsipc::wire::Text;
-use dsipc_std::{Control, DiagnosticsClient, Endpoint, Error, TraceSession};
+use dsipc_std::{Chunk, DiagnosticsClient, Endpoint, Error, TraceSession};
 
 use crate::convert::live::{self, LiveCounts, LiveProfile, ProfileFormat};
 use crate::convert::Selection;
@@ -33,28 +33,19 @@ use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
 use crate::{args, pid_command, print_out, providers, CliError, CliResult};
 
-/// The nettrace stream's last two bytes: the last object's end tag, then end-of-stream.
-const END_OF_STREAM: [u8; 2] = [0x06, 0x01];
-
-/// What the drain saw.
-struct Seen {
-    stop_asked: bool,
-    tail: [u8; 2],
-    tail_len: usize,
+/// How the stream ended, as its parser saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// With its end-of-stream object (V4/V5 end tag, V6 EndOfStream block).
+    Clean,
+    /// Cut short: the parser wanted more.
+    Truncated,
+    /// The stream did not parse: its end cannot be judged.
+    Unparsed,
 }
 
-impl Seen {
-    fn push(&mut self, data: &[u8]) {
-        for &b in &data[data.len().saturating_sub(2)..] {
-            self.tail = [self.tail[1], b];
-            self.tail_len = (self.tail_len + 1).min(2);
-        }
-    }
-
-    fn ended_cleanly(&self) -> bool {
-        self.tail_len == 2 && self.tail == END_OF_STREAM
-    }
-}
+/// How often the drain wakes up without data (progress line, Ctrl-C, duration).
+const TICK: Duration = Duration::from_millis(200);
 
 /// The progress line, to be written after `\r` (it ends by clearing the rest of the line).
 fn progress_line(secs: f64, bytes: u64, counts: LiveCounts, parsing: bool) -> String {
@@ -245,63 +236,62 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     );
     let start = Instant::now();
     let mut last_print = start;
-    let mut seen = Seen {
-        stop_asked: false,
-        tail: [0; 2],
-        tail_len: 0,
-    };
+    let mut stop_asked = false;
     let mut write_error: Option<io::Error> = None;
-    let live = std::cell::RefCell::new(LiveProfile::new());
-    let result = {
-        let seen = &mut seen;
-        let stop_asked = std::cell::Cell::new(false);
-        let r = session.drain_controlled(
-            |data| {
-                seen.push(data);
-                let _ = live.borrow_mut().feed(data);
-                out.writer().write_all(data).map_err(|e| {
+    let mut live = LiveProfile::new();
+    // The pull API: one loop, no shared state between callbacks.
+    let result: Result<u64, Error> = loop {
+        let now = Instant::now();
+        if tty && now.duration_since(last_print) >= Duration::from_millis(250) {
+            last_print = now;
+            let secs = now.duration_since(start).as_secs_f64();
+            note_inline!(
+                "\r{}",
+                progress_line(
+                    secs,
+                    session.bytes_received(),
+                    live.counts(),
+                    live.error().is_none()
+                )
+            );
+        }
+        if term::interrupts() >= 2 {
+            break Err(Error::Aborted);
+        }
+        let stop = term::interrupted() || duration.map_or(false, |d| start.elapsed() >= d);
+        if stop && !stop_asked {
+            stop_asked = true;
+            if tty {
+                note!("");
+            }
+            note!("dsipc: stopping the session, draining the rest of the stream (Ctrl-C again to quit at once)");
+            if let Err(e) = session.stop() {
+                break Err(e);
+            }
+        }
+        match session.next_chunk(TICK) {
+            Ok(Chunk::Data(data)) => {
+                let _ = live.feed(data);
+                if let Err(e) = out.writer().write_all(data) {
                     let kept = io::Error::new(e.kind(), e.to_string());
                     write_error = Some(e);
-                    kept
-                })
-            },
-            |bytes| {
-                let now = Instant::now();
-                if tty && now.duration_since(last_print) >= Duration::from_millis(250) {
-                    last_print = now;
-                    let secs = now.duration_since(start).as_secs_f64();
-                    let l = live.borrow();
-                    note_inline!(
-                        "\r{}",
-                        progress_line(secs, bytes, l.counts(), l.error().is_none())
-                    );
+                    break Err(Error::Io(kept));
                 }
-                if term::interrupts() >= 2 {
-                    return Control::Abort;
-                }
-                let stop =
-                    term::interrupted() || duration.map_or(false, |d| start.elapsed() >= d);
-                if stop && !stop_asked.get() {
-                    stop_asked.set(true);
-                    if tty {
-                        note!("");
-                    }
-                    note!("dsipc: stopping the session, draining the rest of the stream (Ctrl-C again to quit at once)");
-                }
-                if stop {
-                    Control::Stop
-                } else {
-                    Control::Continue
-                }
-            },
-        );
-        seen.stop_asked = stop_asked.get();
-        r
+            }
+            Ok(Chunk::Quiet) => {}
+            Ok(Chunk::End) => break Ok(session.bytes_received()),
+            Ok(_) => {}
+            Err(e) => break Err(e),
+        }
     };
     let elapsed = start.elapsed().as_secs_f64();
     let received = session.bytes_received();
-    let mut live = live.into_inner();
-    let _ = live.finish();
+    let ending = match live.finish() {
+        Ok(()) => Ending::Clean,
+        // Cut short, even before its header was whole (a runtime killed at once).
+        Err(e) if e.is_truncation() => Ending::Truncated,
+        Err(_) => Ending::Unparsed,
+    };
     let counts = live.counts();
     let parse_problem = live.error().map(|e| e.to_string());
     // The final line: in place of the progress line on a terminal, plain otherwise.
@@ -323,7 +313,15 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     } else {
         note!("{}", last);
     }
-    let traced = finish_trace(&output, out, received, elapsed, result, &seen, write_error);
+    let traced = finish_trace(
+        &output,
+        out,
+        received,
+        elapsed,
+        result,
+        (stop_asked, ending),
+        write_error,
+    );
     let profiled = match (format, profile_dest, profile_out) {
         (Some(format), Some(dest), Some(o)) => write_profile(live, format, o, &dest, &output),
         _ => {
@@ -409,7 +407,7 @@ fn finish_trace(
     received: u64,
     elapsed: f64,
     result: Result<u64, Error>,
-    seen: &Seen,
+    (stop_asked, ending): (bool, Ending),
     write_error: Option<io::Error>,
 ) -> CliResult {
     // Whatever happened, keep what was received.
@@ -439,15 +437,27 @@ fn finish_trace(
     }
     match result {
         Ok(bytes) => {
-            if !seen.stop_asked && !seen.ended_cleanly() {
-                note!(
-                    "dsipc: {}",
-                    kept("the runtime ended the stream before any stop and without the end-of-stream marker (did it exit or crash?): the trace is truncated")
-                );
-                return Err(CliError::Exit(1));
-            }
-            if !seen.ended_cleanly() {
-                note!("dsipc: warning: the stream ended without the end-of-stream marker");
+            // The parser decides whether the stream is whole (V4, V5 and V6 alike).
+            match (stop_asked, ending) {
+                (_, Ending::Clean) => {}
+                (false, Ending::Truncated) => {
+                    note!(
+                        "dsipc: {}",
+                        kept("the runtime ended the stream before any stop and without its end-of-stream object (did it exit or crash?): the trace is truncated")
+                    );
+                    return Err(CliError::Exit(1));
+                }
+                (false, Ending::Unparsed) => {
+                    note!(
+                        "dsipc: {}",
+                        kept("the runtime ended the stream before any stop, and the stream did not parse: the trace cannot be vouched for")
+                    );
+                    return Err(CliError::Exit(1));
+                }
+                (true, Ending::Truncated) => {
+                    note!("dsipc: warning: the stream ended without its end-of-stream object")
+                }
+                (true, Ending::Unparsed) => {}
             }
             print_out(&format!(
                 "wrote {} bytes ({:.2} MiB) to {} in {:.1} s\n",
@@ -475,18 +485,6 @@ fn finish_trace(
 mod tests {
     use super::*;
 
-    fn seen(chunks: &[&[u8]]) -> Seen {
-        let mut s = Seen {
-            stop_asked: false,
-            tail: [0; 2],
-            tail_len: 0,
-        };
-        for c in chunks {
-            s.push(c);
-        }
-        s
-    }
-
     #[test]
     fn progress_line_counts_and_clears_the_rest_of_the_line() {
         let c = LiveCounts {
@@ -507,15 +505,5 @@ mod tests {
             l
         );
         assert!(!l.contains("events"));
-    }
-
-    #[test]
-    fn end_of_stream_marker_across_chunks() {
-        assert!(seen(&[b"Nettrace...\x06\x01"]).ended_cleanly());
-        assert!(seen(&[b"abc\x06", b"\x01"]).ended_cleanly());
-        assert!(seen(&[b"\x06", b"", b"\x01"]).ended_cleanly());
-        assert!(!seen(&[b"\x01"]).ended_cleanly());
-        assert!(!seen(&[]).ended_cleanly());
-        assert!(!seen(&[b"\x06\x01", b"\x07"]).ended_cleanly());
     }
 }

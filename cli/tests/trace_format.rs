@@ -211,15 +211,18 @@ fn garbage_stream_keeps_the_trace_and_fails_the_profile_clearly() {
     assert!(r.stderr.contains("offset 0"), "{}", r.stderr);
     assert_eq!(fs::metadata(&out).unwrap().len(), 300_002);
     assert_eq!(names_in(files.path()), ["t.nettrace"]);
-    // Without --format the same stream is a complete trace; the counts stopped, says a warning.
-    let r = trace_in(sock.path(), &out, &[]);
-    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // Without --format the same stream is kept too; it ended before any stop and did not
+    // parse, so the command cannot vouch for it (exit 1), and says why.
+    let r = trace_in(sock.path(), &out, &["--force"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr
             .contains("dsipc: warning: the stream did not parse: "),
         "{}",
         r.stderr
     );
+    assert!(r.stderr.contains("cannot be vouched for"), "{}", r.stderr);
+    assert_eq!(fs::metadata(&out).unwrap().len(), 300_002);
     assert_eq!(names_in(files.path()), ["t.nettrace"]);
 }
 
@@ -290,7 +293,7 @@ fn progress_line_on_a_terminal_only() {
         "the final line replaces the progress line: {:?}",
         r.stdout
     );
-    let r = trace_in(sock.path(), &out, &["--duration", "1"]);
+    let r = trace_in(sock.path(), &out, &["--duration", "1", "--force"]);
     r.assert_exit(0, &["dsipc: received "]);
     assert!(!r.stderr.contains(" MiB received"), "{}", r.stderr);
     assert!(!r.stderr.contains('\r') && !r.stderr.contains('\x1b'));

@@ -188,6 +188,12 @@ impl<C: Connection> Exchange<C> {
         })
     }
 
+    /// The receive buffer's bytes up to the end of what was received (an event's data is a
+    /// part of it until the next read).
+    pub(crate) fn held(&self) -> &[u8] {
+        self.rx.held()
+    }
+
     /// Reads once (keeping unconsumed bytes), waiting at most `timeout`.
     pub(crate) fn fill(&mut self, timeout: Duration) -> Result<Filled, Error> {
         if self.machine.is_streaming() {

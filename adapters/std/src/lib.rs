@@ -27,6 +27,33 @@
 //! # }
 //! ```
 //!
+//! The same session as a pull loop (the caller's own loop, no callbacks): chunks, quiet
+//! ticks and the end, with [`TraceSession::stop`] from the same thread.
+//!
+//! ```no_run
+//! # use std::time::{Duration, Instant};
+//! # use dsipc::payload::Provider;
+//! # use dsipc_std::{Chunk, DiagnosticsClient};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let client = DiagnosticsClient::for_pid(1234)?;
+//! # let runtime = Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4);
+//! let mut session = client.collect_tracing(&[runtime], 256, true)?;
+//! let start = Instant::now();
+//! loop {
+//!     if start.elapsed() > Duration::from_secs(2) {
+//!         session.stop()?; // once; the runtime flushes, answers, then closes the stream
+//!     }
+//!     match session.next_chunk(Duration::from_millis(200))? {
+//!         Chunk::Data(bytes) => { /* parse or store them */ let _ = bytes; }
+//!         Chunk::Quiet => {}
+//!         Chunk::End => break,
+//!         _ => {}
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Platform code lives in its own module (`unix`, `windows`); the driver is generic over any
 //! [`Connection`] (`Read + Write` with timeouts), opened per command by a [`Transport`].
 #![deny(missing_docs)]
@@ -52,7 +79,7 @@ pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 pub use error::Error;
 #[cfg(unix)]
 pub use fdpass::PassFd;
-pub use session::{Control, StopHandle, TraceSession};
+pub use session::{Chunk, Control, StopHandle, TraceSession};
 pub use transport::{Connection, Endpoint, Transport};
 
 /// The core crate, re-exported: requests, providers, GUIDs and HRESULTs come from here.

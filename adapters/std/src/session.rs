@@ -38,6 +38,18 @@ pub enum Control {
     Abort,
 }
 
+/// What [`TraceSession::next_chunk`] got.
+#[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Chunk<'a> {
+    /// Stream bytes (nettrace, passed through as received).
+    Data(&'a [u8]),
+    /// Nothing arrived within the wait.
+    Quiet,
+    /// The runtime closed the stream: the session is over.
+    End,
+}
+
 /// Stops an EventPipe session from any thread, on a second connection.
 ///
 /// The runtime answers StopTracing only after it has flushed the session into the trace
@@ -121,6 +133,7 @@ pub struct TraceSession<T: Transport> {
     handle: StopHandle<T>,
     stopper: Option<JoinHandle<Result<(), Error>>>,
     bytes: u64,
+    last_data: Instant,
 }
 
 impl<T: Transport> std::fmt::Debug for TraceSession<T> {
@@ -148,6 +161,7 @@ impl<T: Transport> TraceSession<T> {
             },
             stopper: None,
             bytes: 0,
+            last_data: Instant::now(),
         }
     }
 
@@ -207,21 +221,53 @@ impl<T: Transport> TraceSession<T> {
         C: FnMut(u64) -> Control,
         T: Send + Sync + 'static,
     {
-        let timeout = self.handle.client.timeout();
-        let tick = timeout.min(POLL_TICK);
-        let command = self.exchange.command();
-        let session_id = self.handle.session_id;
-        let mut last_data = Instant::now();
+        let tick = self.handle.client.timeout().min(POLL_TICK);
         loop {
             match control(self.bytes) {
                 Control::Continue => {}
-                Control::Stop => {
-                    if self.stopper.is_none() && !self.handle.is_requested() {
-                        self.spawn_stop()?;
-                    }
-                }
+                Control::Stop => self.stop()?,
                 Control::Abort => return Err(Error::Aborted),
             }
+            match self.next_chunk(tick)? {
+                Chunk::Data(data) => on_data(data)?,
+                Chunk::Quiet => {}
+                Chunk::End => return Ok(self.bytes),
+            }
+        }
+    }
+
+    /// Asks the runtime to stop the session (StopTracing, once, from a helper thread on a
+    /// second connection) and returns at once; keep calling [`next_chunk`](Self::next_chunk)
+    /// until [`Chunk::End`]: the runtime flushes the rest of the stream (with rundown)
+    /// before it answers and closes. A stop that fails is the next `next_chunk`'s error.
+    pub fn stop(&mut self) -> Result<(), Error>
+    where
+        T: Send + Sync + 'static,
+    {
+        if self.stopper.is_none() && !self.handle.is_requested() {
+            self.spawn_stop()?;
+        }
+        Ok(())
+    }
+
+    /// Ends the session at once without a stop: the connection closes and the runtime
+    /// ends the session without rundown (what dropping the session does, by name).
+    pub fn abort(self) {
+        drop(self)
+    }
+
+    /// The pull form of a drain: waits up to `wait` for the next stream bytes. Before a
+    /// stop the stream may stay quiet for any time ([`Chunk::Quiet`] after each `wait`).
+    /// After [`stop`](Self::stop) (or a [`StopHandle`]) every wait is bounded by the
+    /// client's timeout, as in [`drain`](Self::drain): a failed stop is returned at once,
+    /// a silence longer than the timeout is [`Error::Timeout`], a stream still running the
+    /// timeout after the stop was answered is [`Error::StreamNotEnded`].
+    pub fn next_chunk(&mut self, wait: Duration) -> Result<Chunk<'_>, Error> {
+        let timeout = self.handle.client.timeout();
+        let command = self.exchange.command();
+        let session_id = self.handle.session_id;
+        let until = Instant::now() + wait;
+        loop {
             // A failed stop is reported at once; an answered one bounds the rest.
             let requested_at = {
                 let mut s = lock(&self.handle.state);
@@ -238,26 +284,33 @@ impl<T: Transport> TraceSession<T> {
                 }
                 s.requested_at
             };
-            match self.exchange.poll()? {
+            // A chunk's place in the receive buffer, not its borrow (a borrow returned from
+            // one arm of a loop would hold the buffer for every turn).
+            // Polling never moves the buffer (only reading does).
+            let base = self.exchange_base();
+            let chunk = match self.exchange.poll()? {
                 Poll::Event(ClientEvent::StreamData(data)) => {
-                    on_data(data)?;
-                    self.bytes += data.len() as u64;
-                    last_data = Instant::now();
+                    Some((data.as_ptr() as usize - base, data.len()))
                 }
-                Poll::Event(ClientEvent::EndOfStream) => {}
+                Poll::Event(ClientEvent::EndOfStream) => None,
                 Poll::Event(other) => return Err(unexpected(command, other)),
                 Poll::NeedInput => {
-                    if let Filled::TimedOut = self.exchange.fill(tick)? {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if let Filled::TimedOut = self.exchange.fill(left.min(POLL_TICK))? {
                         // Quiet: has the runtime gone silent since the stop?
                         if let Some(at) = requested_at {
-                            if last_data.max(at).elapsed() > timeout {
+                            if self.last_data.max(at).elapsed() > timeout {
                                 return Err(Error::Timeout {
                                     command: Command::StopTracing,
                                     timeout,
                                 });
                             }
                         }
+                        if Instant::now() >= until {
+                            return Ok(Chunk::Quiet);
+                        }
                     }
+                    None
                 }
                 Poll::End => {
                     // The stream ended. A runtime answers a stop before it closes the
@@ -265,8 +318,13 @@ impl<T: Transport> TraceSession<T> {
                     if let Some(stopper) = self.stopper.take() {
                         let _ = stopper.join();
                     }
-                    return Ok(self.bytes);
+                    return Ok(Chunk::End);
                 }
+            };
+            if let Some((at, len)) = chunk {
+                self.bytes += len as u64;
+                self.last_data = Instant::now();
+                return Ok(Chunk::Data(&self.exchange.held()[at..at + len]));
             }
         }
     }
@@ -281,6 +339,11 @@ impl<T: Transport> TraceSession<T> {
         let n = self.drain(|d| out.write_all(d), should_stop)?;
         out.flush()?;
         Ok(n)
+    }
+
+    /// Where the receive buffer starts in memory (to place a chunk's data in it).
+    fn exchange_base(&self) -> usize {
+        self.exchange.held().as_ptr() as usize
     }
 
     fn spawn_stop(&mut self) -> Result<(), Error>

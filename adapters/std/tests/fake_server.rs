@@ -308,6 +308,44 @@ fn stop_is_answered_only_because_the_stream_keeps_draining() {
 }
 
 #[test]
+fn pull_api_reads_chunks_stops_and_ends_like_drain() {
+    let flush = 4 * 1024 * 1024;
+    let path = eventpipe_server(flush, None);
+    let c = client(&path, Duration::from_secs(5));
+    let mut session = c
+        .collect_tracing(&[Provider::new("X", 1, 4)], 1, false)
+        .unwrap();
+    let mut first = Vec::new();
+    let mut total = 0u64;
+    let mut stopped = false;
+    let ended = loop {
+        match session.next_chunk(Duration::from_millis(100)).unwrap() {
+            dsipc_std::Chunk::Data(d) => {
+                if first.len() < 8 {
+                    first.extend_from_slice(d);
+                }
+                total += d.len() as u64;
+            }
+            dsipc_std::Chunk::Quiet => {}
+            dsipc_std::Chunk::End => break true,
+            _ => unreachable!("a variant this test does not know"),
+        }
+        assert_eq!(total, session.bytes_received());
+        if !stopped && total > 256 * 1024 {
+            stopped = true;
+            session.stop().unwrap();
+            // A second stop is nothing.
+            session.stop().unwrap();
+        }
+    };
+    assert!(ended && stopped);
+    assert!(first.starts_with(b"Nettrace"));
+    assert!(total as usize > flush + 256 * 1024, "{}", total);
+    assert!(session.stop_handle().is_answered());
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
 fn a_stream_that_never_ends_after_stop_times_out() {
     let hold = Hold::default();
     let path = eventpipe_server(1024, Some(hold.clone()));
