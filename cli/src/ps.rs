@@ -9,10 +9,6 @@ use std::time::{Duration, Instant};
 use dsipc_std::{DiagnosticsClient, Endpoint};
 
 use crate::term::clean;
-#[cfg(windows)]
-use crate::term::note;
-#[cfg(not(unix))]
-use crate::CliError;
 use crate::{CliResult, Common};
 
 /// Probes in flight at once: enough that a few hundred silent sockets cost one timeout,
@@ -113,13 +109,13 @@ fn print_table(endpoint_title: &str, rows: &[Row]) -> CliResult {
     Ok(())
 }
 
-#[cfg(unix)]
+/// `dsipc ps`: one body for Unix sockets and Windows pipes.
 pub(crate) fn ps(common: &Common) -> CliResult {
     let timeout = common.timeout_or(Duration::from_secs(3));
     let deadline = Instant::now() + timeout;
-    let procs = dsipc_std::unix::list_processes(common.tmpdir.as_deref())?;
-    let sockets: Vec<PathBuf> = procs.iter().map(|p| p.socket.clone()).collect();
-    let probes = probe_all(&sockets, deadline);
+    let procs = dsipc_std::list_processes(common.tmpdir.as_deref())?;
+    let endpoints: Vec<PathBuf> = procs.iter().map(|p| p.endpoint.clone()).collect();
+    let probes = probe_all(&endpoints, deadline);
     let rows: Vec<Row> = procs
         .iter()
         .zip(probes)
@@ -134,12 +130,12 @@ pub(crate) fn ps(common: &Common) -> CliResult {
             };
             Row {
                 pid: proc.pid,
-                endpoint: clean(&proc.socket.to_string_lossy()).into_owned(),
+                endpoint: clean(&proc.endpoint.to_string_lossy()).into_owned(),
                 command,
             }
         })
         .collect();
-    print_table("SOCKET", &rows)
+    print_table(if cfg!(windows) { "PIPE" } else { "SOCKET" }, &rows)
 }
 
 #[cfg(unix)]
@@ -157,35 +153,8 @@ fn proc_cmdline(pid: u32) -> Option<String> {
     }
 }
 
-#[cfg(windows)]
-pub(crate) fn ps(common: &Common) -> CliResult {
-    let timeout = common.timeout_or(Duration::from_secs(3));
-    let deadline = Instant::now() + timeout;
-    let (procs, method) = dsipc_std::windows::list_processes_with_method()
-        .map_err(|e| CliError::Failed(e.to_string()))?;
-    if method == dsipc_std::windows::ListMethod::ProcessProbe {
-        note!(r"dsipc: \\.\pipe\ cannot be listed here; probed the pipe of every process");
-    }
-    let pipes: Vec<PathBuf> = procs.iter().map(|p| p.pipe.clone()).collect();
-    let probes = probe_all(&pipes, deadline);
-    let rows: Vec<Row> = procs
-        .iter()
-        .zip(probes)
-        .map(|(proc, probe)| Row {
-            pid: proc.pid,
-            endpoint: clean(&proc.pipe.to_string_lossy()).into_owned(),
-            command: match probe {
-                Probe::Command(c) => clean(&c).into_owned(),
-                _ => "-".into(),
-            },
-        })
-        .collect();
-    print_table("PIPE", &rows)
-}
-
-#[cfg(not(any(unix, windows)))]
-pub(crate) fn ps(_common: &Common) -> CliResult {
-    Err(CliError::Failed(
-        "ps is only implemented on Unix and Windows".into(),
-    ))
+/// The command line from `/proc` (Linux; `None` elsewhere).
+#[cfg(not(unix))]
+fn proc_cmdline(_pid: u32) -> Option<String> {
+    None
 }

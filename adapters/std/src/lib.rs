@@ -93,3 +93,49 @@ pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant
         .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86_400)))
         .unwrap_or(now)
 }
+
+/// A process with a diagnostic endpoint, on any platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DiagnosticEndpoint {
+    /// Process id (as this process sees it).
+    pub pid: u32,
+    /// Its socket (`dotnet-diagnostic-{pid}-{key}-socket`) or, on Windows, its pipe
+    /// (`\\.\pipe\dotnet-diagnostic-{pid}`): what [`Endpoint::new`] takes.
+    pub endpoint: std::path::PathBuf,
+}
+
+/// Every process with a diagnostic endpoint, on Unix and Windows alike: sockets in `tmpdir`
+/// (Unix; `None`: each process's TMPDIR, `/tmp` and other mount namespaces, see
+/// [`unix::list_processes`]) or pipes (Windows, `tmpdir` ignored: `\\.\pipe\` is
+/// enumerated, or every process probed where it cannot be, as under Wine).
+#[cfg(any(unix, windows))]
+pub fn list_processes(tmpdir: Option<&std::path::Path>) -> Result<Vec<DiagnosticEndpoint>, Error> {
+    #[cfg(unix)]
+    {
+        Ok(unix::list_processes(tmpdir)?
+            .into_iter()
+            .map(|p| DiagnosticEndpoint {
+                pid: p.pid,
+                endpoint: p.socket,
+            })
+            .collect())
+    }
+    #[cfg(windows)]
+    {
+        let _ = tmpdir;
+        match windows::list_processes() {
+            Ok(procs) => Ok(procs
+                .into_iter()
+                .map(|p| DiagnosticEndpoint {
+                    pid: p.pid,
+                    endpoint: p.pipe,
+                })
+                .collect()),
+            Err(e) => Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::Other,
+                e.to_string(),
+            ))),
+        }
+    }
+}

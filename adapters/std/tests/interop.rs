@@ -97,6 +97,15 @@ fn discovery_finds_the_host_socket_by_its_start_key() {
         .find(|p| p.pid == host.pid)
         .unwrap_or_else(|| panic!("host {} not in {:?}", host.pid, listed));
     assert_eq!(entry.socket, path);
+    // The portable listing (one API for sockets and pipes) finds the same endpoint.
+    let portable = dsipc_std::list_processes(None).expect("portable list_processes");
+    assert!(
+        portable
+            .iter()
+            .any(|p| p.pid == host.pid && p.endpoint == path),
+        "{:?}",
+        portable
+    );
     // An explicit tmpdir is the only place searched; one that cannot be read is an error.
     let empty = std::env::temp_dir().join(format!("dsipc-empty-{}", std::process::id()));
     std::fs::create_dir_all(&empty).unwrap();

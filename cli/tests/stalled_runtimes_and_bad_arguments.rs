@@ -1,4 +1,4 @@
-//! More of issue 9's classes against the `dsipc` binary: every command against runtimes
+//! The `dsipc` binary, continued: every command against runtimes
 //! that stall, trickle, flood or close mid-reply (each must end within `--timeout` with
 //! one clear line and exit 1), hostile numeric and option arguments (usage errors, never
 //! panics), and `trace -o` paths it must not damage.

@@ -1,4 +1,4 @@
-//! The `dsipc` binary against hostile runtimes and hostile input (issue 9): the fake
+//! The `dsipc` binary against misbehaving runtimes and hostile input: the fake
 //! runtime of dsipc-testkit in its hostile modes (refusing, stale, silent, slow, streams
 //! that end too early or never end, stops that fail or are ignored, environments that
 //! announce gigabytes, strings with control characters), planted sockets, non-UTF-8 and
@@ -61,7 +61,7 @@ fn start_key(pid: u32) -> u64 {
     dsipc_std::unix::start_key(pid).expect("start key")
 }
 
-// ---- 9.1: trace -o FILE changes nothing unless the session started ----
+// ---- trace -o FILE changes nothing unless the session started ----
 
 fn refusing(dir: &TempDir) -> FakeRuntime {
     fake(
@@ -177,7 +177,7 @@ fn trace_replaces_an_existing_file_only_with_force_and_creates_a_new_one_once_th
     );
 }
 
-// ---- 9.2: a stream that ends before any stop, short of its end, is truncated ----
+// ---- a stream that ends before any stop, short of its end, is truncated ----
 
 #[test]
 fn trace_stream_ending_before_any_stop_short_of_its_end_object_is_truncated() {
@@ -213,7 +213,7 @@ fn trace_stream_ending_before_any_stop_short_of_its_end_object_is_truncated() {
     );
 }
 
-// ---- 9.3 and 9.16: Ctrl-C synchronised on dsipc's lines; a second one keeps the data ----
+// ---- Ctrl-C synchronised on dsipc's lines; a second one keeps the data ----
 
 /// `dsipc trace <this pid> -o OUT ARGS --tmpdir DIR`, its stderr lines on a channel.
 fn tracing(dir: &TempDir, out: &Path, args: &[&str]) -> Live {
@@ -298,7 +298,7 @@ fn first_ctrl_c_stops_and_drains_to_the_end() {
     assert_eq!(check_pattern(0, &bytes[..bytes.len() - 2]), None);
 }
 
-// ---- 9.4: --duration against runtimes that keep streaming after StopTracing ----
+// ---- --duration against runtimes that keep streaming after StopTracing ----
 
 fn keeps_streaming(stop: Answer, label: &str, expect: &[&str]) {
     let dir = TempDir::new("dsipc-h4").unwrap();
@@ -339,7 +339,7 @@ fn duration_with_a_stop_answered_ok_but_ignored_ends_within_the_timeout() {
     keeps_streaming(Answer::IgnoreStop, "ignored", &["did not end within"]);
 }
 
-// ---- 9.6: env is bounded and streamed ----
+// ---- env is bounded and streamed ----
 
 #[test]
 fn env_refuses_a_runtime_announcing_gigabytes_with_the_typed_error() {
@@ -433,7 +433,7 @@ fn env_streams_entries_as_they_arrive_in_bounded_memory() {
     );
 }
 
-// ---- 9.7: ps: one deadline, parallel probes, owner check ----
+// ---- ps: one deadline, parallel probes, owner check ----
 
 /// `n` child processes that live until dropped.
 struct Sleepers(Vec<Child>);
@@ -561,7 +561,7 @@ fn ps_and_info_ignore_a_socket_not_owned_by_the_process_uid() {
     assert!(!r.stdout.contains("planted"), "{}", r.stdout);
 }
 
-// ---- 9.8: --timeout is the whole command's budget ----
+// ---- --timeout is the whole command's budget ----
 
 #[test]
 fn info_and_dump_timeout_bounds_all_fallbacks_together() {
@@ -595,7 +595,7 @@ fn info_and_dump_timeout_bounds_all_fallbacks_together() {
     assert!(rt.received().len() <= 2, "{:?}", rt.received());
 }
 
-// ---- 9.9: arguments that are not UTF-8 ----
+// ---- arguments that are not UTF-8 ----
 
 #[test]
 fn non_utf8_arguments_never_panic() {
@@ -641,7 +641,7 @@ fn non_utf8_arguments_never_panic() {
     assert_eq!(fs::read(&out).unwrap().len(), BUSY.len());
 }
 
-// ---- 9.10: a failing stdout ----
+// ---- a failing stdout ----
 
 fn dev_full() -> Stdio {
     Stdio::from(
@@ -709,7 +709,7 @@ fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
     }
 }
 
-// ---- 9.11: runtime strings with control characters are escaped in text output ----
+// ---- runtime strings with control characters are escaped in text output ----
 
 #[test]
 fn env_info_and_ps_escape_control_characters() {
@@ -756,7 +756,7 @@ fn env_info_and_ps_escape_control_characters() {
     );
 }
 
-// ---- 9.12: empty paths are refused ----
+// ---- empty paths are refused ----
 
 #[test]
 fn empty_paths_are_usage_errors_and_nothing_is_sent() {
@@ -787,7 +787,7 @@ fn empty_paths_are_usage_errors_and_nothing_is_sent() {
     assert!(rt.received().is_empty(), "{:?}", rt.received());
 }
 
-// ---- 9.13: an unreadable or missing --tmpdir is named with the OS error ----
+// ---- an unreadable or missing --tmpdir is named with the OS error ----
 
 #[test]
 fn missing_or_unreadable_tmpdir_is_named_with_the_os_error() {
@@ -805,7 +805,7 @@ fn missing_or_unreadable_tmpdir_is_named_with_the_os_error() {
     r.assert_exit(1, &["Not a directory"]);
 }
 
-// ---- 9.14: clear usage errors ----
+// ---- clear usage errors ----
 
 #[test]
 fn unbalanced_quote_and_missing_values_are_clear_usage_errors() {
