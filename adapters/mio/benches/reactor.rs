@@ -11,6 +11,10 @@
 //!   two mio threads): exchanges per second and latency.
 //! - `stream`: a 1 GiB EventPipe continuation from a server machine to a client machine
 //!   over a Unix socket (two mio threads), and `stream-1t` in one thread.
+//! - `concurrent-tokio` and `stream-tokio`: the same server thread, with dsipc-tokio as the
+//!   client on one tokio runtime thread (current_thread): 1,000 concurrent ProcessInfo
+//!   exchanges per round, and the 1 GiB continuation read through `TraceSession::next_chunk`
+//!   (dsipc-tokio against dsipc-mio in the same run).
 //! - `runtimes20`: twenty real .NET 8 runtimes started suspended on one reverse port;
 //!   time for one mio thread to resume them all (needs DSIPC_PYTHON, else skipped).
 
@@ -36,6 +40,8 @@ const SCENARIOS: &[&str] = &[
     "sequential",
     "stream",
     "stream-1t",
+    "concurrent-tokio",
+    "stream-tokio",
     "runtimes20",
 ];
 
@@ -52,6 +58,8 @@ fn main() {
             "sequential" => sequential(),
             "stream" => stream(false),
             "stream-1t" => stream(true),
+            "concurrent-tokio" => concurrent_tokio(),
+            "stream-tokio" => stream_tokio(),
             "runtimes20" => runtimes20(),
             other => panic!("unknown scenario {}", other),
         }
@@ -472,6 +480,98 @@ fn stream(one_thread: bool) {
         } else {
             ", two mio threads"
         },
+        secs,
+        GIB as f64 / secs / 1e9,
+        GIB as f64 / secs / (1u64 << 30) as f64,
+        peak_rss_mib()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One tokio runtime thread (current_thread) for the dsipc-tokio client scenarios.
+fn tokio_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn concurrent_tokio() {
+    const CONNS: u64 = 1000;
+    const ROUNDS: u64 = 10;
+    let dir = temp_dir("conc-tokio");
+    let path = dir.join("dotnet-diagnostic-12814-1-socket");
+    let server = ServerThread::start(&path, 0, CONNS as usize);
+    let rt = tokio_thread();
+    let client = dsipc_tokio::DiagnosticsClient::new(&path).with_timeout(Duration::from_secs(60));
+    let mut rounds = Vec::new();
+    let cpu0 = thread_cpu();
+    let t0 = Instant::now();
+    let mut pids = 0u64;
+    for _ in 0..ROUNDS {
+        let tr = Instant::now();
+        pids += rt.block_on(async {
+            let tasks: Vec<_> = (0..CONNS)
+                .map(|_| {
+                    let c = client.clone();
+                    tokio::spawn(async move { c.process_info_basic().await })
+                })
+                .collect();
+            let mut sum = 0u64;
+            for t in tasks {
+                sum += u64::from(t.await.unwrap().expect("ProcessInfo").pid);
+            }
+            sum
+        });
+        rounds.push(tr.elapsed());
+    }
+    let total = t0.elapsed();
+    let client_cpu = (thread_cpu() - cpu0).as_secs_f64();
+    let server_cpu = server.finish();
+    assert_eq!(pids, fixtures::PROCESS_INFO2.process_id * CONNS * ROUNDS);
+    rounds.sort();
+    let per = |cpu: f64| cpu * 1e6 / (CONNS * ROUNDS) as f64;
+    println!(
+        "concurrent-tokio: {} rounds of {} concurrent ProcessInfo exchanges, dsipc-tokio clients \
+         on one tokio thread, the same mio server thread: {:.0} exchanges/s; round median \
+         {:.1} ms, worst {:.1} ms; CPU per exchange: server thread {:.1} µs, client thread \
+         {:.1} µs; peak RSS {:.1} MiB",
+        ROUNDS,
+        CONNS,
+        (CONNS * ROUNDS) as f64 / total.as_secs_f64(),
+        rounds[rounds.len() / 2].as_secs_f64() * 1e3,
+        rounds[rounds.len() - 1].as_secs_f64() * 1e3,
+        per(server_cpu),
+        per(client_cpu),
+        peak_rss_mib()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn stream_tokio() {
+    let dir = temp_dir("stream-tokio");
+    let path = dir.join("dotnet-diagnostic-12814-1-socket");
+    let server = ServerThread::start(&path, GIB, 0);
+    let rt = tokio_thread();
+    let client = dsipc_tokio::DiagnosticsClient::new(&path).with_timeout(Duration::from_secs(60));
+    let t0 = Instant::now();
+    let bytes = rt.block_on(async {
+        let mut session = client
+            .collect_tracing(&[dsipc::payload::Provider::new("X", 1, 4)], 64, false)
+            .await
+            .expect("session");
+        let mut n = 0u64;
+        while let Some(chunk) = session.next_chunk().await {
+            n += chunk.expect("chunk").len() as u64;
+        }
+        n
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    server.finish();
+    assert_eq!(bytes, GIB);
+    println!(
+        "stream-tokio: 1 GiB EventPipe continuation, the mio server thread to a dsipc-tokio \
+         TraceSession on one tokio thread: {:.2} s, {:.2} GB/s ({:.2} GiB/s); peak RSS {:.1} MiB",
         secs,
         GIB as f64 / secs / 1e9,
         GIB as f64 / secs / (1u64 << 30) as f64,
