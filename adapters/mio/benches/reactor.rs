@@ -519,7 +519,7 @@ fn concurrent_tokio() {
                 .collect();
             let mut sum = 0u64;
             for t in tasks {
-                sum += u64::from(t.await.unwrap().expect("ProcessInfo").pid);
+                sum += t.await.unwrap().expect("ProcessInfo").pid;
             }
             sum
         });
