@@ -17,6 +17,8 @@ commands:
   resume PID        resume a runtime paused at startup
   trace PID -o FILE EventPipe trace to a .nettrace file (and a CPU profile with --format)
   stack PID         every thread's managed stack (dotnet-stack report)
+  gcdump report --pid PID
+                    live objects per type, biggest first (dotnet-gcdump report)
   dump PID -o PATH  write a dump
   perfmap PID enable|disable
                     perf map and jitdump files
@@ -126,6 +128,17 @@ frames innermost first (Module!Namespace.Type.Method; [Native Frames] for runs n
 covers). json is dotnet-monitor's CallStackResult. --timeout bounds the whole command.
 ";
 
+const GCDUMP: &str = "\
+usage: dsipc gcdump report --pid PID [--top N] [--format text|json]
+
+The runtime's live objects per type, as dotnet-gcdump report -p prints them: a session
+with Microsoft-Windows-DotNETRuntime:0x1980001:5 (GC heap dump keywords, no rundown) makes
+the runtime run a blocking gen-2 GC and walk its heap; the session stops once that GC ended.
+Text: the heap's bytes and objects, then Object Bytes, Count and Type per type, biggest
+first (--top N: the N biggest). json: one line, [{\"type\",\"count\",\"bytes\"}, ...], biggest
+first. --timeout bounds the whole command (default 30).
+";
+
 const DUMP: &str = "\
 usage: dsipc dump PID -o PATH [--type normal|heap|triage|full]
 
@@ -196,6 +209,7 @@ pub fn command(command: &str) -> Option<&'static str> {
         "resume" => RESUME,
         "trace" => TRACE,
         "stack" => STACK,
+        "gcdump" => GCDUMP,
         "dump" => DUMP,
         "perfmap" => PERFMAP,
         "startup-hook" => STARTUP_HOOK,

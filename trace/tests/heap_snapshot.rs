@@ -56,6 +56,7 @@ fn the_held_versions_are_counted_exactly() {
         );
         assert_eq!(g.pointer_size, 8);
         assert_eq!(g.missing_edges, 0, "{}", name);
+        assert_eq!(g.lost_events, 0, "{}", name);
         assert!(!g.roots.is_empty(), "{}", name);
         let stats = g.type_stats();
         // The runtime has a few Version objects of its own besides the 10,000 held, each

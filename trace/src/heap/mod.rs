@@ -25,7 +25,7 @@ use dsipc::nettrace::clr::{self, ClrProvider};
 use dsipc::nettrace::{Event, Item};
 
 use crate::hash::FxHashMap;
-use crate::{MetadataTable, StreamError, TraceStream};
+use crate::{LostEvents, MetadataTable, StreamError, TraceStream};
 
 use bulk::*;
 
@@ -250,6 +250,7 @@ pub struct HeapBuilder {
     roots: Vec<HeapRoot>,
     /// Bulk events outside the walked GC, ignored.
     ignored: u64,
+    lost: LostEvents,
     error: Option<HeapError>,
 }
 
@@ -281,6 +282,7 @@ impl HeapBuilder {
             edges: Vec::new(),
             roots: Vec::new(),
             ignored: 0,
+            lost: LostEvents::new(),
             error: None,
         }
     }
@@ -293,6 +295,12 @@ impl HeapBuilder {
     /// Objects so far.
     pub fn objects(&self) -> usize {
         self.addresses.len()
+    }
+
+    /// Events the runtime dropped (sequence-number gaps): a heap walk that lost events
+    /// is incomplete, its references possibly misattributed.
+    pub fn lost_events(&self) -> u64 {
+        self.lost.lost()
     }
 
     /// The error that stopped the builder, if any (later items are ignored).
@@ -330,8 +338,16 @@ impl HeapBuilder {
                 };
                 self.roles.insert(m.metadata_id, role);
             }
-            Item::SequencePoint(sp) if sp.flushes_metadata() => self.roles.clear(),
+            Item::SequencePoint(sp) => {
+                for t in sp.threads() {
+                    self.lost.on_sequence_point(t.thread_id, t.sequence_number);
+                }
+                if sp.flushes_metadata() {
+                    self.roles.clear();
+                }
+            }
             Item::Event(e) => {
+                self.lost.on_event(e.capture_thread_id, e.sequence_number);
                 if let Some(&role) = self.roles.get(e.metadata_id) {
                     if role != Role::Other {
                         if let Err(err) = self.on_event(role, e) {
@@ -512,6 +528,7 @@ impl HeapBuilder {
             edges: self.edges,
             roots: self.roots,
             ignored_events: self.ignored,
+            lost_events: self.lost.lost(),
         })
     }
 }
@@ -572,6 +589,8 @@ pub struct HeapGraph {
     pub missing_edges: u64,
     /// Heap events outside the walked GC, ignored.
     pub ignored_events: u64,
+    /// Events of the stream the runtime dropped (see [`HeapBuilder::lost_events`]).
+    pub lost_events: u64,
 }
 
 /// One object of a [`HeapGraph`].

@@ -1,0 +1,363 @@
+//! `dsipc gcdump report --pid PID [--top N] [--format text|json]`: the live objects of a
+//! runtime's heap per type, as `dotnet-gcdump report -p PID` shows them.
+//!
+//! dotnet-gcdump's way: a short session first (the runtime provider enabled without its
+//! Type keyword makes the runtime forget which types it already described, so the heap walk
+//! names them all again), then a session with `Microsoft-Windows-DotNETRuntime` keywords
+//! GC, GCHeapCollect, GCHeapDump, GCHeapAndTypeNames and Type (0x1980001) at level 5, no
+//! rundown: the runtime runs a blocking gen-2 GC and walks the heap, sending the object
+//! graph as GCBulk* events. The session is stopped at the GCEnd of that GC (the walk is
+//! whole then). The graph is dsipc-trace's [`HeapGraph`]; this module runs the sessions
+//! and prints.
+//!
+//! Text: dotnet-gcdump report's table (`Object Bytes`, `Count`, `Type`, biggest first)
+//! under the heap's totals. JSON: one line, an array of `{"type","count","bytes"}`,
+//! biggest first.
+
+use std::ffi::{OsStr, OsString};
+use std::time::{Duration, Instant};
+
+use dsipc::payload::Provider;
+use dsipc::wire::Text;
+use dsipc_std::{Chunk, DiagnosticsClient, Error};
+use dsipc_trace::format::json_string;
+use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, TypeStat, Walk};
+
+use crate::args::{parse_os, show};
+use crate::term::{clean, note};
+use crate::{args, print_out, CliError, CliResult, Common};
+
+const RUNTIME: &str = "Microsoft-Windows-DotNETRuntime";
+/// GC (0x1), GCHeapCollect (0x800000), GCHeapDump (0x100000), GCHeapAndTypeNames
+/// (0x1000000) and Type (0x80000): dotnet-gcdump's GCHeapSnapshot keywords.
+const HEAP_KEYWORDS: u64 = 0x1980001;
+const VERBOSE: u32 = 5;
+const GC_KEYWORD: u64 = 0x1;
+const CRITICAL: u32 = 1;
+/// The runtime's buffer for the heap session, as dotnet-gcdump asks: events the runtime
+/// drops break the graph.
+const BUFFER_MB: u32 = 1024;
+/// The whole command's default time budget (dotnet-gcdump waits 30 s).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one wait for stream bytes lasts before the deadline is looked at again.
+const TICK: Duration = Duration::from_millis(100);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+}
+
+/// `dsipc gcdump SUBCOMMAND ...`.
+pub(crate) fn cmd_gcdump(rest: &[OsString]) -> CliResult {
+    // The subcommand is the first argument that is not a global option (`--timeout 5`
+    // may come before it, from before the command name).
+    let mut i = 0;
+    while i < rest.len() && args::GLOBAL_VALUES.contains(&&*rest[i].to_string_lossy()) {
+        i += 2;
+    }
+    let (sub, args) = match rest.get(i) {
+        Some(s) => {
+            let mut others = rest[..i].to_vec();
+            others.extend_from_slice(&rest[i + 1..]);
+            (s.to_string_lossy().into_owned(), others)
+        }
+        None => {
+            return Err(CliError::Usage(
+                "gcdump wants a subcommand: report".to_string(),
+            ))
+        }
+    };
+    match sub.as_str() {
+        "report" => report(&args),
+        other => Err(CliError::Usage(format!(
+            "unknown gcdump subcommand {} (report)",
+            show(OsStr::new(other))
+        ))),
+    }
+}
+
+fn report(rest: &[OsString]) -> CliResult {
+    let started = Instant::now();
+    let p = parse_os(rest, &["--pid", "-p", "--top", "--format"], &[])?;
+    let common = Common::from(&p)?;
+    let format = match p.value_text("--format")? {
+        None | Some("text") => Format::Text,
+        Some("json") => Format::Json,
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "--format must be text or json, not {}",
+                show(OsStr::new(other))
+            )))
+        }
+    };
+    let top = match p.value_text("--top")? {
+        None => None,
+        Some(t) => match t.parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "--top wants a positive integer, not {}",
+                    show(OsStr::new(t))
+                )))
+            }
+        },
+    };
+    let pid = match p.value_os("--pid").or_else(|| p.value_os("-p")) {
+        Some(v) => args::pid(v)?,
+        None => return Err(CliError::Usage("gcdump report wants --pid PID".to_string())),
+    };
+    p.expect_positionals(&[])?;
+    let client = common.client(pid, DEFAULT_TIMEOUT)?;
+    let graph = collect(&client, pid, started)?;
+    let stats = graph.type_stats();
+    let shown = match top {
+        Some(n) => &stats[..n.min(stats.len())],
+        None => &stats[..],
+    };
+    let out = match format {
+        Format::Text => text(&graph, shown),
+        Format::Json => json(shown),
+    };
+    print_out(&out)
+}
+
+/// Runs the sessions and builds the graph; the whole within the client's timeout from
+/// `started`.
+fn collect(client: &DiagnosticsClient, pid: u32, started: Instant) -> Result<HeapGraph, CliError> {
+    let timeout = client.timeout();
+    let deadline = started + timeout;
+    let late = |what: &str| {
+        CliError::Failed(format!(
+            "pid {}: no heap snapshot within {:.1} s (--timeout): {}",
+            pid,
+            timeout.as_secs_f64(),
+            what
+        ))
+    };
+
+    // The type-table flush: a session started and stopped at once, enabling the runtime
+    // provider without its Type keyword (the runtime forgets which types it described
+    // when told of keywords without it; .NET Core 3.1 only when the runtime provider itself
+    // is enabled, so SampleProfiler alone, as dotnet-gcdump does, is not enough there).
+    // Level Critical: none of its GC events is sent.
+    let flush = [Provider {
+        keywords: GC_KEYWORD,
+        log_level: CRITICAL,
+        provider_name: Text::Str(RUNTIME),
+        arguments: Text::Null,
+    }];
+    let mut session = client.collect_tracing(&flush, 16, false)?;
+    session.stop()?;
+    loop {
+        if Instant::now() >= deadline {
+            return Err(late("the first session did not end after its stop"));
+        }
+        match session.next_chunk(TICK)? {
+            Chunk::End => break,
+            _ => continue,
+        }
+    }
+    drop(session);
+
+    let providers = [Provider {
+        keywords: HEAP_KEYWORDS,
+        log_level: VERBOSE,
+        provider_name: Text::Str(RUNTIME),
+        arguments: Text::Null,
+    }];
+    let mut session = client.collect_tracing(&providers, BUFFER_MB, false)?;
+    let mut heap = HeapStream::new();
+    let mut stop_asked = false;
+    let mut feed_error: Option<HeapError> = None;
+    let result: Result<(), Error> = loop {
+        if Instant::now() >= deadline {
+            let what = match heap.builder().walk() {
+                Walk::NotStarted => "the runtime started no blocking gen-2 GC",
+                Walk::Running { .. } => "the heap walk did not finish",
+                Walk::Done { .. } => "the session did not end after its stop",
+            };
+            return Err(late(what));
+        }
+        match session.next_chunk(TICK) {
+            Ok(Chunk::Data(data)) => {
+                if let Err(e) = heap.feed(data) {
+                    feed_error = Some(e);
+                    break Ok(());
+                }
+                if !stop_asked && matches!(heap.builder().walk(), Walk::Done { .. }) {
+                    stop_asked = true;
+                    if let Err(e) = session.stop() {
+                        break Err(e);
+                    }
+                }
+            }
+            Ok(Chunk::End) => break Ok(()),
+            Ok(_) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    // Closing the connection ends the session in the runtime, whatever happened.
+    drop(session);
+    if let Some(e) = feed_error {
+        return Err(bad_stream(&e));
+    }
+    let walk = heap.builder().walk();
+    let ended = heap.finish();
+    match (result, walk) {
+        // The walk is whole: what came after it does not matter.
+        (_, Walk::Done { .. }) => {
+            if let Err(e) = &ended {
+                if !e.is_truncation() {
+                    return Err(bad_stream(e));
+                }
+            }
+        }
+        (Err(e), _) => return Err(CliError::Ipc(e)),
+        (Ok(()), _) => {
+            return Err(CliError::Failed(match ended {
+                Err(e) if !e.is_truncation() => return Err(bad_stream(&e)),
+                Err(e) => format!(
+                    "pid {}: the runtime ended the stream before the heap walk was over (did it exit?): {}",
+                    pid, e
+                ),
+                Ok(()) => format!(
+                    "pid {}: the stream ended without a heap walk (no blocking gen-2 GC)",
+                    pid
+                ),
+            }))
+        }
+    }
+    let graph = heap.into_graph().map_err(|e| bad_stream(&e))?;
+    if graph.lost_events > 0 {
+        note!(
+            "dsipc: warning: the runtime dropped {} events: the snapshot is incomplete",
+            graph.lost_events
+        );
+    }
+    let unnamed = graph
+        .objects()
+        .filter(|o| graph.types[o.type_index as usize].name.is_none())
+        .count();
+    if unnamed > 0 {
+        note!(
+            "dsipc: warning: {} objects are of types the runtime did not name (UNKNOWN_TYPE)",
+            unnamed
+        );
+    }
+    if graph.missing_edges > 0 {
+        note!(
+            "dsipc: warning: {} references the objects announced never came",
+            graph.missing_edges
+        );
+    }
+    Ok(graph)
+}
+
+fn bad_stream(e: &HeapError) -> CliError {
+    CliError::Failed(format!("the heap snapshot did not parse: {}", e))
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// dotnet-gcdump report's layout: the totals, then one line per type, biggest first.
+fn text(graph: &HeapGraph, stats: &[TypeStat]) -> String {
+    let mut out = format!(
+        "{:>15}  GC Heap bytes\n{:>15}  GC Heap objects\n\n",
+        thousands(graph.total_bytes()),
+        thousands(graph.object_count() as u64)
+    );
+    out.push_str(&format!("{:>15}  {:>9}  Type\n", "Object Bytes", "Count"));
+    for t in stats {
+        out.push_str(&format!(
+            "{:>15}  {:>9}  {}\n",
+            thousands(t.bytes),
+            thousands(t.count),
+            clean(&t.name)
+        ));
+    }
+    out
+}
+
+/// `[{"type":NAME,"count":N,"bytes":N},...]`, one line.
+fn json(stats: &[TypeStat]) -> String {
+    let mut out = String::from("[");
+    for (i, t) in stats.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!(
+            "{{\"type\":{},\"count\":{},\"bytes\":{}}}",
+            json_string(&t.name),
+            t.count,
+            t.bytes
+        ));
+    }
+    out.push_str("]\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats() -> Vec<TypeStat> {
+        vec![
+            TypeStat {
+                name: "System.Version".into(),
+                count: 10_002,
+                bytes: 320_064,
+            },
+            TypeStat {
+                name: "Evil\u{1b}[2J\"".into(),
+                count: 1,
+                bytes: 24,
+            },
+        ]
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn json_is_an_array_with_names_escaped() {
+        assert_eq!(
+            json(&stats()),
+            "[{\"type\":\"System.Version\",\"count\":10002,\"bytes\":320064},{\"type\":\"Evil\\u001b[2J\\\"\",\"count\":1,\"bytes\":24}]\n"
+        );
+        assert_eq!(json(&[]), "[]\n");
+    }
+
+    #[test]
+    fn text_rows_have_names_cleaned() {
+        let rows: Vec<String> = stats()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{:>15}  {:>9}  {}",
+                    thousands(t.bytes),
+                    thousands(t.count),
+                    clean(&t.name)
+                )
+            })
+            .collect();
+        assert_eq!(rows[0], "        320,064     10,002  System.Version");
+        assert!(!rows[1].contains('\u{1b}'));
+    }
+}
