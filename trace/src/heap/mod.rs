@@ -18,6 +18,7 @@
 //! a node names may be described before or after it).
 
 mod bulk;
+pub mod gcdump;
 
 use std::fmt;
 
@@ -675,18 +676,23 @@ impl HeapGraph {
             e.0 += count;
             e.1 += bytes;
         }
-        let mut out: Vec<TypeStat> = by_name
-            .into_iter()
-            .map(|(name, (count, bytes))| TypeStat { name, count, bytes })
-            .collect();
-        out.sort_by(|a, b| {
-            b.bytes
-                .cmp(&a.bytes)
-                .then(b.count.cmp(&a.count))
-                .then_with(|| a.name.cmp(&b.name))
-        });
-        out
+        sorted_stats(by_name)
     }
+}
+
+/// Per-name counts as [`TypeStat`]s, biggest first (then most objects, then by name).
+pub(crate) fn sorted_stats(by_name: FxHashMap<String, (u64, u64)>) -> Vec<TypeStat> {
+    let mut out: Vec<TypeStat> = by_name
+        .into_iter()
+        .map(|(name, (count, bytes))| TypeStat { name, count, bytes })
+        .collect();
+    out.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then(b.count.cmp(&a.count))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    out
 }
 
 /// Addresses to objects of a [`HeapGraph`] (from [`HeapGraph::address_index`]).
