@@ -1,5 +1,7 @@
-//! `dsipc gcdump report --pid PID [--top N] [--format text|json]`: the live objects of a
-//! runtime's heap per type, as `dotnet-gcdump report -p PID` shows them.
+//! `dsipc gcdump report --pid PID | FILE [--top N] [--format text|json]`: the live objects
+//! of a runtime's heap (or of a `.gcdump` file) per type, as `dotnet-gcdump report` shows
+//! them; `dsipc gcdump collect PID [-o FILE] [--force]`: the heap as a `.gcdump` file, as
+//! `dotnet-gcdump collect` writes it (default name `YYYYMMDD_HHMMSS_PID.gcdump`, UTC).
 //!
 //! dotnet-gcdump's way: a short session first (the runtime provider enabled without its
 //! Type keyword makes the runtime forget which types it already described, so the heap walk
@@ -15,15 +17,18 @@
 //! biggest first.
 
 use std::ffi::{OsStr, OsString};
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
 
 use dsipc::payload::Provider;
 use dsipc::wire::Text;
 use dsipc_std::{Chunk, DiagnosticsClient, Error};
 use dsipc_trace::format::json_string;
+use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
 use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, TypeStat, Walk};
 
 use crate::args::{parse_os, show};
+use crate::output::{display, Output};
 use crate::term::{clean, note};
 use crate::{args, print_out, CliError, CliResult, Common};
 
@@ -64,14 +69,15 @@ pub(crate) fn cmd_gcdump(rest: &[OsString]) -> CliResult {
         }
         None => {
             return Err(CliError::Usage(
-                "gcdump wants a subcommand: report".to_string(),
+                "gcdump wants a subcommand: collect or report".to_string(),
             ))
         }
     };
     match sub.as_str() {
         "report" => report(&args),
+        "collect" => collect_file(&args),
         other => Err(CliError::Usage(format!(
-            "unknown gcdump subcommand {} (report)",
+            "unknown gcdump subcommand {} (collect, report)",
             show(OsStr::new(other))
         ))),
     }
@@ -104,22 +110,127 @@ fn report(rest: &[OsString]) -> CliResult {
         },
     };
     let pid = match p.value_os("--pid").or_else(|| p.value_os("-p")) {
-        Some(v) => args::pid(v)?,
-        None => return Err(CliError::Usage("gcdump report wants --pid PID".to_string())),
+        Some(v) => Some(args::pid(v)?),
+        None => None,
     };
-    p.expect_positionals(&[])?;
-    let client = common.client(pid, DEFAULT_TIMEOUT)?;
-    let graph = collect(&client, pid, started)?;
-    let stats = graph.type_stats();
+    let (stats, totals) = match (pid, p.positionals.len()) {
+        (Some(pid), 0) => {
+            let client = common.client(pid, DEFAULT_TIMEOUT)?;
+            let graph = collect(&client, pid, started)?;
+            (
+                graph.type_stats(),
+                (graph.total_bytes(), graph.object_count() as u64),
+            )
+        }
+        (None, 1) => {
+            let path = args::path("FILE", &p.positionals[0])?;
+            let dump = read_file(&path)?;
+            let (objects, bytes) = dump.object_totals();
+            (dump.type_stats(), (bytes, objects))
+        }
+        (Some(_), _) => {
+            return Err(CliError::Usage(
+                "gcdump report takes --pid PID or FILE, not both".to_string(),
+            ))
+        }
+        (None, 0) => {
+            return Err(CliError::Usage(
+                "gcdump report wants --pid PID or a .gcdump FILE".to_string(),
+            ))
+        }
+        (None, _) => return Err(CliError::Usage("gcdump report takes one FILE".to_string())),
+    };
     let shown = match top {
         Some(n) => &stats[..n.min(stats.len())],
         None => &stats[..],
     };
     let out = match format {
-        Format::Text => text(&graph, shown),
+        Format::Text => text(totals, shown),
         Format::Json => json(shown),
     };
     print_out(&out)
+}
+
+/// A `.gcdump` file, read whole and checked.
+fn read_file(path: &Path) -> Result<gcdump::GcDump, CliError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::io(format!("cannot read {}", display(path)), e))?;
+    gcdump::read(&bytes).map_err(|e| CliError::Failed(format!("{}: {}", display(path), e)))
+}
+
+/// `dsipc gcdump collect PID [-o FILE] [--force]`.
+fn collect_file(rest: &[OsString]) -> CliResult {
+    let started = Instant::now();
+    let p = parse_os(rest, &["-o", "--output", "--pid", "-p"], &["--force"])?;
+    let common = Common::from(&p)?;
+    let pid = match (
+        p.value_os("--pid").or_else(|| p.value_os("-p")),
+        p.positionals.len(),
+    ) {
+        (Some(v), 0) => args::pid(v)?,
+        (None, 1) => args::pid(&p.positionals[0])?,
+        (None, 0) => return Err(CliError::Usage("gcdump collect wants PID".to_string())),
+        _ => return Err(CliError::Usage("gcdump collect takes one PID".to_string())),
+    };
+    let now = SystemTime::now();
+    let dest = match p.value_os("-o").or_else(|| p.value_os("--output")) {
+        Some(o) => args::path("-o", o)?,
+        None => {
+            let (y, mo, d, h, mi, s) = crate::counters::output::civil(now);
+            PathBuf::from(format!(
+                "{:04}{:02}{:02}_{:02}{:02}{:02}_{}.gcdump",
+                y, mo, d, h, mi, s, pid
+            ))
+        }
+    };
+    // Refused before the runtime is asked anything (an existing FILE without --force).
+    let mut out = Output::create(&dest, p.flag("--force"))?;
+    let client = match common.client(pid, DEFAULT_TIMEOUT) {
+        Ok(c) => c,
+        Err(e) => {
+            out.abandon();
+            return Err(e);
+        }
+    };
+    let graph = match collect(&client, pid, started) {
+        Ok(g) => g,
+        Err(e) => {
+            out.abandon();
+            return Err(e);
+        }
+    };
+    let info = GcDumpInfo {
+        process_id: pid as i32,
+        process_name: proc_text(pid, "comm"),
+        machine_name: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim_end().to_string()),
+        time_ticks: gcdump::dotnet_ticks(now),
+        creation_tool: Some(format!("dsipc {}", env!("CARGO_PKG_VERSION"))),
+    };
+    let written = match gcdump::write(&graph, &info, out.writer()) {
+        Ok(w) => w,
+        Err(e) => {
+            out.abandon();
+            return Err(CliError::io(format!("writing {}", display(&dest)), e));
+        }
+    };
+    let placed = out.commit()?;
+    note!(
+        "dsipc: wrote {} ({} bytes: {} objects, {} bytes of heap)",
+        display(placed.as_deref().unwrap_or(&dest)),
+        written.bytes,
+        graph.object_count(),
+        graph.total_bytes()
+    );
+    Ok(())
+}
+
+/// `/proc/PID/NAME`'s first line, if readable.
+fn proc_text(pid: u32, name: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{}/{}", pid, name))
+        .ok()
+        .map(|s| s.lines().next().unwrap_or("").to_string())
 }
 
 /// Runs the sessions and builds the graph; the whole within the client's timeout from
@@ -271,12 +382,13 @@ fn thousands(n: u64) -> String {
     out
 }
 
-/// dotnet-gcdump report's layout: the totals, then one line per type, biggest first.
-fn text(graph: &HeapGraph, stats: &[TypeStat]) -> String {
+/// dotnet-gcdump report's layout: the totals (bytes, objects), then one line per type,
+/// biggest first.
+fn text(totals: (u64, u64), stats: &[TypeStat]) -> String {
     let mut out = format!(
         "{:>15}  GC Heap bytes\n{:>15}  GC Heap objects\n\n",
-        thousands(graph.total_bytes()),
-        thousands(graph.object_count() as u64)
+        thousands(totals.0),
+        thousands(totals.1)
     );
     out.push_str(&format!("{:>15}  {:>9}  Type\n", "Object Bytes", "Count"));
     for t in stats {

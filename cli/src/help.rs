@@ -17,8 +17,10 @@ commands:
   resume PID        resume a runtime paused at startup
   trace PID -o FILE EventPipe trace to a .nettrace file (and a CPU profile with --format)
   stack PID         every thread's managed stack (dotnet-stack report)
-  gcdump report --pid PID
+  gcdump report --pid PID | FILE
                     live objects per type, biggest first (dotnet-gcdump report)
+  gcdump collect PID [-o FILE]
+                    the heap as a .gcdump file (dotnet-gcdump collect)
   dump PID -o PATH  write a dump
   perfmap PID enable|disable
                     perf map and jitdump files
@@ -130,13 +132,18 @@ covers). json is dotnet-monitor's CallStackResult. --timeout bounds the whole co
 
 const GCDUMP: &str = "\
 usage: dsipc gcdump report --pid PID [--top N] [--format text|json]
+       dsipc gcdump report FILE [--top N] [--format text|json]
+       dsipc gcdump collect PID [-o FILE] [--force]
 
-The runtime's live objects per type, as dotnet-gcdump report -p prints them: a session
+The runtime's live objects per type, as dotnet-gcdump report prints them: a session
 with Microsoft-Windows-DotNETRuntime:0x1980001:5 (GC heap dump keywords, no rundown) makes
 the runtime run a blocking gen-2 GC and walk its heap; the session stops once that GC ended.
 Text: the heap's bytes and objects, then Object Bytes, Count and Type per type, biggest
 first (--top N: the N biggest). json: one line, [{\"type\",\"count\",\"bytes\"}, ...], biggest
-first. --timeout bounds the whole command (default 30).
+first. report FILE reads a .gcdump instead.
+collect writes the heap as a .gcdump file (the format of dotnet-gcdump and PerfView) to
+FILE, by default YYYYMMDD_HHMMSS_PID.gcdump (UTC) in the current directory.
+--timeout bounds the whole command (default 30).
 ";
 
 const DUMP: &str = "\

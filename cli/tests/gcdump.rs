@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{dsipc, dsipc_in, fake, me, Run};
+use common::{dsipc, dsipc_in, fake, me, s, Live, Run};
 use dsipc::Command as Cmd;
 use dsipc_testkit::{Answer, Config, HostOptions, HostedRuntime, StreamSpec, TempDir};
 
@@ -129,6 +129,19 @@ fn check_runtime(runtime: &str) {
     ok(&text);
     assert_eq!(rows(&text.stdout).len(), 5);
     assert!(!text.stdout.contains("UNKNOWN_TYPE"), "{}", text.stdout);
+
+    // collect: a .gcdump whose report has the held objects too.
+    let dir = TempDir::new("dsipc-gcdump-collect").unwrap();
+    let file = dir.path().join("held.gcdump");
+    let c = dsipc(&["gcdump", "collect", &held_pid, "-o", s(&file)]);
+    ok(&c);
+    assert!(c.stderr.contains("dsipc: wrote"), "{}", c.stderr);
+    let r = dsipc(&["gcdump", "report", s(&file)]);
+    ok(&r);
+    let from_file = rows(&r.stdout);
+    let (count, bytes) = count_of(&from_file, "System.Version");
+    assert_eq!((count - baseline, bytes), (10_000, count * 32));
+    assert_eq!(count_of(&from_file, "System.Version[]"), (1, 24 + 80_000));
 }
 
 #[test]
@@ -189,6 +202,102 @@ fn a_recorded_heap_walk_served_by_the_fake() {
             r.stdout
         );
     }
+}
+
+#[test]
+fn collect_writes_a_gcdump_whose_report_is_the_live_one() {
+    let dir = TempDir::new("dsipc-gcdump-file").unwrap();
+    let _rt = fake(
+        &dir,
+        Config::new()
+            .stream(StreamSpec::content(capture("heap-net8.0.4.nettrace.gz")))
+            .answer(Cmd::StopTracing, Answer::IgnoreStop),
+    );
+    let live = dsipc_in(dir.path(), &["gcdump", "report", "--pid", &me()]);
+    ok(&live);
+    let file = dir.path().join("out.gcdump");
+    let c = dsipc_in(dir.path(), &["gcdump", "collect", &me(), "-o", s(&file)]);
+    ok(&c);
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(&bytes[4..24], b"!FastSerialization.1");
+    for format in ["text", "json"] {
+        let a = dsipc_in(
+            dir.path(),
+            &["gcdump", "report", "--pid", &me(), "--format", format],
+        );
+        let b = dsipc(&["gcdump", "report", s(&file), "--format", format]);
+        ok(&a);
+        ok(&b);
+        assert_eq!(a.stdout, b.stdout, "{}", format);
+    }
+    assert_eq!(
+        dsipc(&["gcdump", "report", s(&file), "--top", "3"]).stdout,
+        live.stdout
+            .lines()
+            .take(7)
+            .map(|l| format!("{}\n", l))
+            .collect::<String>()
+    );
+
+    // An existing FILE is not replaced without --force, and is left as it was.
+    let r = dsipc_in(dir.path(), &["gcdump", "collect", &me(), "-o", s(&file)]);
+    r.assert_exit(1, &["exists", "--force"]);
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
+    let r = dsipc_in(
+        dir.path(),
+        &["gcdump", "collect", &me(), "-o", s(&file), "--force"],
+    );
+    ok(&r);
+
+    // Without -o: YYYYMMDD_HHMMSS_PID.gcdump in the current directory.
+    let work = TempDir::new("dsipc-gcdump-cwd").unwrap();
+    let mut cmd = std::process::Command::new(common::bin());
+    cmd.args(["gcdump", "collect", &me(), "--tmpdir", s(dir.path())])
+        .current_dir(work.path());
+    let r = Live::spawn(cmd).wait(Duration::from_secs(60));
+    ok(&r);
+    let names = common::names_in(work.path());
+    assert_eq!(names.len(), 1, "{:?}", names);
+    let n = &names[0];
+    let suffix = format!("_{}.gcdump", me());
+    assert!(n.ends_with(&suffix), "{}", n);
+    let stamp = &n[..n.len() - suffix.len()];
+    assert_eq!(stamp.len(), 15, "{}", n);
+    assert!(stamp[..8].chars().all(|c| c.is_ascii_digit()) && &stamp[8..9] == "_");
+    assert!(stamp[9..].chars().all(|c| c.is_ascii_digit()), "{}", n);
+}
+
+#[test]
+fn a_bad_gcdump_file_is_exit_1_naming_the_offset() {
+    let dir = TempDir::new("dsipc-gcdump-badfile").unwrap();
+    let missing = dir.path().join("none.gcdump");
+    dsipc(&["gcdump", "report", s(&missing)]).assert_exit(1, &["cannot read"]);
+    // A .nettrace is not a .gcdump.
+    let nettrace = common::repo_root().join("tests/data/nettrace/net8.0.4-busy.nettrace");
+    let r = dsipc(&["gcdump", "report", s(&nettrace)]);
+    r.assert_no_panic();
+    r.assert_exit(1, &["not a readable .gcdump at offset 0"]);
+    // A cut file: the offset where it ends.
+    let _rt = fake(
+        &dir,
+        Config::new()
+            .stream(StreamSpec::content(capture(
+                "heap-netcore3.1.23.nettrace.gz",
+            )))
+            .answer(Cmd::StopTracing, Answer::IgnoreStop),
+    );
+    let file = dir.path().join("cut.gcdump");
+    ok(&dsipc_in(
+        dir.path(),
+        &["gcdump", "collect", &me(), "-o", s(&file)],
+    ));
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&file, &bytes).unwrap();
+    let r = dsipc(&["gcdump", "report", s(&file)]);
+    r.assert_no_panic();
+    r.assert_exit(1, &["not a readable .gcdump at offset", "does not fit in the file"]);
+    assert_eq!(r.stdout, "");
 }
 
 #[test]
@@ -304,7 +413,9 @@ fn a_runtime_going_silent_is_exit_1_within_the_timeout() {
 #[test]
 fn usage_errors() {
     dsipc(&["gcdump"]).assert_usage("subcommand");
-    dsipc(&["gcdump", "report"]).assert_usage("--pid");
+    dsipc(&["gcdump", "report"]).assert_usage("--pid PID or a .gcdump FILE");
+    dsipc(&["gcdump", "report", "--pid", "1", "x.gcdump"]).assert_usage("not both");
+    dsipc(&["gcdump", "collect"]).assert_usage("PID");
     dsipc(&["gcdump", "report", "--pid", "1", "--format", "xml"])
         .assert_usage("--format must be text or json");
     dsipc(&["gcdump", "report", "--pid", "1", "--top", "0"]).assert_usage("--top");
