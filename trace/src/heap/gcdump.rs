@@ -49,7 +49,8 @@ use std::fmt;
 use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{HeapGraph, RootKind, TypeStat};
+use super::retained::{self, Csr};
+use super::{HeapGraph, RetainedStat, RootKind, TypeStat};
 use crate::hash::FxHashMap;
 
 const SIGNATURE: &str = "!FastSerialization.1";
@@ -810,6 +811,37 @@ impl GcDump {
             e.1 += bytes;
         }
         super::sorted_stats(by_name)
+    }
+
+    /// Objects (nodes with an address), shallow and retained bytes per type name, biggest
+    /// retained first: the dominator tree from the root node.
+    pub fn retained_stats(&self) -> Vec<RetainedStat> {
+        let n = self.node_count();
+        let mut offsets = Vec::with_capacity(n + 1);
+        let mut targets: Vec<u32> = Vec::new();
+        offsets.push(0);
+        for i in 0..n {
+            targets.extend(self.children(i).into_iter().map(|c| c as u32));
+            offsets.push(targets.len());
+        }
+        let g = Csr { offsets, targets };
+        let names: Vec<String> = (0..self.types.len())
+            .map(|t| {
+                self.types[t]
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("UNKNOWN_TYPE {}", t))
+            })
+            .collect();
+        retained::type_retained(
+            &g,
+            self.root,
+            &|i| self.node_sizes[i].max(0) as u64,
+            &|i| self.addresses[i] != 0,
+            &|i| self.node_types[i] as usize,
+            self.types.len(),
+            &|t| names[t].clone(),
+        )
     }
 
     /// Objects (nodes with an address) and their total bytes.

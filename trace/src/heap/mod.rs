@@ -19,6 +19,9 @@
 
 mod bulk;
 pub mod gcdump;
+mod retained;
+
+pub use retained::RetainedStat;
 
 use std::fmt;
 
@@ -656,6 +659,52 @@ impl HeapGraph {
             .collect();
         by_address.sort_unstable();
         AddressIndex { by_address }
+    }
+
+    /// The object graph as adjacency lists over node indices: the objects in walk order
+    /// (references to addresses the walk sent no object for left out), then one virtual
+    /// root whose successors are the rooted objects. Returns it and the root's index.
+    fn adjacency(&self) -> (retained::Csr, usize) {
+        let index = self.address_index();
+        let n = self.object_count();
+        let mut offsets = Vec::with_capacity(n + 2);
+        let mut targets: Vec<u32> = Vec::with_capacity(self.edges.len() + self.roots.len());
+        offsets.push(0);
+        for refs in self.references() {
+            targets.extend(refs.iter().filter_map(|&a| index.get(a)).map(|i| i as u32));
+            offsets.push(targets.len());
+        }
+        targets.extend(
+            self.roots
+                .iter()
+                .filter_map(|r| index.get(r.address))
+                .map(|i| i as u32),
+        );
+        offsets.push(targets.len());
+        (retained::Csr { offsets, targets }, n)
+    }
+
+    /// Objects, shallow and retained bytes per type name, biggest retained first: the
+    /// dominator tree from the roots (see [`RetainedStat`]). Memory: about 40 bytes an
+    /// object and 8 a reference on top of the graph.
+    pub fn retained_stats(&self) -> Vec<RetainedStat> {
+        let (g, root) = self.adjacency();
+        let n = self.object_count();
+        retained::type_retained(
+            &g,
+            root,
+            &|i| if i < n { self.sizes[i] } else { 0 },
+            &|i| i < n,
+            &|i| {
+                if i < n {
+                    self.node_types[i] as usize
+                } else {
+                    0
+                }
+            },
+            self.types.len(),
+            &|t| self.types[t].display_name(),
+        )
     }
 
     /// Objects and shallow bytes per type name, biggest first (then most objects, then by
