@@ -25,7 +25,7 @@ use dsipc::wire::Text;
 use dsipc_std::{Chunk, DiagnosticsClient, Error};
 use dsipc_trace::format::json_string;
 use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
-use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, TypeStat, Walk};
+use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, RetainedStat, TypeStat, Walk};
 
 use crate::args::{parse_os, show};
 use crate::output::{display, Output};
@@ -85,7 +85,8 @@ pub(crate) fn cmd_gcdump(rest: &[OsString]) -> CliResult {
 
 fn report(rest: &[OsString]) -> CliResult {
     let started = Instant::now();
-    let p = parse_os(rest, &["--pid", "-p", "--top", "--format"], &[])?;
+    let p = parse_os(rest, &["--pid", "-p", "--top", "--format"], &["--retained"])?;
+    let with_retained = p.flag("--retained");
     let common = Common::from(&p)?;
     let format = match p.value_text("--format")? {
         None | Some("text") => Format::Text,
@@ -117,16 +118,23 @@ fn report(rest: &[OsString]) -> CliResult {
         (Some(pid), 0) => {
             let client = common.client(pid, DEFAULT_TIMEOUT)?;
             let graph = collect(&client, pid, started)?;
-            (
-                graph.type_stats(),
-                (graph.total_bytes(), graph.object_count() as u64),
-            )
+            let rows = if with_retained {
+                retained_rows(graph.retained_stats())
+            } else {
+                plain_rows(graph.type_stats())
+            };
+            (rows, (graph.total_bytes(), graph.object_count() as u64))
         }
         (None, 1) => {
             let path = args::path("FILE", &p.positionals[0])?;
             let dump = read_file(&path)?;
             let (objects, bytes) = dump.object_totals();
-            (dump.type_stats(), (bytes, objects))
+            let rows = if with_retained {
+                retained_rows(dump.retained_stats())
+            } else {
+                plain_rows(dump.type_stats())
+            };
+            (rows, (bytes, objects))
         }
         (Some(_), _) => {
             return Err(CliError::Usage(
@@ -149,6 +157,40 @@ fn report(rest: &[OsString]) -> CliResult {
         Format::Json => json(shown),
     };
     print_out(&out)
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    name: String,
+    count: u64,
+    bytes: u64,
+    /// With --retained.
+    retained: Option<u64>,
+}
+
+fn plain_rows(stats: Vec<TypeStat>) -> Vec<Row> {
+    stats
+        .into_iter()
+        .map(|t| Row {
+            name: t.name,
+            count: t.count,
+            bytes: t.bytes,
+            retained: None,
+        })
+        .collect()
+}
+
+fn retained_rows(stats: Vec<RetainedStat>) -> Vec<Row> {
+    stats
+        .into_iter()
+        .map(|t| Row {
+            name: t.name,
+            count: t.count,
+            bytes: t.bytes,
+            retained: Some(t.retained),
+        })
+        .collect()
 }
 
 /// A `.gcdump` file, read whole and checked.
@@ -383,38 +425,50 @@ fn thousands(n: u64) -> String {
 }
 
 /// dotnet-gcdump report's layout: the totals (bytes, objects), then one line per type,
-/// biggest first.
-fn text(totals: (u64, u64), stats: &[TypeStat]) -> String {
+/// biggest first (with --retained, a Retained Bytes column, biggest retained first).
+fn text(totals: (u64, u64), rows: &[Row]) -> String {
     let mut out = format!(
         "{:>15}  GC Heap bytes\n{:>15}  GC Heap objects\n\n",
         thousands(totals.0),
         thousands(totals.1)
     );
-    out.push_str(&format!("{:>15}  {:>9}  Type\n", "Object Bytes", "Count"));
-    for t in stats {
+    let retained = rows.first().map_or(false, |r| r.retained.is_some());
+    if retained {
         out.push_str(&format!(
-            "{:>15}  {:>9}  {}\n",
-            thousands(t.bytes),
-            thousands(t.count),
-            clean(&t.name)
+            "{:>15}  {:>15}  {:>9}  Type\n",
+            "Object Bytes", "Retained Bytes", "Count"
         ));
+    } else {
+        out.push_str(&format!("{:>15}  {:>9}  Type\n", "Object Bytes", "Count"));
+    }
+    for t in rows {
+        out.push_str(&format!("{:>15}  ", thousands(t.bytes)));
+        if let Some(r) = t.retained {
+            out.push_str(&format!("{:>15}  ", thousands(r)));
+        }
+        out.push_str(&format!("{:>9}  {}\n", thousands(t.count), clean(&t.name)));
     }
     out
 }
 
-/// `[{"type":NAME,"count":N,"bytes":N},...]`, one line.
-fn json(stats: &[TypeStat]) -> String {
+/// `[{"type":NAME,"count":N,"bytes":N},...]` (and `"retained":N` with --retained), one
+/// line.
+fn json(rows: &[Row]) -> String {
     let mut out = String::from("[");
-    for (i, t) in stats.iter().enumerate() {
+    for (i, t) in rows.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
         out.push_str(&format!(
-            "{{\"type\":{},\"count\":{},\"bytes\":{}}}",
+            "{{\"type\":{},\"count\":{},\"bytes\":{}",
             json_string(&t.name),
             t.count,
             t.bytes
         ));
+        if let Some(r) = t.retained {
+            out.push_str(&format!(",\"retained\":{}", r));
+        }
+        out.push('}');
     }
     out.push_str("]\n");
     out
@@ -424,17 +478,19 @@ fn json(stats: &[TypeStat]) -> String {
 mod tests {
     use super::*;
 
-    fn stats() -> Vec<TypeStat> {
+    fn stats() -> Vec<Row> {
         vec![
-            TypeStat {
+            Row {
                 name: "System.Version".into(),
                 count: 10_002,
                 bytes: 320_064,
+                retained: None,
             },
-            TypeStat {
+            Row {
                 name: "Evil\u{1b}[2J\"".into(),
                 count: 1,
                 bytes: 24,
+                retained: None,
             },
         ]
     }
@@ -458,18 +514,31 @@ mod tests {
 
     #[test]
     fn text_rows_have_names_cleaned() {
-        let rows: Vec<String> = stats()
-            .iter()
-            .map(|t| {
-                format!(
-                    "{:>15}  {:>9}  {}",
-                    thousands(t.bytes),
-                    thousands(t.count),
-                    clean(&t.name)
-                )
-            })
-            .collect();
-        assert_eq!(rows[0], "        320,064     10,002  System.Version");
-        assert!(!rows[1].contains('\u{1b}'));
+        let t = text((320_088, 10_003), &stats());
+        assert_eq!(
+            t,
+            concat!(
+                "        320,088  GC Heap bytes\n",
+                "         10,003  GC Heap objects\n\n",
+                "   Object Bytes      Count  Type\n",
+                "        320,064     10,002  System.Version\n",
+                "             24          1  Evil\\x1b[2J\"\n"
+            )
+        );
+    }
+
+    #[test]
+    fn retained_adds_a_column_and_a_field() {
+        let mut rows = stats();
+        rows[0].retained = Some(400_000);
+        rows[1].retained = Some(24);
+        let t = text((1, 1), &rows[..1]);
+        assert!(t.ends_with(
+            "   Object Bytes   Retained Bytes      Count  Type\n        320,064          400,000     10,002  System.Version\n"
+        ), "{}", t);
+        assert_eq!(
+            json(&rows[..1]),
+            "[{\"type\":\"System.Version\",\"count\":10002,\"bytes\":320064,\"retained\":400000}]\n"
+        );
     }
 }

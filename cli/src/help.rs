@@ -131,8 +131,8 @@ covers). json is dotnet-monitor's CallStackResult. --timeout bounds the whole co
 ";
 
 const GCDUMP: &str = "\
-usage: dsipc gcdump report --pid PID [--top N] [--format text|json]
-       dsipc gcdump report FILE [--top N] [--format text|json]
+usage: dsipc gcdump report --pid PID [--top N] [--format text|json] [--retained]
+       dsipc gcdump report FILE [--top N] [--format text|json] [--retained]
        dsipc gcdump collect PID [-o FILE] [--force]
 
 The runtime's live objects per type, as dotnet-gcdump report prints them: a session
@@ -140,7 +140,9 @@ with Microsoft-Windows-DotNETRuntime:0x1980001:5 (GC heap dump keywords, no rund
 the runtime run a blocking gen-2 GC and walk its heap; the session stops once that GC ended.
 Text: the heap's bytes and objects, then Object Bytes, Count and Type per type, biggest
 first (--top N: the N biggest). json: one line, [{\"type\",\"count\",\"bytes\"}, ...], biggest
-first. report FILE reads a .gcdump instead.
+first. report FILE reads a .gcdump instead. --retained adds the bytes each type keeps
+alive (the dominator tree from the roots; an object under another of its type counted
+once), biggest retained first (json: \"retained\").
 collect writes the heap as a .gcdump file (the format of dotnet-gcdump and PerfView) to
 FILE, by default YYYYMMDD_HHMMSS_PID.gcdump (UTC) in the current directory.
 --timeout bounds the whole command (default 30).

@@ -142,6 +142,53 @@ fn check_runtime(runtime: &str) {
     let (count, bytes) = count_of(&from_file, "System.Version");
     assert_eq!((count - baseline, bytes), (10_000, count * 32));
     assert_eq!(count_of(&from_file, "System.Version[]"), (1, 24 + 80_000));
+
+    // --retained: the List keeps at least its array alive; a Version only itself.
+    let r = dsipc(&[
+        "gcdump",
+        "report",
+        s(&file),
+        "--retained",
+        "--format",
+        "json",
+    ]);
+    ok(&r);
+    let list = field_of(
+        &r.stdout,
+        "System.Collections.Generic.List`1[System.Version]",
+    );
+    assert!(list.3 >= 32 + 80_024, "{:?}", list);
+    let v = field_of(&r.stdout, "System.Version");
+    assert_eq!(v.3, v.2, "{:?}", v);
+}
+
+/// The JSON report's entry for `name`: (type, count, bytes, retained).
+fn field_of(json: &str, name: &str) -> (String, u64, u64, u64) {
+    let key = format!("{{\"type\":\"{}\",", name);
+    let at = json
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {} in {}", name, json));
+    let rest = &json[at + key.len()..];
+    let entry = &rest[..rest.find('}').unwrap()];
+    let num = |k: &str| -> u64 {
+        let f = format!("\"{}\":", k);
+        let i = entry
+            .find(&f)
+            .unwrap_or_else(|| panic!("no {} in {}", k, entry))
+            + f.len();
+        entry[i..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    (
+        name.to_string(),
+        num("count"),
+        num("bytes"),
+        num("retained"),
+    )
 }
 
 #[test]
@@ -230,6 +277,37 @@ fn collect_writes_a_gcdump_whose_report_is_the_live_one() {
         ok(&b);
         assert_eq!(a.stdout, b.stdout, "{}", format);
     }
+    // --retained: the same from the file as live; the held List retains its array.
+    let a = dsipc_in(
+        dir.path(),
+        &["gcdump", "report", "--pid", &me(), "--retained"],
+    );
+    let b = dsipc(&["gcdump", "report", s(&file), "--retained"]);
+    ok(&a);
+    ok(&b);
+    assert_eq!(a.stdout, b.stdout);
+    assert!(a.stdout.contains("Retained Bytes"), "{}", a.stdout);
+    let j = dsipc(&[
+        "gcdump",
+        "report",
+        s(&file),
+        "--retained",
+        "--format",
+        "json",
+    ]);
+    ok(&j);
+    assert_eq!(
+        field_of(
+            &j.stdout,
+            "System.Collections.Generic.List`1[System.Version]"
+        ),
+        (
+            "System.Collections.Generic.List`1[System.Version]".to_string(),
+            1,
+            32,
+            32 + 80_024
+        )
+    );
     assert_eq!(
         dsipc(&["gcdump", "report", s(&file), "--top", "3"]).stdout,
         live.stdout
@@ -296,7 +374,13 @@ fn a_bad_gcdump_file_is_exit_1_naming_the_offset() {
     std::fs::write(&file, &bytes).unwrap();
     let r = dsipc(&["gcdump", "report", s(&file)]);
     r.assert_no_panic();
-    r.assert_exit(1, &["not a readable .gcdump at offset", "does not fit in the file"]);
+    r.assert_exit(
+        1,
+        &[
+            "not a readable .gcdump at offset",
+            "does not fit in the file",
+        ],
+    );
     assert_eq!(r.stdout, "");
 }
 
