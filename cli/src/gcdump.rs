@@ -127,14 +127,25 @@ fn report(rest: &[OsString]) -> CliResult {
         }
         (None, 1) => {
             let path = args::path("FILE", &p.positionals[0])?;
-            let dump = read_file(&path)?;
-            let (objects, bytes) = dump.object_totals();
-            let rows = if with_retained {
-                retained_rows(dump.retained_stats())
-            } else {
-                plain_rows(dump.type_stats())
-            };
-            (rows, (bytes, objects))
+            match read_file(&path)? {
+                Snapshot::Dump(dump) => {
+                    let (objects, bytes) = dump.object_totals();
+                    let rows = if with_retained {
+                        retained_rows(dump.retained_stats())
+                    } else {
+                        plain_rows(dump.type_stats())
+                    };
+                    (rows, (bytes, objects))
+                }
+                Snapshot::Trace(graph) => {
+                    let rows = if with_retained {
+                        retained_rows(graph.retained_stats())
+                    } else {
+                        plain_rows(graph.type_stats())
+                    };
+                    (rows, (graph.total_bytes(), graph.object_count() as u64))
+                }
+            }
         }
         (Some(_), _) => {
             return Err(CliError::Usage(
@@ -193,11 +204,71 @@ fn retained_rows(stats: Vec<RetainedStat>) -> Vec<Row> {
         .collect()
 }
 
-/// A `.gcdump` file, read whole and checked.
-fn read_file(path: &Path) -> Result<gcdump::GcDump, CliError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::io(format!("cannot read {}", display(path)), e))?;
-    gcdump::read(&bytes).map_err(|e| CliError::Failed(format!("{}: {}", display(path), e)))
+/// What a FILE holds.
+enum Snapshot {
+    /// A `.gcdump`.
+    Dump(gcdump::GcDump),
+    /// A `.nettrace` with a heap walk (dotnet-gcdump's session recorded by `dsipc trace`).
+    Trace(HeapGraph),
+}
+
+/// A `.gcdump` (read whole and checked) or a `.nettrace` holding a heap walk (streamed:
+/// memory grows with the heap, not the file), told apart by their first bytes.
+fn read_file(path: &Path) -> Result<Snapshot, CliError> {
+    use std::io::Read;
+    let cannot = |e| CliError::io(format!("cannot read {}", display(path)), e);
+    let mut f = std::fs::File::open(path).map_err(cannot)?;
+    let mut head = Vec::new();
+    (&mut f).take(8).read_to_end(&mut head).map_err(cannot)?;
+    if head != b"Nettrace" {
+        f.read_to_end(&mut head).map_err(cannot)?;
+        return gcdump::read(&head)
+            .map(Snapshot::Dump)
+            .map_err(|e| CliError::Failed(format!("{}: {}", display(path), e)));
+    }
+    let bad = |e: HeapError| {
+        CliError::Failed(format!(
+            "{}: the heap trace did not parse: {}",
+            display(path),
+            e
+        ))
+    };
+    let mut heap = HeapStream::new();
+    heap.feed(&head).map_err(bad)?;
+    let mut buf = vec![0u8; 1 << 18];
+    loop {
+        let n = f.read(&mut buf).map_err(cannot)?;
+        if n == 0 {
+            break;
+        }
+        heap.feed(&buf[..n]).map_err(bad)?;
+    }
+    let ended = heap.finish();
+    match (heap.builder().walk(), ended) {
+        (Walk::Done { .. }, Err(e)) if !e.is_truncation() => return Err(bad(e)),
+        (Walk::Done { .. }, _) => {}
+        (_, Err(e)) => return Err(bad(e)),
+        (Walk::NotStarted, Ok(())) => {
+            return Err(CliError::Failed(format!(
+                "{}: the trace holds no heap walk (no blocking gen-2 GC with the GC heap dump keywords)",
+                display(path)
+            )))
+        }
+        (Walk::Running { .. }, Ok(())) => {
+            return Err(CliError::Failed(format!(
+                "{}: the trace ends before its heap walk is over",
+                display(path)
+            )))
+        }
+    }
+    let graph = heap.into_graph().map_err(bad)?;
+    if graph.object_count() == 0 {
+        return Err(CliError::Failed(format!(
+            "{}: the trace holds no heap walk (its gen-2 GC sent no objects)",
+            display(path)
+        )));
+    }
+    Ok(Snapshot::Trace(graph))
 }
 
 /// `dsipc gcdump collect PID [-o FILE] [--force]`.
@@ -382,6 +453,12 @@ fn collect(client: &DiagnosticsClient, pid: u32, started: Instant) -> Result<Hea
         }
     }
     let graph = heap.into_graph().map_err(|e| bad_stream(&e))?;
+    if graph.object_count() == 0 {
+        return Err(CliError::Failed(format!(
+            "pid {}: the runtime's gen-2 GC sent no heap walk (no GCBulkNode events)",
+            pid
+        )));
+    }
     if graph.lost_events > 0 {
         note!(
             "dsipc: warning: the runtime dropped {} events: the snapshot is incomplete",

@@ -140,7 +140,7 @@ with Microsoft-Windows-DotNETRuntime:0x1980001:5 (GC heap dump keywords, no rund
 the runtime run a blocking gen-2 GC and walk its heap; the session stops once that GC ended.
 Text: the heap's bytes and objects, then Object Bytes, Count and Type per type, biggest
 first (--top N: the N biggest). json: one line, [{\"type\",\"count\",\"bytes\"}, ...], biggest
-first. report FILE reads a .gcdump instead. --retained adds the bytes each type keeps
+first. report FILE reads a .gcdump, or a .nettrace recorded with those keywords, instead. --retained adds the bytes each type keeps
 alive (the dominator tree from the roots; an object under another of its type counted
 once), biggest retained first (json: \"retained\").
 collect writes the heap as a .gcdump file (the format of dotnet-gcdump and PerfView) to

@@ -346,13 +346,47 @@ fn collect_writes_a_gcdump_whose_report_is_the_live_one() {
 }
 
 #[test]
+fn report_reads_a_recorded_heap_trace_too() {
+    // The committed capture, unzipped: a .nettrace of dotnet-gcdump's session.
+    let dir = TempDir::new("dsipc-gcdump-nettrace").unwrap();
+    let trace = dir.path().join("heap.nettrace");
+    let whole = capture("heap-net8.0.4.nettrace.gz");
+    std::fs::write(&trace, whole).unwrap();
+    let r = dsipc(&["gcdump", "report", s(&trace)]);
+    ok(&r);
+    assert_eq!(
+        count_of(&rows(&r.stdout), "System.Version"),
+        (10_002, 320_064)
+    );
+    // Served by the fake, the same report.
+    let _rt = fake(
+        &dir,
+        Config::new()
+            .stream(StreamSpec::content(whole))
+            .answer(Cmd::StopTracing, Answer::IgnoreStop),
+    );
+    assert_eq!(
+        dsipc_in(dir.path(), &["gcdump", "report", "--pid", &me()]).stdout,
+        r.stdout
+    );
+    // Cut before the walk is over: exit 1 naming the offset.
+    std::fs::write(&trace, &whole[..whole.len() / 4]).unwrap();
+    let r = dsipc(&["gcdump", "report", s(&trace)]);
+    r.assert_no_panic();
+    r.assert_exit(1, &["did not parse", "offset"]);
+    // A trace without a heap walk.
+    let busy = common::repo_root().join("tests/data/nettrace/net8.0.4-busy.nettrace");
+    dsipc(&["gcdump", "report", s(&busy)]).assert_exit(1, &["holds no heap walk"]);
+}
+
+#[test]
 fn a_bad_gcdump_file_is_exit_1_naming_the_offset() {
     let dir = TempDir::new("dsipc-gcdump-badfile").unwrap();
     let missing = dir.path().join("none.gcdump");
     dsipc(&["gcdump", "report", s(&missing)]).assert_exit(1, &["cannot read"]);
-    // A .nettrace is not a .gcdump.
-    let nettrace = common::repo_root().join("tests/data/nettrace/net8.0.4-busy.nettrace");
-    let r = dsipc(&["gcdump", "report", s(&nettrace)]);
+    // Neither a .gcdump nor a .nettrace.
+    let other = common::repo_root().join("README.md");
+    let r = dsipc(&["gcdump", "report", s(&other)]);
     r.assert_no_panic();
     r.assert_exit(1, &["not a readable .gcdump at offset 0"]);
     // A cut file: the offset where it ends.
