@@ -163,7 +163,7 @@ fn corrupt_bytes_are_errors_not_panics() {
     let data = capture(CAPTURES[1]);
     // Flip bytes all over the stream: each run ends in Ok or an error, never a panic.
     let mut errors = 0;
-    for i in 0..200usize {
+    for i in 0..64usize {
         let at = (i * 7919 * 1031) % data.len();
         let mut bad = data.clone();
         bad[at] ^= 0xA5;
@@ -175,7 +175,7 @@ fn corrupt_bytes_are_errors_not_panics() {
             assert!(e.offset().is_some(), "{}", e);
         }
     }
-    eprintln!("{} of 200 corruptions refused", errors);
+    eprintln!("{} of 64 corruptions refused", errors);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The `.gcdump` file: what dotnet-gcdump and PerfView write and read, a `GCHeapDump`
 //! holding a `Graphs.MemoryGraph`, in PerfView's FastSerialization format. Bytes in, bytes
-//! out: [`write`] to any `Write`, [`read`] from a byte slice.
+//! out: [`write()`] to any `Write`, [`read()`] from a byte slice.
 //!
 //! The layout, as PerfView's sources define it (FastSerialization.cs, graph.cs,
 //! MemoryGraph.cs, GCHeapDump.cs; little-endian; a string is an `i32` count of UTF-16 code
@@ -41,7 +41,7 @@
 //! reader builds it. Type 0 is `UNDEFINED`, and the blob starts with its empty node, as
 //! PerfView's writer leaves them.
 //!
-//! [`read`] takes the graph from any such file (the metadata after it when it is ours) and
+//! [`read()`] takes the graph from any such file (the metadata after it when it is ours) and
 //! checks every offset, count and index, so a corrupt or truncated file is an error naming
 //! its offset, never a panic.
 
@@ -274,7 +274,7 @@ impl<W: Write> Counted<W> {
     }
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
     /// Bytes of the file.
