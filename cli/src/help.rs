@@ -17,6 +17,10 @@ commands:
   resume PID        resume a runtime paused at startup
   trace PID -o FILE EventPipe trace to a .nettrace file (and a CPU profile with --format)
   stack PID         every thread's managed stack (dotnet-stack report)
+  gcdump report --pid PID | FILE
+                    live objects per type, biggest first (dotnet-gcdump report)
+  gcdump collect PID [-o FILE]
+                    the heap as a .gcdump file (dotnet-gcdump collect)
   dump PID -o PATH  write a dump
   perfmap PID enable|disable
                     perf map and jitdump files
@@ -126,6 +130,24 @@ frames innermost first (Module!Namespace.Type.Method; [Native Frames] for runs n
 covers). json is dotnet-monitor's CallStackResult. --timeout bounds the whole command.
 ";
 
+const GCDUMP: &str = "\
+usage: dsipc gcdump report --pid PID [--top N] [--format text|json] [--retained]
+       dsipc gcdump report FILE [--top N] [--format text|json] [--retained]
+       dsipc gcdump collect PID [-o FILE] [--force]
+
+The runtime's live objects per type, as dotnet-gcdump report prints them: a session
+with Microsoft-Windows-DotNETRuntime:0x1980001:5 (GC heap dump keywords, no rundown) makes
+the runtime run a blocking gen-2 GC and walk its heap; the session stops once that GC ended.
+Text: the heap's bytes and objects, then Object Bytes, Count and Type per type, biggest
+first (--top N: the N biggest). json: one line, [{\"type\",\"count\",\"bytes\"}, ...], biggest
+first. report FILE reads a .gcdump, or a .nettrace recorded with those keywords, instead. --retained adds the bytes each type keeps
+alive (the dominator tree from the roots; an object under another of its type counted
+once), biggest retained first (json: \"retained\").
+collect writes the heap as a .gcdump file (the format of dotnet-gcdump and PerfView) to
+FILE, by default YYYYMMDD_HHMMSS_PID.gcdump (UTC) in the current directory.
+--timeout bounds the whole command (default 30).
+";
+
 const DUMP: &str = "\
 usage: dsipc dump PID -o PATH [--type normal|heap|triage|full]
 
@@ -196,6 +218,7 @@ pub fn command(command: &str) -> Option<&'static str> {
         "resume" => RESUME,
         "trace" => TRACE,
         "stack" => STACK,
+        "gcdump" => GCDUMP,
         "dump" => DUMP,
         "perfmap" => PERFMAP,
         "startup-hook" => STARTUP_HOOK,

@@ -4,6 +4,7 @@ mod args;
 mod convert;
 mod counters;
 mod error;
+mod gcdump;
 mod help;
 mod json;
 mod monitor;
@@ -159,6 +160,7 @@ fn run(argv: Vec<OsString>) -> CliResult {
         "resume" => cmd_resume(&rest),
         "trace" => trace::cmd_trace(&rest),
         "stack" => stack::cmd_stack(&rest),
+        "gcdump" => gcdump::cmd_gcdump(&rest),
         "dump" => cmd_dump(&rest),
         "perfmap" => cmd_perfmap(&rest),
         "startup-hook" => cmd_startup_hook(&rest),

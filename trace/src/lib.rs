@@ -28,6 +28,8 @@
 //! - [`sync_time_utc`]: the trace's wall clock as a `SystemTime`.
 //!
 //! - [`format`](mod@format): the CPU profile's file formats (folded stacks, speedscope, pprof);
+//! - [`heap`]: heap snapshots (the GC's heap walk as an object graph, per-type counts and
+//!   bytes; the `.gcdump` file), as dotnet-gcdump;
 //! - [`counters`]: EventCounters and System.Diagnostics.Metrics payloads decoded into typed
 //!   samples, as dotnet-counters shows them.
 //!
@@ -38,6 +40,7 @@ mod analyzer;
 pub mod counters;
 pub mod format;
 mod hash;
+pub mod heap;
 mod live;
 mod lost;
 mod metadata;

@@ -2,7 +2,7 @@
 //! and a Prometheus endpoint.
 
 mod http;
-mod output;
+pub(crate) mod output;
 mod prom;
 
 use std::io::{self, Write};

@@ -1,0 +1,621 @@
+//! `dsipc gcdump report --pid PID | FILE [--top N] [--format text|json]`: the live objects
+//! of a runtime's heap (or of a `.gcdump` file) per type, as `dotnet-gcdump report` shows
+//! them; `dsipc gcdump collect PID [-o FILE] [--force]`: the heap as a `.gcdump` file, as
+//! `dotnet-gcdump collect` writes it (default name `YYYYMMDD_HHMMSS_PID.gcdump`, UTC).
+//!
+//! dotnet-gcdump's way: a short session first (the runtime provider enabled without its
+//! Type keyword makes the runtime forget which types it already described, so the heap walk
+//! names them all again), then a session with `Microsoft-Windows-DotNETRuntime` keywords
+//! GC, GCHeapCollect, GCHeapDump, GCHeapAndTypeNames and Type (0x1980001) at level 5, no
+//! rundown: the runtime runs a blocking gen-2 GC and walks the heap, sending the object
+//! graph as GCBulk* events. The session is stopped at the GCEnd of that GC (the walk is
+//! whole then). The graph is dsipc-trace's [`HeapGraph`]; this module runs the sessions
+//! and prints.
+//!
+//! Text: dotnet-gcdump report's table (`Object Bytes`, `Count`, `Type`, biggest first)
+//! under the heap's totals. JSON: one line, an array of `{"type","count","bytes"}`,
+//! biggest first.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use dsipc::payload::Provider;
+use dsipc::wire::Text;
+use dsipc_std::{Chunk, DiagnosticsClient, Error};
+use dsipc_trace::format::json_string;
+use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
+use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, RetainedStat, TypeStat, Walk};
+
+use crate::args::{parse_os, show};
+use crate::output::{display, Output};
+use crate::term::{clean, note};
+use crate::{args, print_out, CliError, CliResult, Common};
+
+const RUNTIME: &str = "Microsoft-Windows-DotNETRuntime";
+/// GC (0x1), GCHeapCollect (0x800000), GCHeapDump (0x100000), GCHeapAndTypeNames
+/// (0x1000000) and Type (0x80000): dotnet-gcdump's GCHeapSnapshot keywords.
+const HEAP_KEYWORDS: u64 = 0x1980001;
+const VERBOSE: u32 = 5;
+const GC_KEYWORD: u64 = 0x1;
+const CRITICAL: u32 = 1;
+/// The runtime's buffer for the heap session, as dotnet-gcdump asks: events the runtime
+/// drops break the graph.
+const BUFFER_MB: u32 = 1024;
+/// The whole command's default time budget (dotnet-gcdump waits 30 s).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one wait for stream bytes lasts before the deadline is looked at again.
+const TICK: Duration = Duration::from_millis(100);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+}
+
+/// `dsipc gcdump SUBCOMMAND ...`.
+pub(crate) fn cmd_gcdump(rest: &[OsString]) -> CliResult {
+    // The subcommand is the first argument that is not a global option (`--timeout 5`
+    // may come before it, from before the command name).
+    let mut i = 0;
+    while i < rest.len() && args::GLOBAL_VALUES.contains(&&*rest[i].to_string_lossy()) {
+        i += 2;
+    }
+    let (sub, args) = match rest.get(i) {
+        Some(s) => {
+            let mut others = rest[..i].to_vec();
+            others.extend_from_slice(&rest[i + 1..]);
+            (s.to_string_lossy().into_owned(), others)
+        }
+        None => {
+            return Err(CliError::Usage(
+                "gcdump wants a subcommand: collect or report".to_string(),
+            ))
+        }
+    };
+    match sub.as_str() {
+        "report" => report(&args),
+        "collect" => collect_file(&args),
+        other => Err(CliError::Usage(format!(
+            "unknown gcdump subcommand {} (collect, report)",
+            show(OsStr::new(other))
+        ))),
+    }
+}
+
+fn report(rest: &[OsString]) -> CliResult {
+    let started = Instant::now();
+    let p = parse_os(rest, &["--pid", "-p", "--top", "--format"], &["--retained"])?;
+    let with_retained = p.flag("--retained");
+    let common = Common::from(&p)?;
+    let format = match p.value_text("--format")? {
+        None | Some("text") => Format::Text,
+        Some("json") => Format::Json,
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "--format must be text or json, not {}",
+                show(OsStr::new(other))
+            )))
+        }
+    };
+    let top = match p.value_text("--top")? {
+        None => None,
+        Some(t) => match t.parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "--top wants a positive integer, not {}",
+                    show(OsStr::new(t))
+                )))
+            }
+        },
+    };
+    let pid = match p.value_os("--pid").or_else(|| p.value_os("-p")) {
+        Some(v) => Some(args::pid(v)?),
+        None => None,
+    };
+    let (stats, totals) = match (pid, p.positionals.len()) {
+        (Some(pid), 0) => {
+            let client = common.client(pid, DEFAULT_TIMEOUT)?;
+            let graph = collect(&client, pid, started)?;
+            let rows = if with_retained {
+                retained_rows(graph.retained_stats())
+            } else {
+                plain_rows(graph.type_stats())
+            };
+            (rows, (graph.total_bytes(), graph.object_count() as u64))
+        }
+        (None, 1) => {
+            let path = args::path("FILE", &p.positionals[0])?;
+            match read_file(&path)? {
+                Snapshot::Dump(dump) => {
+                    let (objects, bytes) = dump.object_totals();
+                    let rows = if with_retained {
+                        retained_rows(dump.retained_stats())
+                    } else {
+                        plain_rows(dump.type_stats())
+                    };
+                    (rows, (bytes, objects))
+                }
+                Snapshot::Trace(graph) => {
+                    let rows = if with_retained {
+                        retained_rows(graph.retained_stats())
+                    } else {
+                        plain_rows(graph.type_stats())
+                    };
+                    (rows, (graph.total_bytes(), graph.object_count() as u64))
+                }
+            }
+        }
+        (Some(_), _) => {
+            return Err(CliError::Usage(
+                "gcdump report takes --pid PID or FILE, not both".to_string(),
+            ))
+        }
+        (None, 0) => {
+            return Err(CliError::Usage(
+                "gcdump report wants --pid PID or a .gcdump FILE".to_string(),
+            ))
+        }
+        (None, _) => return Err(CliError::Usage("gcdump report takes one FILE".to_string())),
+    };
+    let shown = match top {
+        Some(n) => &stats[..n.min(stats.len())],
+        None => &stats[..],
+    };
+    let out = match format {
+        Format::Text => text(totals, shown),
+        Format::Json => json(shown),
+    };
+    print_out(&out)
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    name: String,
+    count: u64,
+    bytes: u64,
+    /// With --retained.
+    retained: Option<u64>,
+}
+
+fn plain_rows(stats: Vec<TypeStat>) -> Vec<Row> {
+    stats
+        .into_iter()
+        .map(|t| Row {
+            name: t.name,
+            count: t.count,
+            bytes: t.bytes,
+            retained: None,
+        })
+        .collect()
+}
+
+fn retained_rows(stats: Vec<RetainedStat>) -> Vec<Row> {
+    stats
+        .into_iter()
+        .map(|t| Row {
+            name: t.name,
+            count: t.count,
+            bytes: t.bytes,
+            retained: Some(t.retained),
+        })
+        .collect()
+}
+
+/// What a FILE holds.
+enum Snapshot {
+    /// A `.gcdump`.
+    Dump(gcdump::GcDump),
+    /// A `.nettrace` with a heap walk (dotnet-gcdump's session recorded by `dsipc trace`).
+    Trace(HeapGraph),
+}
+
+/// A `.gcdump` (read whole and checked) or a `.nettrace` holding a heap walk (streamed:
+/// memory grows with the heap, not the file), told apart by their first bytes.
+fn read_file(path: &Path) -> Result<Snapshot, CliError> {
+    use std::io::Read;
+    let cannot = |e| CliError::io(format!("cannot read {}", display(path)), e);
+    let mut f = std::fs::File::open(path).map_err(cannot)?;
+    let mut head = Vec::new();
+    (&mut f).take(8).read_to_end(&mut head).map_err(cannot)?;
+    if head != b"Nettrace" {
+        f.read_to_end(&mut head).map_err(cannot)?;
+        return gcdump::read(&head)
+            .map(Snapshot::Dump)
+            .map_err(|e| CliError::Failed(format!("{}: {}", display(path), e)));
+    }
+    let bad = |e: HeapError| {
+        CliError::Failed(format!(
+            "{}: the heap trace did not parse: {}",
+            display(path),
+            e
+        ))
+    };
+    let mut heap = HeapStream::new();
+    heap.feed(&head).map_err(bad)?;
+    let mut buf = vec![0u8; 1 << 18];
+    loop {
+        let n = f.read(&mut buf).map_err(cannot)?;
+        if n == 0 {
+            break;
+        }
+        heap.feed(&buf[..n]).map_err(bad)?;
+    }
+    let ended = heap.finish();
+    match (heap.builder().walk(), ended) {
+        (Walk::Done { .. }, Err(e)) if !e.is_truncation() => return Err(bad(e)),
+        (Walk::Done { .. }, _) => {}
+        (_, Err(e)) => return Err(bad(e)),
+        (Walk::NotStarted, Ok(())) => {
+            return Err(CliError::Failed(format!(
+                "{}: the trace holds no heap walk (no blocking gen-2 GC with the GC heap dump keywords)",
+                display(path)
+            )))
+        }
+        (Walk::Running { .. }, Ok(())) => {
+            return Err(CliError::Failed(format!(
+                "{}: the trace ends before its heap walk is over",
+                display(path)
+            )))
+        }
+    }
+    let graph = heap.into_graph().map_err(bad)?;
+    if graph.object_count() == 0 {
+        return Err(CliError::Failed(format!(
+            "{}: the trace holds no heap walk (its gen-2 GC sent no objects)",
+            display(path)
+        )));
+    }
+    Ok(Snapshot::Trace(graph))
+}
+
+/// `dsipc gcdump collect PID [-o FILE] [--force]`.
+fn collect_file(rest: &[OsString]) -> CliResult {
+    let started = Instant::now();
+    let p = parse_os(rest, &["-o", "--output", "--pid", "-p"], &["--force"])?;
+    let common = Common::from(&p)?;
+    let pid = match (
+        p.value_os("--pid").or_else(|| p.value_os("-p")),
+        p.positionals.len(),
+    ) {
+        (Some(v), 0) => args::pid(v)?,
+        (None, 1) => args::pid(&p.positionals[0])?,
+        (None, 0) => return Err(CliError::Usage("gcdump collect wants PID".to_string())),
+        _ => return Err(CliError::Usage("gcdump collect takes one PID".to_string())),
+    };
+    let now = SystemTime::now();
+    let dest = match p.value_os("-o").or_else(|| p.value_os("--output")) {
+        Some(o) => args::path("-o", o)?,
+        None => {
+            let (y, mo, d, h, mi, s) = crate::counters::output::civil(now);
+            PathBuf::from(format!(
+                "{:04}{:02}{:02}_{:02}{:02}{:02}_{}.gcdump",
+                y, mo, d, h, mi, s, pid
+            ))
+        }
+    };
+    // Refused before the runtime is asked anything (an existing FILE without --force).
+    let mut out = Output::create(&dest, p.flag("--force"))?;
+    let client = match common.client(pid, DEFAULT_TIMEOUT) {
+        Ok(c) => c,
+        Err(e) => {
+            out.abandon();
+            return Err(e);
+        }
+    };
+    let graph = match collect(&client, pid, started) {
+        Ok(g) => g,
+        Err(e) => {
+            out.abandon();
+            return Err(e);
+        }
+    };
+    let info = GcDumpInfo {
+        process_id: pid as i32,
+        process_name: proc_text(pid, "comm"),
+        machine_name: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim_end().to_string()),
+        time_ticks: gcdump::dotnet_ticks(now),
+        creation_tool: Some(format!("dsipc {}", env!("CARGO_PKG_VERSION"))),
+    };
+    let written = match gcdump::write(&graph, &info, out.writer()) {
+        Ok(w) => w,
+        Err(e) => {
+            out.abandon();
+            return Err(CliError::io(format!("writing {}", display(&dest)), e));
+        }
+    };
+    let placed = out.commit()?;
+    note!(
+        "dsipc: wrote {} ({} bytes: {} objects, {} bytes of heap)",
+        display(placed.as_deref().unwrap_or(&dest)),
+        written.bytes,
+        graph.object_count(),
+        graph.total_bytes()
+    );
+    Ok(())
+}
+
+/// `/proc/PID/NAME`'s first line, if readable.
+fn proc_text(pid: u32, name: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{}/{}", pid, name))
+        .ok()
+        .map(|s| s.lines().next().unwrap_or("").to_string())
+}
+
+/// Runs the sessions and builds the graph; the whole within the client's timeout from
+/// `started`.
+fn collect(client: &DiagnosticsClient, pid: u32, started: Instant) -> Result<HeapGraph, CliError> {
+    let timeout = client.timeout();
+    let deadline = started + timeout;
+    let late = |what: &str| {
+        CliError::Failed(format!(
+            "pid {}: no heap snapshot within {:.1} s (--timeout): {}",
+            pid,
+            timeout.as_secs_f64(),
+            what
+        ))
+    };
+
+    // The type-table flush: a session started and stopped at once, enabling the runtime
+    // provider without its Type keyword (the runtime forgets which types it described
+    // when told of keywords without it; .NET Core 3.1 only when the runtime provider itself
+    // is enabled, so SampleProfiler alone, as dotnet-gcdump does, is not enough there).
+    // Level Critical: none of its GC events is sent.
+    let flush = [Provider {
+        keywords: GC_KEYWORD,
+        log_level: CRITICAL,
+        provider_name: Text::Str(RUNTIME),
+        arguments: Text::Null,
+    }];
+    let mut session = client.collect_tracing(&flush, 16, false)?;
+    session.stop()?;
+    loop {
+        if Instant::now() >= deadline {
+            return Err(late("the first session did not end after its stop"));
+        }
+        match session.next_chunk(TICK)? {
+            Chunk::End => break,
+            _ => continue,
+        }
+    }
+    drop(session);
+
+    let providers = [Provider {
+        keywords: HEAP_KEYWORDS,
+        log_level: VERBOSE,
+        provider_name: Text::Str(RUNTIME),
+        arguments: Text::Null,
+    }];
+    let mut session = client.collect_tracing(&providers, BUFFER_MB, false)?;
+    let mut heap = HeapStream::new();
+    let mut stop_asked = false;
+    let mut feed_error: Option<HeapError> = None;
+    let result: Result<(), Error> = loop {
+        if Instant::now() >= deadline {
+            let what = match heap.builder().walk() {
+                Walk::NotStarted => "the runtime started no blocking gen-2 GC",
+                Walk::Running { .. } => "the heap walk did not finish",
+                Walk::Done { .. } => "the session did not end after its stop",
+            };
+            return Err(late(what));
+        }
+        match session.next_chunk(TICK) {
+            Ok(Chunk::Data(data)) => {
+                if let Err(e) = heap.feed(data) {
+                    feed_error = Some(e);
+                    break Ok(());
+                }
+                if !stop_asked && matches!(heap.builder().walk(), Walk::Done { .. }) {
+                    stop_asked = true;
+                    if let Err(e) = session.stop() {
+                        break Err(e);
+                    }
+                }
+            }
+            Ok(Chunk::End) => break Ok(()),
+            Ok(_) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    // Closing the connection ends the session in the runtime, whatever happened.
+    drop(session);
+    if let Some(e) = feed_error {
+        return Err(bad_stream(&e));
+    }
+    let walk = heap.builder().walk();
+    let ended = heap.finish();
+    match (result, walk) {
+        // The walk is whole: what came after it does not matter.
+        (_, Walk::Done { .. }) => {
+            if let Err(e) = &ended {
+                if !e.is_truncation() {
+                    return Err(bad_stream(e));
+                }
+            }
+        }
+        (Err(e), _) => return Err(CliError::Ipc(e)),
+        (Ok(()), _) => {
+            return Err(CliError::Failed(match ended {
+                Err(e) if !e.is_truncation() => return Err(bad_stream(&e)),
+                Err(e) => format!(
+                    "pid {}: the runtime ended the stream before the heap walk was over (did it exit?): {}",
+                    pid, e
+                ),
+                Ok(()) => format!(
+                    "pid {}: the stream ended without a heap walk (no blocking gen-2 GC)",
+                    pid
+                ),
+            }))
+        }
+    }
+    let graph = heap.into_graph().map_err(|e| bad_stream(&e))?;
+    if graph.object_count() == 0 {
+        return Err(CliError::Failed(format!(
+            "pid {}: the runtime's gen-2 GC sent no heap walk (no GCBulkNode events)",
+            pid
+        )));
+    }
+    if graph.lost_events > 0 {
+        note!(
+            "dsipc: warning: the runtime dropped {} events: the snapshot is incomplete",
+            graph.lost_events
+        );
+    }
+    let unnamed = graph
+        .objects()
+        .filter(|o| graph.types[o.type_index as usize].name.is_none())
+        .count();
+    if unnamed > 0 {
+        note!(
+            "dsipc: warning: {} objects are of types the runtime did not name (UNKNOWN_TYPE)",
+            unnamed
+        );
+    }
+    if graph.missing_edges > 0 {
+        note!(
+            "dsipc: warning: {} references the objects announced never came",
+            graph.missing_edges
+        );
+    }
+    Ok(graph)
+}
+
+fn bad_stream(e: &HeapError) -> CliError {
+    CliError::Failed(format!("the heap snapshot did not parse: {}", e))
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// dotnet-gcdump report's layout: the totals (bytes, objects), then one line per type,
+/// biggest first (with --retained, a Retained Bytes column, biggest retained first).
+fn text(totals: (u64, u64), rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:>15}  GC Heap bytes\n{:>15}  GC Heap objects\n\n",
+        thousands(totals.0),
+        thousands(totals.1)
+    );
+    let retained = rows.first().map_or(false, |r| r.retained.is_some());
+    if retained {
+        out.push_str(&format!(
+            "{:>15}  {:>15}  {:>9}  Type\n",
+            "Object Bytes", "Retained Bytes", "Count"
+        ));
+    } else {
+        out.push_str(&format!("{:>15}  {:>9}  Type\n", "Object Bytes", "Count"));
+    }
+    for t in rows {
+        out.push_str(&format!("{:>15}  ", thousands(t.bytes)));
+        if let Some(r) = t.retained {
+            out.push_str(&format!("{:>15}  ", thousands(r)));
+        }
+        out.push_str(&format!("{:>9}  {}\n", thousands(t.count), clean(&t.name)));
+    }
+    out
+}
+
+/// `[{"type":NAME,"count":N,"bytes":N},...]` (and `"retained":N` with --retained), one
+/// line.
+fn json(rows: &[Row]) -> String {
+    let mut out = String::from("[");
+    for (i, t) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!(
+            "{{\"type\":{},\"count\":{},\"bytes\":{}",
+            json_string(&t.name),
+            t.count,
+            t.bytes
+        ));
+        if let Some(r) = t.retained {
+            out.push_str(&format!(",\"retained\":{}", r));
+        }
+        out.push('}');
+    }
+    out.push_str("]\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats() -> Vec<Row> {
+        vec![
+            Row {
+                name: "System.Version".into(),
+                count: 10_002,
+                bytes: 320_064,
+                retained: None,
+            },
+            Row {
+                name: "Evil\u{1b}[2J\"".into(),
+                count: 1,
+                bytes: 24,
+                retained: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn json_is_an_array_with_names_escaped() {
+        assert_eq!(
+            json(&stats()),
+            "[{\"type\":\"System.Version\",\"count\":10002,\"bytes\":320064},{\"type\":\"Evil\\u001b[2J\\\"\",\"count\":1,\"bytes\":24}]\n"
+        );
+        assert_eq!(json(&[]), "[]\n");
+    }
+
+    #[test]
+    fn text_rows_have_names_cleaned() {
+        let t = text((320_088, 10_003), &stats());
+        assert_eq!(
+            t,
+            concat!(
+                "        320,088  GC Heap bytes\n",
+                "         10,003  GC Heap objects\n\n",
+                "   Object Bytes      Count  Type\n",
+                "        320,064     10,002  System.Version\n",
+                "             24          1  Evil\\x1b[2J\"\n"
+            )
+        );
+    }
+
+    #[test]
+    fn retained_adds_a_column_and_a_field() {
+        let mut rows = stats();
+        rows[0].retained = Some(400_000);
+        rows[1].retained = Some(24);
+        let t = text((1, 1), &rows[..1]);
+        assert!(t.ends_with(
+            "   Object Bytes   Retained Bytes      Count  Type\n        320,064          400,000     10,002  System.Version\n"
+        ), "{}", t);
+        assert_eq!(
+            json(&rows[..1]),
+            "[{\"type\":\"System.Version\",\"count\":10002,\"bytes\":320064,\"retained\":400000}]\n"
+        );
+    }
+}
