@@ -5,7 +5,8 @@
 #
 # Environment:
 #   FUZZ_SECONDS    seconds of fuzzing per target (default 30)
-#   FUZZ_SECONDS_NETTRACE  seconds for the nettrace* targets (default 20: they reach their
+#   FUZZ_SECONDS_NETTRACE  seconds for the trace targets (nettrace*, trace_layer, heap_stream,
+#                   gcdump; default 20: they reach their
 #                   coverage plateau within seconds; keeps their CI cost at ~40 s)
 #   FUZZ_TOOLCHAIN  rustup toolchain for the build (default: the active one, stable here;
 #                   `-s none` needs no nightly feature, see fuzz/README.md)
@@ -89,7 +90,7 @@ for t in "${TARGETS[@]}"; do
     # 2. Fuzz, new inputs going to the working corpus (first directory).
     flog="$LOGS/$t.fuzz.log"
     secs="$SECONDS_PER_TARGET"
-    case "$t" in nettrace*|trace_layer) secs="${FUZZ_SECONDS_NETTRACE:-${FUZZ_SECONDS:-20}}" ;; esac
+    case "$t" in nettrace*|trace_layer|heap_stream|gcdump) secs="${FUZZ_SECONDS_NETTRACE:-${FUZZ_SECONDS:-20}}" ;; esac
     if ! "$bin" "${common[@]}" -dict=dsipc.dict -max_total_time="$secs" \
         "$work" "${dirs[@]}" >"$flog" 2>&1; then
         report_crash "$t" "$flog"

@@ -13,6 +13,7 @@
 mod client;
 mod fields;
 mod fragment;
+mod heap;
 mod messages;
 mod nettrace;
 mod server;
@@ -23,6 +24,7 @@ mod util;
 pub use client::*;
 pub use fields::*;
 pub use fragment::*;
+pub use heap::*;
 pub use messages::*;
 pub use nettrace::*;
 pub use server::*;
@@ -50,6 +52,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("nettrace", nettrace),
     ("nettrace_fields", nettrace_fields),
     ("trace_layer", trace_layer),
+    ("heap_stream", heap_stream),
+    ("gcdump", gcdump),
 ];
 
 /// Largest `needed` a `Status::Partial` may report for a message (documented on

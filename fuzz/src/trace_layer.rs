@@ -14,8 +14,8 @@ use dsipc_trace::{TraceAnalyzer, TraceStream};
 /// the corpus test use it as their global allocator).
 pub struct CountingAlloc;
 
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static CURRENT: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 fn grew(by: usize) {
     let now = CURRENT.fetch_add(by, Ordering::Relaxed) + by;

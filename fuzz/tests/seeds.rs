@@ -330,7 +330,65 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
     put("roundtrip_request", "ramp", (0..=255).collect());
     put("roundtrip_response", "ramp", (0..=255).collect());
     nettrace_seeds(&mut put);
+    heap_seeds(&mut put);
     s
+}
+
+/// `heap_stream` seeds: the heads of the committed heap captures (dotnet-gcdump's session),
+/// cut at a block boundary and closed with the end marker, whole and chunked; `gcdump`
+/// seeds: the head of a `.gcdump` written from one of them, and its bare signature.
+fn heap_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
+    use dsipc::nettrace::{Item, NettraceParser, Status};
+    use dsipc_fuzz::nettrace_input;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nettrace");
+    for rt in ["net8.0.4", "netcore3.1.23"] {
+        let out = std::process::Command::new("gzip")
+            .arg("-dc")
+            .arg(dir.join(format!("heap-{}.nettrace.gz", rt)))
+            .output()
+            .expect("gzip runs");
+        assert!(out.status.success());
+        let data = out.stdout;
+        // The blocks that end within the first 64 KiB.
+        let mut p = NettraceParser::new();
+        let (mut at, mut cut) = (0, 0);
+        loop {
+            let h = p.handle_input(&data[at..]).unwrap();
+            at += h.consumed;
+            match h.status {
+                Status::Event(Item::Block(b)) => {
+                    let end = (b.content_offset + u64::from(b.size)) as usize + 1;
+                    if end <= 64 * 1024 {
+                        cut = end;
+                    }
+                }
+                Status::Event(_) => {}
+                _ => break,
+            }
+        }
+        let mut small = data[..cut].to_vec();
+        small.push(0x01);
+        put(
+            "heap_stream",
+            &format!("{}-head", rt),
+            nettrace_input(0, &[], &small),
+        );
+        put(
+            "heap_stream",
+            &format!("{}-head-chunked", rt),
+            nettrace_input(1, &[0, 6, 200, 31, 2], &small),
+        );
+        if rt == "net8.0.4" {
+            let mut s = dsipc_trace::heap::HeapStream::new();
+            s.feed(&data).unwrap();
+            s.finish().unwrap();
+            let graph = s.into_graph().unwrap();
+            let mut file = Vec::new();
+            dsipc_trace::heap::gcdump::write(&graph, &Default::default(), &mut file).unwrap();
+            put("gcdump", "net8.0.4-head-4k", file[..4096].to_vec());
+            put("gcdump", "signature", file[..24.min(file.len())].to_vec());
+        }
+    }
 }
 
 /// `nettrace` seeds: slices of the golden real-runtime traces in `../tests/data/nettrace`,

@@ -817,6 +817,10 @@ impl GcDump {
     /// retained first: the dominator tree from the root node.
     pub fn retained_stats(&self) -> Vec<RetainedStat> {
         let n = self.node_count();
+        if self.root >= n {
+            // A file without nodes (its root index names none): nothing is retained.
+            return Vec::new();
+        }
         let mut offsets = Vec::with_capacity(n + 1);
         let mut targets: Vec<u32> = Vec::new();
         offsets.push(0);

@@ -38,7 +38,12 @@ pub struct RetainedStat {
 /// The immediate dominator of every node reachable from `root` (`NONE` for the others and
 /// for the root itself), and the nodes in depth-first preorder.
 fn dominators(g: &Csr, root: usize) -> (Vec<u32>, Vec<u32>) {
-    let n = g.offsets.len() - 1;
+    let n = g.offsets.len().saturating_sub(1);
+    if root >= n {
+        // No such root (an empty graph, or a file naming a node it does not hold): nothing
+        // is reached.
+        return (vec![NONE; n], Vec::new());
+    }
     // Depth-first numbering (iterative).
     let mut dfnum = vec![NONE; n];
     let mut vertex: Vec<u32> = Vec::new();
@@ -190,6 +195,9 @@ pub(crate) fn type_retained(
     type_count: usize,
     name_of: &dyn Fn(usize) -> String,
 ) -> Vec<RetainedStat> {
+    if root >= g.offsets.len().saturating_sub(1) {
+        return Vec::new();
+    }
     let (retained, idom, order) = retained(g, root, size);
     let n = idom.len();
     // The dominator tree's children, in preorder (CSR).
