@@ -26,7 +26,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_ENVIRONMENT: u64 = 16 * 1024 * 1024;
 
 /// A [`Text`] as a `String`, with U+FFFD for lone surrogates.
-pub(crate) fn text_to_string(t: &Text<'_>) -> String {
+pub fn text_to_string(t: &Text<'_>) -> String {
     // The core's lossy transcoder has an ASCII fast path; one exactly sized allocation.
     let mut v = vec![0u8; t.utf8_len_lossy()];
     if t.to_utf8_lossy(&mut v).is_ok() {
@@ -135,8 +135,8 @@ impl DiagnosticsClient<Endpoint> {
     }
 }
 
-/// Checks a reply that carries only a status.
-fn expect_status(command: Command, ev: ClientEvent<'_>) -> Result<(), Error> {
+/// Checks a reply that carries only a status (the one rule, shared by dsipc-tokio).
+pub fn expect_status(command: Command, ev: ClientEvent<'_>) -> Result<(), Error> {
     match ev {
         ClientEvent::Reply(Reply::Ok(h)) if h.is_success() => Ok(()),
         ClientEvent::Reply(Reply::Ok(h)) => Err(Error::ErrorReply {
@@ -148,8 +148,9 @@ fn expect_status(command: Command, ev: ClientEvent<'_>) -> Result<(), Error> {
     }
 }
 
-/// The error for an event that is not the expected reply (error replies become typed errors).
-pub(crate) fn unexpected(command: Command, ev: ClientEvent<'_>) -> Error {
+/// The error for an event that is not the expected reply (error replies become typed
+/// errors; shared by dsipc-tokio).
+pub fn unexpected(command: Command, ev: ClientEvent<'_>) -> Error {
     match ev {
         ClientEvent::Error(e) if e.hresult == Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND => {
             Error::NotSupported {

@@ -144,7 +144,7 @@ impl Error {
     }
 
     /// A copy for a second owner (I/O errors keep their kind and text, not their payload).
-    pub(crate) fn duplicate(&self) -> Error {
+    pub fn duplicate(&self) -> Error {
         fn dup(e: &io::Error) -> io::Error {
             io::Error::new(e.kind(), e.to_string())
         }

@@ -74,7 +74,10 @@ pub mod unix;
 #[cfg(windows)]
 pub mod windows;
 
-pub use client::{DiagnosticsClient, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
+pub use client::{
+    expect_status, text_to_string, unexpected, DiagnosticsClient, ProcessInfo,
+    DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT,
+};
 pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 pub use error::Error;
 #[cfg(unix)]

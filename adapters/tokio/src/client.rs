@@ -12,7 +12,7 @@ use dsipc::payload::{
     ProcessInfo as ProcessInfo1, ProcessInfo2, ProcessInfo3, Provider, Reply, Request,
     ResumeRuntime, SetEnvironmentVariable, StartupProfiler, StopTracing, TraceFormat,
 };
-use dsipc::wire::{Command, Guid, Hresult, Text};
+use dsipc::wire::{Command, Guid, Text};
 use dsipc::AnyRequest;
 
 use crate::conn::Target;
@@ -20,41 +20,7 @@ use crate::drive;
 use crate::session::TraceSession;
 use crate::{Error, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 
-/// A [`Text`] as a `String`, with U+FFFD for lone surrogates.
-pub(crate) fn text_to_string(t: &Text<'_>) -> String {
-    t.chars_lossy().collect()
-}
-
-/// Checks a reply that carries only a status.
-fn expect_status(command: Command, ev: ClientEvent<'_>) -> Result<(), Error> {
-    match ev {
-        ClientEvent::Reply(Reply::Ok(h)) if h.is_success() => Ok(()),
-        ClientEvent::Reply(Reply::Ok(h)) => Err(Error::ErrorReply {
-            command,
-            hresult: h,
-            message: None,
-        }),
-        other => Err(unexpected(command, other)),
-    }
-}
-
-/// The error for an event that is not the expected reply (error replies become typed errors).
-pub(crate) fn unexpected(command: Command, ev: ClientEvent<'_>) -> Error {
-    match ev {
-        ClientEvent::Error(e) if e.hresult == Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND => {
-            Error::NotSupported {
-                command,
-                hresult: e.hresult,
-            }
-        }
-        ClientEvent::Error(e) => Error::ErrorReply {
-            command,
-            hresult: e.hresult,
-            message: e.message.as_ref().map(text_to_string),
-        },
-        _ => Error::UnexpectedReply { command },
-    }
-}
+pub(crate) use dsipc_std::{expect_status, text_to_string, unexpected};
 
 /// Runs `fut` within `timeout`; past it, [`Error::Timeout`] for `command`.
 pub(crate) async fn within<T, F>(command: Command, timeout: Duration, fut: F) -> Result<T, Error>

@@ -101,43 +101,6 @@ impl StopHandle {
     }
 }
 
-/// Copies an error for a second owner (what `dsipc_std::Error` keeps private).
-trait Duplicate {
-    fn duplicate(&self) -> Error;
-}
-
-impl Duplicate for Error {
-    fn duplicate(&self) -> Error {
-        match self {
-            Error::Timeout { command, timeout } => Error::Timeout {
-                command: *command,
-                timeout: *timeout,
-            },
-            Error::ErrorReply {
-                command,
-                hresult,
-                message,
-            } => Error::ErrorReply {
-                command: *command,
-                hresult: *hresult,
-                message: message.clone(),
-            },
-            Error::NotSupported { command, hresult } => Error::NotSupported {
-                command: *command,
-                hresult: *hresult,
-            },
-            Error::UnexpectedReply { command } => Error::UnexpectedReply { command: *command },
-            Error::Protocol(e) => Error::Protocol(*e),
-            // Everything else keeps its text, as an I/O error of the same kind.
-            Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
-            other => Error::Io(std::io::Error::new(
-                std::io::ErrorKind::Other,
-                other.to_string(),
-            )),
-        }
-    }
-}
-
 /// A running EventPipe session: the connection that receives its stream, read as chunks
 /// of nettrace bytes with [`next_chunk`](Self::next_chunk) or as a
 /// [`futures_core::Stream`].
