@@ -272,6 +272,16 @@ def main():
         sleeper.Name = "dsipc-sleeper"
         sleeper.Start()
         main.sleeper = sleeper
+        # READY only once the thread is inside the sleep (its state says WaitSleepJoin): a
+        # sampler run right after READY must find Thread.Sleep on its stack, not the thread
+        # still on its way in through pythonnet's dispatch (seen on .NET Core 3.1 in CI).
+        from System.Threading import ThreadState
+        state_deadline = time.monotonic() + 30.0
+        while not sleeper.ThreadState.HasFlag(ThreadState.WaitSleepJoin):
+            if time.monotonic() > state_deadline:
+                log("dsipc-sleeper not in Thread.Sleep after 30 s (state %s)" % sleeper.ThreadState)
+                finish(5)
+            time.sleep(0.001)
         log("thread dsipc-sleeper in Thread.Sleep(Timeout.Infinite)")
 
     line = "READY pid=%d runtime=%s\n" % (os.getpid(), Environment.Version)
