@@ -1,59 +1,94 @@
 //! The Prometheus text exposition format (version 0.0.4) for counter samples of many
 //! runtimes, each series labelled with its runtime's pid.
+//!
+//! Names, units, values and metric types are dotnet-monitor's (its `PrometheusDataModel`
+//! and `MetricsStore`), so dashboards built for dotnet-monitor's `/metrics` (Grafana
+//! 19297) work unchanged on ours: `systemruntime_cpu_usage_ratio`,
+//! `systemruntime_working_set_bytes`, `microsoftaspnetcorehosting_requests_per_second`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use dsipc_trace::counters::{CounterKind, Sample};
 
-/// A Prometheus metric name for a provider's counter: lowercase, words of camelCase split,
-/// every run of other characters as one `_` (`System.Runtime` + `cpu-usage` =
-/// `system_runtime_cpu_usage`); increments get `_total`.
-pub fn metric_name(provider: &str, counter: &str, kind: CounterKind) -> String {
-    let mut out = String::with_capacity(provider.len() + counter.len() + 8);
-    push_snake(&mut out, provider);
-    push_snake(&mut out, counter);
-    while out.ends_with('_') {
-        out.pop();
+/// dotnet-monitor's Prometheus name of a provider's (or Meter's) counter with unit `unit`:
+/// `normalize(provider)_normalize(counter)[_suffix]`.
+///
+/// - The provider keeps only its valid characters (ASCII letters, digits, `_`; not a digit
+///   first), lowercased: `System.Runtime` is `systemruntime`, `Test-Provider`
+///   `testprovider`; one with none is `_`.
+/// - The counter name and the unit suffix keep their case and have every invalid character
+///   (every UTF-16 unit of one, as .NET counts them) replaced by `_`: `cpu-usage` is
+///   `cpu_usage`, `Test-Metric` `Test_Metric`.
+/// - The unit, case-insensitively: empty or `count` adds nothing, `B` and `MB` add `bytes`
+///   (MB values are scaled, see [`metric_value`]), `%` adds `ratio` (the value stays a
+///   percentage, 0 to 100, as dotnet-monitor has it), any other unit is added as it is
+///   (`ms`: `systemruntime_time_in_jit_ms`; a Meter's `By`: `..._By`).
+///
+/// There is no `_total` (or any other type) suffix. A name that would start with a digit
+/// (only a provider such as `-9` can do that; dotnet-monitor writes those invalid names
+/// as they are) gets a leading `_`.
+pub fn metric_name(provider: &str, counter: &str, unit: &str) -> String {
+    let suffix = unit_suffix(unit);
+    let mut out = String::with_capacity(provider.len() + counter.len() + suffix.len() + 2);
+    normalize(&mut out, provider, true);
+    out.push('_');
+    normalize(&mut out, counter, false);
+    if !suffix.is_empty() {
+        out.push('_');
+        normalize(&mut out, suffix, false);
     }
-    if out.is_empty() || out.as_bytes()[0].is_ascii_digit() {
+    if out.as_bytes()[0].is_ascii_digit() {
         out.insert(0, '_');
-    }
-    if kind.is_increment() {
-        if !out.ends_with("_total") {
-            out.push_str("_total");
-        }
-    } else if RESERVED_SUFFIXES.iter().any(|s| out.ends_with(s)) {
-        // A gauge named like a counter or histogram part (`assembly-count`) would mislead
-        // Prometheus tooling (promtool flags it).
-        out.push_str("_value");
     }
     out
 }
 
-/// Suffixes Prometheus reserves for counters, histograms and summaries.
-const RESERVED_SUFFIXES: &[&str] = &["_total", "_count", "_sum", "_bucket"];
-
-/// Appends `s` in snake case, separated from what is there by one `_`.
-fn push_snake(out: &mut String, s: &str) {
-    if !out.is_empty() && !out.ends_with('_') {
-        out.push('_');
+/// dotnet-monitor's value of a sample published in `unit`: MB (case-insensitively; the
+/// runtime's MB are 1,000,000 bytes, not MiB) times 1,000,000, everything else as it is
+/// (`%` included: `_ratio` series hold percentages).
+pub fn metric_value(unit: &str, value: f64) -> f64 {
+    if unit.eq_ignore_ascii_case("MB") {
+        value * 1_000_000.0
+    } else {
+        value
     }
-    let mut prev: Option<char> = None;
-    for c in s.chars() {
-        if c.is_ascii_alphanumeric() {
-            if c.is_ascii_uppercase() {
-                if let Some(p) = prev {
-                    if p.is_ascii_lowercase() || p.is_ascii_digit() {
-                        out.push('_');
-                    }
-                }
+}
+
+/// The name suffix for `unit` (dotnet-monitor's `KnownUnits`, else the unit itself).
+fn unit_suffix(unit: &str) -> &str {
+    const KNOWN: &[(&str, &str)] = &[
+        ("", ""),
+        ("count", ""),
+        ("B", "bytes"),
+        ("MB", "bytes"),
+        ("%", "ratio"),
+    ];
+    KNOWN
+        .iter()
+        .find(|(u, _)| u.eq_ignore_ascii_case(unit))
+        .map_or(unit, |(_, s)| s)
+}
+
+/// Appends `s` normalized as dotnet-monitor's `NormalizeString` does: a character is valid
+/// if it is `_`, an ASCII letter, or (not first in `s`) an ASCII digit. A provider keeps its
+/// valid characters lowercased and drops the others (`_` if none is left); anything else
+/// keeps case and puts `_` for each UTF-16 unit of an invalid character.
+fn normalize(out: &mut String, s: &str, provider: bool) {
+    let mut any_valid = false;
+    for (i, c) in s.chars().enumerate() {
+        let valid = c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit());
+        if valid {
+            any_valid = true;
+            out.push(if provider { c.to_ascii_lowercase() } else { c });
+        } else if !provider {
+            for _ in 0..c.len_utf16() {
+                out.push('_');
             }
-            out.push(c.to_ascii_lowercase());
-        } else if !out.is_empty() && !out.ends_with('_') {
-            out.push('_');
         }
-        prev = Some(c);
+    }
+    if provider && !any_valid {
+        out.push('_');
     }
 }
 
@@ -98,7 +133,15 @@ fn escape_help(s: &str, out: &mut String) {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Type {
-    Counter,
+    /// Everything but histograms, increments (EventCounter Sum, Meter Counter rate)
+    /// included, as dotnet-monitor has them: an increment series holds the increase over
+    /// the last refresh interval (what dotnet-counters shows as `(... / 1 sec)`), which goes
+    /// up and down, so it is a gauge, not a Prometheus counter (no `_total`, no `rate()`).
+    /// Dashboards for dotnet-monitor plot these values directly
+    /// (`microsoftaspnetcorehosting_requests_per_second`); a running total under the same
+    /// name would break them. Some dotnet-monitor names make promtool's linter complain
+    /// (gauges ending in `_count`, abbreviated units such as `_ms`): style warnings, the
+    /// exposition is valid, and the names are what those dashboards query.
     Gauge,
     /// Histogram percentiles: one series per `quantile` label (no `_sum`/`_count`: the
     /// runtime publishes percentiles only).
@@ -125,10 +168,10 @@ pub struct Store {
 }
 
 impl Store {
-    /// Records a sample of runtime `pid`: increments add to a `_total` counter, everything
-    /// else sets a gauge.
+    /// Records a sample of runtime `pid`: its series (a gauge, or a summary's quantile)
+    /// holds the sample's value, scaled as dotnet-monitor does ([`metric_value`]).
     pub fn record(&mut self, pid: u32, s: &Sample) {
-        let name = metric_name(&s.provider, &s.name, s.kind);
+        let name = metric_name(&s.provider, &s.name, &s.unit);
         let mut labels = String::new();
         let mut tags: Vec<(String, &str)> = s
             .tags
@@ -150,7 +193,6 @@ impl Store {
             labels.push('"');
         }
         let ty = match s.kind {
-            k if k.is_increment() => Type::Counter,
             CounterKind::Percentile(_) => Type::Summary,
             _ => Type::Gauge,
         };
@@ -161,18 +203,11 @@ impl Store {
             value: 0.0,
         });
         if entry.ty != ty {
-            // The same name as another kind (cannot happen with the `_total` suffix unless
-            // a provider names a gauge `..._total`): keep the first kind.
+            // A histogram and another instrument normalized to one name (`a-b` and `a.b`
+            // of one provider): keep the first kind, a family has one type.
             return;
         }
-        match ty {
-            Type::Counter => {
-                if s.value > 0.0 {
-                    entry.value += s.value;
-                }
-            }
-            Type::Gauge | Type::Summary => entry.value = s.value,
-        }
+        entry.value = metric_value(&s.unit, s.value);
     }
 
     /// Makes runtime `pid` known with no series yet; false if it is known already.
@@ -182,6 +217,11 @@ impl Store {
         }
         self.runtimes.insert(pid, RuntimeSeries::new());
         true
+    }
+
+    /// Whether runtime `pid` is known.
+    pub fn has_runtime(&self, pid: u32) -> bool {
+        self.runtimes.contains_key(&pid)
     }
 
     /// Drops every series of runtime `pid`.
@@ -220,7 +260,6 @@ impl Store {
                 "# TYPE {} {}",
                 name,
                 match ty {
-                    Type::Counter => "counter",
                     Type::Gauge => "gauge",
                     Type::Summary => "summary",
                 }
@@ -240,11 +279,16 @@ impl Store {
     }
 }
 
+/// `System.Runtime Working Set (MB, in bytes)`: provider, display name, the unit published
+/// (and the one exported, when the value is scaled).
 fn help_text(s: &Sample) -> String {
     let mut h = format!("{} {}", s.provider, s.display_name);
     if !s.unit.is_empty() {
         h.push_str(" (");
         h.push_str(&s.unit);
+        if s.unit.eq_ignore_ascii_case("MB") {
+            h.push_str(", in bytes");
+        }
         h.push(')');
     }
     h
@@ -285,69 +329,438 @@ mod tests {
         }
     }
 
+    fn with_unit(mut s: Sample, unit: &str) -> Sample {
+        s.unit = unit.into();
+        s
+    }
+
+    /// dotnet-monitor's own cases (PrometheusDataModelTests.TestGetPrometheusNormalizedName,
+    /// a missing unit being our empty one), and a few of ours.
     #[test]
-    fn names() {
-        use CounterKind::*;
+    fn prometheus_names_follow_dotnet_monitor() {
         let rt = "System.Runtime";
-        for (provider, name, kind, metric) in [
-            (rt, "cpu-usage", Mean, "system_runtime_cpu_usage"),
-            ("MyMeter", "requests", Rate, "my_meter_requests_total"),
-            (rt, "% Time in GC", Mean, "system_runtime_time_in_gc"),
-            ("9x", "", Gauge, "_9x"),
+        let asp = "Microsoft.AspNetCore.Hosting";
+        for (provider, name, unit, metric) in [
+            (rt, "cpu-usage", "%", "systemruntime_cpu_usage_ratio"),
+            (rt, "working-set", "MB", "systemruntime_working_set_bytes"),
+            (rt, "gc-heap-size", "MB", "systemruntime_gc_heap_size_bytes"),
             (
                 rt,
-                "assembly-count",
+                "gen-0-gc-count",
+                "count",
+                "systemruntime_gen_0_gc_count",
+            ),
+            (
+                rt,
+                "gen-1-gc-count",
+                "count",
+                "systemruntime_gen_1_gc_count",
+            ),
+            (
+                rt,
+                "gen-2-gc-count",
+                "count",
+                "systemruntime_gen_2_gc_count",
+            ),
+            (
+                rt,
+                "threadpool-thread-count",
+                "",
+                "systemruntime_threadpool_thread_count",
+            ),
+            (
+                rt,
+                "monitor-lock-contention-count",
+                "count",
+                "systemruntime_monitor_lock_contention_count",
+            ),
+            (
+                rt,
+                "threadpool-queue-length",
+                "",
+                "systemruntime_threadpool_queue_length",
+            ),
+            (
+                rt,
+                "threadpool-completed-items-count",
+                "count",
+                "systemruntime_threadpool_completed_items_count",
+            ),
+            (rt, "alloc-rate", "B", "systemruntime_alloc_rate_bytes"),
+            (
+                rt,
+                "active-timer-count",
+                "",
+                "systemruntime_active_timer_count",
+            ),
+            (
+                rt,
+                "gc-fragmentation",
+                "%",
+                "systemruntime_gc_fragmentation_ratio",
+            ),
+            (rt, "gc-committed", "MB", "systemruntime_gc_committed_bytes"),
+            (
+                rt,
+                "exception-count",
+                "count",
+                "systemruntime_exception_count",
+            ),
+            (rt, "time-in-gc", "%", "systemruntime_time_in_gc_ratio"),
+            (rt, "gen-0-size", "B", "systemruntime_gen_0_size_bytes"),
+            (rt, "gen-1-size", "B", "systemruntime_gen_1_size_bytes"),
+            (rt, "gen-2-size", "B", "systemruntime_gen_2_size_bytes"),
+            (rt, "loh-size", "B", "systemruntime_loh_size_bytes"),
+            (rt, "poh-size", "B", "systemruntime_poh_size_bytes"),
+            (rt, "assembly-count", "", "systemruntime_assembly_count"),
+            (
+                rt,
+                "il-bytes-jitted",
+                "B",
+                "systemruntime_il_bytes_jitted_bytes",
+            ),
+            (
+                rt,
+                "methods-jitted-count",
+                "",
+                "systemruntime_methods_jitted_count",
+            ),
+            (rt, "time-in-jit", "ms", "systemruntime_time_in_jit_ms"),
+            (
+                asp,
+                "requests-per-second",
+                "count",
+                "microsoftaspnetcorehosting_requests_per_second",
+            ),
+            (
+                asp,
+                "total-requests",
+                "",
+                "microsoftaspnetcorehosting_total_requests",
+            ),
+            (
+                asp,
+                "current-requests",
+                "",
+                "microsoftaspnetcorehosting_current_requests",
+            ),
+            (
+                asp,
+                "failed-requests",
+                "",
+                "microsoftaspnetcorehosting_failed_requests",
+            ),
+            (
+                "Test-Provider",
+                "Test-Metric",
+                "b",
+                "testprovider_Test_Metric_bytes",
+            ),
+            ("!@#", "#@#", "b", "______bytes"),
+            (
+                "Asp-Net-Provider",
+                "Requests!Received",
+                "0$customs",
+                "aspnetprovider_Requests_Received___customs",
+            ),
+            ("a", "b", "", "a_b"),
+            (
+                "UnicodeάήΰLetter",
+                "Unicode\u{0bef}Digit",
+                "",
+                "unicodeletter_Unicode_Digit",
+            ),
+            // Ours: units in any case, a Meter's own units, UTF-16 units of a character
+            // outside the BMP, a leading digit.
+            (rt, "working-set", "mb", "systemruntime_working_set_bytes"),
+            (rt, "x", "COUNT", "systemruntime_x"),
+            (
+                "MyMeter",
+                "requests",
+                "requests",
+                "mymeter_requests_requests",
+            ),
+            ("MyMeter", "latency", "ms", "mymeter_latency_ms"),
+            (
+                "Microsoft.AspNetCore.Server.Kestrel",
+                "kestrel.active_connections",
+                "{connection}",
+                "microsoftaspnetcoreserverkestrel_kestrel_active_connections__connection_",
+            ),
+            ("P", "a\u{1F600}b", "", "p_a__b"),
+            ("9x", "1", "", "x__"),
+            ("-9x", "y", "", "_9x_y"),
+            ("", "", "", "__"),
+        ] {
+            assert_eq!(
+                metric_name(provider, name, unit),
+                metric,
+                "{} {} {}",
+                provider,
+                name,
+                unit
+            );
+        }
+    }
+
+    /// PrometheusDataModelTests.TestGetPrometheusNormalizedValue, and the text of them.
+    #[test]
+    fn prometheus_values_scale_like_dotnet_monitor() {
+        for (unit, value, text) in [
+            ("", 225.0, "225"),
+            ("MB", 9.0, "9000000"),
+            ("mb", 112.0, "112000000"),
+            ("B", 48.0, "48"),
+            ("B", 178936.0, "178936"),
+            ("b", 461142.0, "461142"),
+            ("ms", 0.0, "0"),
+            ("", 4.0, "4"),
+            ("count", 10.0, "10"),
+            ("%", 2.0, "2"),
+            ("%", 0.691783039570667, "0.691783039570667"),
+            ("%", 0.0, "0"),
+        ] {
+            assert_eq!(
+                fmt_value(metric_value(unit, value)),
+                text,
+                "{} {}",
+                unit,
+                value
+            );
+        }
+    }
+
+    /// Every metric Grafana dashboard 19297 (made for dotnet-monitor) queries comes out of
+    /// the writer for samples as the runtimes publish them (the units are .NET 8's and
+    /// Core 3.1's DisplayUnits; an increment without units is decoded as `count`).
+    #[test]
+    fn prometheus_dashboard_19297_names_come_out_of_the_writer() {
+        use CounterKind::*;
+        let rt = "System.Runtime";
+        let cases = [
+            (
+                rt,
+                "working-set",
                 Mean,
-                "system_runtime_assembly_count_value",
+                "MB",
+                40.5,
+                "systemruntime_working_set_bytes",
+                "40500000",
+            ),
+            (
+                rt,
+                "gc-heap-size",
+                Mean,
+                "MB",
+                3.0,
+                "systemruntime_gc_heap_size_bytes",
+                "3000000",
+            ),
+            (
+                rt,
+                "cpu-usage",
+                Mean,
+                "%",
+                12.5,
+                "systemruntime_cpu_usage_ratio",
+                "12.5",
+            ),
+            (
+                "Microsoft.AspNetCore.Hosting",
+                "requests-per-second",
+                Sum,
+                "count",
+                17.0,
+                "microsoftaspnetcorehosting_requests_per_second",
+                "17",
+            ),
+            (
+                rt,
+                "exception-count",
+                Sum,
+                "count",
+                2.0,
+                "systemruntime_exception_count",
+                "2",
+            ),
+            (
+                rt,
+                "threadpool-thread-count",
+                Mean,
+                "",
+                4.0,
+                "systemruntime_threadpool_thread_count",
+                "4",
+            ),
+            (
+                rt,
+                "threadpool-queue-length",
+                Mean,
+                "",
+                0.0,
+                "systemruntime_threadpool_queue_length",
+                "0",
+            ),
+            (
+                rt,
+                "gen-0-size",
+                Mean,
+                "B",
+                24.0,
+                "systemruntime_gen_0_size_bytes",
+                "24",
+            ),
+            (
+                rt,
+                "gen-1-size",
+                Mean,
+                "B",
+                25.0,
+                "systemruntime_gen_1_size_bytes",
+                "25",
+            ),
+            (
+                rt,
+                "gen-2-size",
+                Mean,
+                "B",
+                26.0,
+                "systemruntime_gen_2_size_bytes",
+                "26",
+            ),
+            (
+                rt,
+                "poh-size",
+                Mean,
+                "B",
+                27.0,
+                "systemruntime_poh_size_bytes",
+                "27",
+            ),
+            (
+                rt,
+                "loh-size",
+                Mean,
+                "B",
+                28.0,
+                "systemruntime_loh_size_bytes",
+                "28",
+            ),
+            (
+                rt,
+                "alloc-rate",
+                Sum,
+                "B",
+                8168.0,
+                "systemruntime_alloc_rate_bytes",
+                "8168",
+            ),
+            (
+                rt,
+                "time-in-gc",
+                Mean,
+                "%",
+                0.0,
+                "systemruntime_time_in_gc_ratio",
+                "0",
+            ),
+            (
+                rt,
+                "gc-fragmentation",
+                Mean,
+                "%",
+                1.25,
+                "systemruntime_gc_fragmentation_ratio",
+                "1.25",
             ),
             (
                 rt,
                 "gen-0-gc-count",
                 Sum,
-                "system_runtime_gen_0_gc_count_total",
+                "count",
+                1.0,
+                "systemruntime_gen_0_gc_count",
+                "1",
             ),
             (
-                "A",
-                "http.server.request.duration",
-                Percentile(0.5),
-                "a_http_server_request_duration",
+                rt,
+                "gen-1-gc-count",
+                Sum,
+                "count",
+                0.0,
+                "systemruntime_gen_1_gc_count",
+                "0",
             ),
-        ] {
-            assert_eq!(
-                metric_name(provider, name, kind),
+            (
+                rt,
+                "gen-2-gc-count",
+                Sum,
+                "",
+                0.0,
+                "systemruntime_gen_2_gc_count",
+                "0",
+            ),
+        ];
+        let mut st = Store::default();
+        for (provider, name, kind, unit, value, _, _) in cases {
+            st.record(7, &with_unit(sample(provider, name, kind, value), unit));
+        }
+        let text = st.render();
+        for (_, _, _, _, _, metric, value) in cases {
+            assert!(
+                text.contains(&format!(
+                    "# TYPE {} gauge\n{}{{pid=\"7\"}} {}\n",
+                    metric, metric, value
+                )),
+                "{}:\n{}",
                 metric,
-                "{} {}",
-                provider,
-                name
+                text
             );
         }
+        assert!(!text.contains("_total"), "{}", text);
+        assert!(text.contains(
+            "# HELP systemruntime_working_set_bytes System.Runtime working-set (MB, in bytes)\n"
+        ));
     }
 
     #[test]
-    fn exposition_groups_families_and_sums_increments() {
+    fn prometheus_exposition_groups_families_and_holds_last_interval() {
         let mut st = Store::default();
-        st.record(2, &sample("MyMeter", "requests", CounterKind::Rate, 50.0));
-        st.record(1, &sample("MyMeter", "requests", CounterKind::Rate, 10.0));
-        st.record(2, &sample("MyMeter", "requests", CounterKind::Rate, 49.0));
-        let mut g = sample("System.Runtime", "cpu-usage", CounterKind::Mean, 3.5);
+        let rate = |v| {
+            with_unit(
+                sample("MyMeter", "requests", CounterKind::Rate, v),
+                "requests",
+            )
+        };
+        st.record(2, &rate(50.0));
+        st.record(1, &rate(10.0));
+        st.record(2, &rate(49.0));
+        let mut g = with_unit(
+            sample("System.Runtime", "cpu-usage", CounterKind::Mean, 3.5),
+            "%",
+        );
         g.tags = vec![("pid".into(), "x\"y".into())];
         st.record(1, &g);
         let text = st.render();
         assert_eq!(
             text,
-            "# HELP my_meter_requests_total MyMeter requests\n\
-             # TYPE my_meter_requests_total counter\n\
-             my_meter_requests_total{pid=\"1\"} 10\n\
-             my_meter_requests_total{pid=\"2\"} 99\n\
-             # HELP system_runtime_cpu_usage System.Runtime cpu-usage\n\
-             # TYPE system_runtime_cpu_usage gauge\n\
-             system_runtime_cpu_usage{pid=\"1\",tag_pid=\"x\\\"y\"} 3.5\n"
+            "# HELP mymeter_requests_requests MyMeter requests (requests)\n\
+             # TYPE mymeter_requests_requests gauge\n\
+             mymeter_requests_requests{pid=\"1\"} 10\n\
+             mymeter_requests_requests{pid=\"2\"} 49\n\
+             # HELP systemruntime_cpu_usage_ratio System.Runtime cpu-usage (%)\n\
+             # TYPE systemruntime_cpu_usage_ratio gauge\n\
+             systemruntime_cpu_usage_ratio{pid=\"1\",tag_pid=\"x\\\"y\"} 3.5\n"
         );
-        let mut h = sample("M", "latency", CounterKind::Percentile(0.95), 10.0);
+        let mut h = with_unit(
+            sample("M", "latency", CounterKind::Percentile(0.95), 0.5),
+            "MB",
+        );
         h.tags = vec![("route".into(), "/a".into())];
         st.record(1, &h);
         assert!(st.render().contains(
-            "# TYPE m_latency summary\nm_latency{pid=\"1\",route=\"/a\",quantile=\"0.95\"} 10\n"
+            "# TYPE m_latency_bytes summary\n\
+             m_latency_bytes{pid=\"1\",route=\"/a\",quantile=\"0.95\"} 500000\n"
         ));
         st.remove(2);
         assert!(!st.render().contains("pid=\"2\""));
