@@ -312,16 +312,7 @@ fn collect_file(rest: &[OsString]) -> CliResult {
             return Err(e);
         }
     };
-    let info = GcDumpInfo {
-        process_id: pid as i32,
-        process_name: proc_text(pid, "comm"),
-        machine_name: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim_end().to_string()),
-        time_ticks: gcdump::dotnet_ticks(now),
-        creation_tool: Some(format!("dsipc {}", env!("CARGO_PKG_VERSION"))),
-    };
-    let written = match gcdump::write(&graph, &info, out.writer()) {
+    let written = match gcdump::write(&graph, &file_info(pid, now), out.writer()) {
         Ok(w) => w,
         Err(e) => {
             out.abandon();
@@ -339,6 +330,19 @@ fn collect_file(rest: &[OsString]) -> CliResult {
     Ok(())
 }
 
+/// What a `.gcdump` of runtime `pid` walked at `now` says about where it came from.
+pub(crate) fn file_info(pid: u32, now: SystemTime) -> GcDumpInfo {
+    GcDumpInfo {
+        process_id: pid as i32,
+        process_name: proc_text(pid, "comm"),
+        machine_name: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim_end().to_string()),
+        time_ticks: gcdump::dotnet_ticks(now),
+        creation_tool: Some(format!("dsipc {}", env!("CARGO_PKG_VERSION"))),
+    }
+}
+
 /// `/proc/PID/NAME`'s first line, if readable.
 fn proc_text(pid: u32, name: &str) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{}/{}", pid, name))
@@ -348,7 +352,11 @@ fn proc_text(pid: u32, name: &str) -> Option<String> {
 
 /// Runs the sessions and builds the graph; the whole within the client's timeout from
 /// `started`.
-fn collect(client: &DiagnosticsClient, pid: u32, started: Instant) -> Result<HeapGraph, CliError> {
+pub(crate) fn collect(
+    client: &DiagnosticsClient,
+    pid: u32,
+    started: Instant,
+) -> Result<HeapGraph, CliError> {
     let timeout = client.timeout();
     let deadline = started + timeout;
     let late = |what: &str| {

@@ -34,6 +34,49 @@ commands:
                     reverse diagnostic port: runtimes connect here
   counters monitor PID | collect PID | export PID...
                     live counters (dotnet-counters)
+  serve             dotnet-monitor's HTTP API (processes, traces, dumps, gcdumps,
+                    stacks, /metrics), authenticated, on localhost
+  serve generatekey [-o FILE]
+                    a new API key for serve (FILE gets only its hash)
+";
+
+/// `dsipc serve --help`.
+pub const SERVE: &str = "\
+usage: dsipc serve [--urls URLS] [--metricUrls URLS] [--no-metrics]
+                   [--api-key-file FILE | --temp-apikey | --no-auth]
+                   [--dump-temp-folder DIR]
+       dsipc serve generatekey [-o FILE] [--force]
+
+dotnet-monitor's HTTP API for the runtimes on this machine, with its routes, parameters,
+content types and JSON shapes: GET /processes, /process, /env, /info, /trace (profile=
+Cpu,Http,Logs,Metrics,GcCollect; durationSeconds=N, -1 until the client goes away),
+POST /trace (an EventPipeConfiguration body), GET /stacks (application/json or
+text/plain by Accept), /gcdump, /dump (type=Mini|Full|WithHeap|Triage), /metrics. A
+process is named by pid, uid (its runtime instance cookie) or name; without one, the only
+process there is. Errors are application/problem+json; a kind of operation past its limit
+(3 traces, 3 stacks, 1 dump, 1 gcdump at once) is 429. Not yet offered: /logs,
+/livemetrics, egress and /operations, listen mode (501).
+
+  --urls URLS          where the API listens, ';'-separated http://HOST:PORT
+                       (default http://localhost:52323: loopback only). HOST is
+                       localhost, an IP address, or * / + for every interface
+  --metricUrls URLS    where /metrics listens without authentication (default
+                       http://localhost:52325); --no-metrics: nowhere
+  --api-key-file FILE  the key file `serve generatekey -o FILE` wrote (its hash only);
+                       requests need `Authorization: Bearer KEY`
+  --temp-apikey        a key for this run only, printed on stderr
+  --no-auth            no authentication (a warning says so)
+  --dump-temp-folder DIR
+                       where runtimes write dumps before they are sent and deleted
+                       (default: a private folder serve makes and removes)
+
+Without a key option every API request is answered 401, as dotnet-monitor does with no
+key configured. Each connection must send its request head within 5 s (at most 16 KiB);
+64 connections per listener, the oldest idle one making room for a new one. Ctrl-C
+stops serving.
+
+generatekey prints the header to send; with -o FILE it writes the key's SHA-256 (in
+dotnet-monitor's ApiKeyHash settings shape), never the key, under the file policy below.
 ";
 
 /// The options and rules every command shares (appended to every help text).
@@ -227,6 +270,7 @@ pub fn command(command: &str) -> Option<&'static str> {
         "report" => REPORT,
         "monitor" => MONITOR,
         "counters" => crate::counters::USAGE,
+        "serve" => SERVE,
         _ => return None,
     })
 }
@@ -247,6 +291,6 @@ mod tests {
                 assert!(help.contains(&format!("dsipc {}", name)), "{}", name);
             }
         }
-        assert!(command("serve").is_none());
+        assert!(command("nope").is_none());
     }
 }

@@ -11,6 +11,8 @@ mod monitor;
 mod output;
 mod providers;
 mod ps;
+#[cfg(feature = "serve")]
+mod serve;
 mod stack;
 mod term;
 mod trace;
@@ -170,6 +172,8 @@ fn run(argv: Vec<OsString>) -> CliResult {
         "convert" => convert::cmd_convert(&texts("every convert argument", &rest)?),
         "report" => convert::cmd_report(&texts("every report argument", &rest)?),
         "counters" => counters::cmd_counters(&texts("every counters argument", &rest)?),
+        #[cfg(feature = "serve")]
+        "serve" => serve::cmd_serve(&rest),
         // Subcommands to come go here, each as a `cmd_*` function taking the arguments
         // after the command name.
         "help" => match rest.first() {

@@ -66,6 +66,26 @@ pub(crate) fn cmd_stack(rest: &[OsString]) -> CliResult {
         }
     };
     let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
+    let snapshot = snapshot(&client, pid, started)?;
+    if snapshot.threads.is_empty() {
+        // As dotnet-stack: nothing to show is an answer (the sampler skips threads without
+        // managed frames), said on stderr; JSON gets an empty list.
+        note!("dsipc: pid {}: no thread had managed frames to sample", pid);
+    }
+    let out = match format {
+        Format::Text => text(&snapshot),
+        Format::Json => json(&snapshot, &|tid| thread_name(pid, tid)),
+    };
+    print_out(&out)
+}
+
+/// Samples every thread of runtime `pid` once and resolves the stacks (dotnet-stack's
+/// session), the whole within the client's timeout from `started`.
+pub(crate) fn snapshot(
+    client: &dsipc_std::DiagnosticsClient,
+    pid: u32,
+    started: Instant,
+) -> Result<StackSnapshot, CliError> {
     let timeout = client.timeout();
     let deadline = started + timeout;
     let stop_at = STOP_AT_THE_LATEST.min(timeout / 2);
@@ -149,22 +169,12 @@ pub(crate) fn cmd_stack(rest: &[OsString]) -> CliResult {
             limit
         )));
     }
-    let snapshot = live.into_stacks();
-    if snapshot.threads.is_empty() {
-        // As dotnet-stack: nothing to show is an answer (the sampler skips threads without
-        // managed frames), said on stderr; JSON gets an empty list.
-        note!("dsipc: pid {}: no thread had managed frames to sample", pid);
-    }
-    let out = match format {
-        Format::Text => text(&snapshot),
-        Format::Json => json(&snapshot, &|tid| thread_name(pid, tid)),
-    };
-    print_out(&out)
+    Ok(live.into_stacks())
 }
 
 /// dotnet-stack's report: per thread `Thread (0x{TID:X}):`, frames innermost first
 /// indented two spaces, a blank line. Runtime-supplied names go through [`clean`].
-fn text(s: &StackSnapshot) -> String {
+pub(crate) fn text(s: &StackSnapshot) -> String {
     let mut out = String::new();
     for t in &s.threads {
         out.push_str(&format!("Thread (0x{:X}):\n", t.thread_id));
@@ -186,7 +196,7 @@ fn text(s: &StackSnapshot) -> String {
 /// it) and `moduleVersionId` (always the nil GUID: EventPipe's module records carry no MVID).
 /// A run of frames no method covers is one frame named `[Native Frames]` with empty names
 /// and token 0. `threadName` is what `name` finds (empty when nothing).
-fn json(s: &StackSnapshot, name: &dyn Fn(u64) -> String) -> String {
+pub(crate) fn json(s: &StackSnapshot, name: &dyn Fn(u64) -> String) -> String {
     let mut out = String::from("{\"stacks\":[");
     for (i, t) in s.threads.iter().enumerate() {
         if i > 0 {
@@ -241,7 +251,7 @@ fn json(s: &StackSnapshot, name: &dyn Fn(u64) -> String) -> String {
 /// The name the OS has for thread `tid` of `pid` (.NET gives it the managed thread's name,
 /// cut to 15 bytes): `/proc/PID/task/TID/comm` on Linux, when the process is in this pid
 /// namespace (the runtime reports its own thread ids); empty otherwise.
-fn thread_name(pid: u32, tid: u64) -> String {
+pub(crate) fn thread_name(pid: u32, tid: u64) -> String {
     #[cfg(target_os = "linux")]
     {
         let status = std::fs::read_to_string(format!("/proc/{}/status", pid)).unwrap_or_default();

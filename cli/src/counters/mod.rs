@@ -520,41 +520,50 @@ fn export(args: &[String]) -> Result<()> {
     exporter.serve_until_interrupted()
 }
 
-/// A Prometheus endpoint for the counters of any number of runtimes, added while it runs
-/// (`counters export`, `monitor --metrics`). Each runtime's session is drained on a thread
-/// of its own; its series are dropped when it exits.
-pub struct Exporter {
-    server: http::Server,
+/// The counters of any number of runtimes, added while it runs, kept for Prometheus
+/// (`counters export`, `monitor --metrics`, `serve`'s `/metrics`). Each runtime's session
+/// is drained on a thread of its own; its series are dropped when it exits.
+pub struct Collector {
     store: Arc<Mutex<Store>>,
     stop: Arc<AtomicBool>,
     workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     options: Options,
 }
 
-impl Exporter {
-    /// Binds the endpoint; nothing is served until [`serve_until_interrupted`].
-    fn bind(listen: &str, options: Options) -> Result<Exporter> {
-        let store = Arc::new(Mutex::new(Store::default()));
-        let render_store = Arc::clone(&store);
-        let server = http::Server::bind(listen, Arc::new(move || lock(&render_store).render()))
-            .map_err(|e| CliError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
-        Ok(Exporter {
-            server,
-            store,
+impl Collector {
+    fn new(options: Options) -> Collector {
+        Collector {
+            store: Arc::new(Mutex::new(Store::default())),
             stop: Arc::new(AtomicBool::new(false)),
             workers: Mutex::new(Vec::new()),
             options,
+        }
+    }
+
+    /// A collector of `counters` every `interval` seconds from runtimes found in `tmpdir`
+    /// (`serve`'s `/metrics`).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub fn with(
+        counters: CounterSet,
+        interval: f64,
+        tmpdir: Option<PathBuf>,
+        timeout: Duration,
+    ) -> Collector {
+        Collector::new(Options {
+            pids: Vec::new(),
+            counters,
+            interval,
+            tmpdir,
+            timeout,
+            caps: Caps {
+                series: 1000,
+                histograms: 10,
+            },
         })
     }
 
-    /// The bound address.
-    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
-        self.server.local_addr()
-    }
-
-    /// Starts exporting runtime `pid`'s counters.
+    /// Starts collecting runtime `pid`'s counters (once, however often it is added).
     pub fn add(&self, pid: u32) -> Result<()> {
-        // One session per runtime, however often it is added.
         if !lock(&self.store).try_add_runtime(pid) {
             return Ok(());
         }
@@ -577,19 +586,67 @@ impl Exporter {
         Ok(())
     }
 
-    /// A flag that, once set, ends [`serve`](Self::serve) and every session.
+    /// The Prometheus text of every series held now.
+    pub fn render(&self) -> String {
+        lock(&self.store).render()
+    }
+
+    /// Whether runtime `pid` is being collected.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub fn has(&self, pid: u32) -> bool {
+        lock(&self.store).has_runtime(pid)
+    }
+
+    /// A flag that, once set, ends every session.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.stop)
     }
 
-    /// Serves until the stop flag is set, then stops every session.
-    pub fn serve(&self) -> Result<()> {
-        let served = self.server.run(&self.stop);
+    /// Stops every session and waits for their threads.
+    pub fn finish(&self) {
         self.stop.store(true, Ordering::SeqCst);
         let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
         for w in workers {
             let _ = w.join();
         }
+    }
+}
+
+/// A Prometheus endpoint for a [`Collector`] (`counters export`, `monitor --metrics`).
+pub struct Exporter {
+    server: http::Server,
+    collector: Arc<Collector>,
+}
+
+impl Exporter {
+    /// Binds the endpoint; nothing is served until [`serve_until_interrupted`].
+    fn bind(listen: &str, options: Options) -> Result<Exporter> {
+        let collector = Arc::new(Collector::new(options));
+        let render = Arc::clone(&collector);
+        let server = http::Server::bind(listen, Arc::new(move || render.render()))
+            .map_err(|e| CliError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
+        Ok(Exporter { server, collector })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.server.local_addr()
+    }
+
+    /// Starts exporting runtime `pid`'s counters.
+    pub fn add(&self, pid: u32) -> Result<()> {
+        self.collector.add(pid)
+    }
+
+    /// A flag that, once set, ends [`serve`](Self::serve) and every session.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.collector.stop_flag()
+    }
+
+    /// Serves until the stop flag is set, then stops every session.
+    pub fn serve(&self) -> Result<()> {
+        let served = self.server.run(&self.collector.stop);
+        self.collector.finish();
         served?;
         Ok(())
     }

@@ -1,0 +1,907 @@
+//! dotnet-monitor's routes: request in, response out.
+//!
+//! Each route reads its query (`pid`/`uid`/`name`, `durationSeconds`, ...), finds the
+//! runtime ([`procs`]), and answers with dotnet-monitor's content types and JSON shapes.
+//! Errors are `application/problem+json` (ValidationProblemDetails for 400). Artifacts
+//! stream: a trace is sent as the runtime writes it (a chunked body; a client that goes away
+//! stops the session), a dump is read from serve's storage folder and deleted once sent.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_DISPOSITION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+use tokio::io::AsyncReadExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use dsipc::payload::{DumpType, Provider};
+use dsipc::wire::Text;
+
+use super::auth::Verifier;
+use super::http::{self, Body};
+use super::procs::{self, Runtime, Selector};
+use super::profiles::{self, TraceProfile};
+use crate::counters::Collector;
+use crate::json;
+use crate::providers::ProviderSpec;
+
+/// Largest request body taken (an EventPipeConfiguration is a few hundred bytes).
+pub const MAX_BODY: usize = 64 * 1024;
+/// Operations of one kind running at once, dotnet-monitor's defaults; one more is
+/// answered 429.
+pub const MAX_TRACES: usize = 3;
+/// See [`MAX_TRACES`].
+pub const MAX_STACKS: usize = 3;
+/// See [`MAX_TRACES`].
+pub const MAX_DUMPS: usize = 1;
+/// See [`MAX_TRACES`].
+pub const MAX_GCDUMPS: usize = 1;
+/// Time the runtime has to answer a command (a dump has [`DUMP_TIMEOUT`]).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time the runtime has to write a dump.
+pub const DUMP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default `durationSeconds` of `/trace` (dotnet-monitor's).
+pub const DEFAULT_TRACE_SECONDS: i64 = 30;
+
+/// An error answer: a status and a problem+json body.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    detail: String,
+    /// Per-parameter messages (ValidationProblemDetails' `errors`).
+    errors: Vec<(String, String)>,
+}
+
+impl ApiError {
+    /// A 400 with `detail`.
+    pub fn bad_request(detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            detail: detail.into(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// A 400 naming the parameter `field`.
+    pub fn invalid(field: &str, message: impl Into<String>) -> ApiError {
+        let message = message.into();
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            detail: message.clone(),
+            errors: vec![(field.to_string(), message)],
+        }
+    }
+
+    /// A 500: something on serve's side failed.
+    pub fn internal(detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            detail: detail.into(),
+            errors: Vec::new(),
+        }
+    }
+
+    fn too_many(kind: &str, limit: usize) -> ApiError {
+        ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            detail: format!(
+                "Too many requests: {} {} operation{} running already.",
+                limit,
+                kind,
+                if limit == 1 { " is" } else { "s are" }
+            ),
+            errors: Vec::new(),
+        }
+    }
+
+    fn status_title(&self) -> &'static str {
+        match self.status {
+            StatusCode::BAD_REQUEST if !self.errors.is_empty() => {
+                "One or more validation errors occurred."
+            }
+            StatusCode::BAD_REQUEST => "Bad Request",
+            StatusCode::TOO_MANY_REQUESTS => "Too Many Requests",
+            StatusCode::NOT_FOUND => "Not Found",
+            StatusCode::NOT_IMPLEMENTED => "Not Implemented",
+            _ => "Internal Server Error",
+        }
+    }
+
+    /// The problem+json response (406 has no body, as dotnet-monitor's).
+    pub fn response(&self) -> Response<Body> {
+        if self.status == StatusCode::NOT_ACCEPTABLE {
+            let mut r = Response::new(http::full(Bytes::new()));
+            *r.status_mut() = self.status;
+            return r;
+        }
+        let mut o = json::Object::new();
+        o.string(
+            "type",
+            match self.status {
+                StatusCode::BAD_REQUEST => "https://tools.ietf.org/html/rfc9110#section-15.5.1",
+                StatusCode::TOO_MANY_REQUESTS => "https://tools.ietf.org/html/rfc6585#section-4",
+                StatusCode::NOT_FOUND => "https://tools.ietf.org/html/rfc9110#section-15.5.5",
+                _ => "https://tools.ietf.org/html/rfc9110#section-15.6.1",
+            },
+        );
+        o.string("title", self.status_title());
+        o.number("status", u64::from(self.status.as_u16()));
+        o.string("detail", &self.detail);
+        let mut body = o.finish();
+        if !self.errors.is_empty() {
+            // "errors": {"field": ["message"], ...}
+            body.pop();
+            body.push_str(",\"errors\":{");
+            for (i, (field, message)) in self.errors.iter().enumerate() {
+                if i > 0 {
+                    body.push(',');
+                }
+                json::push_string(&mut body, field);
+                body.push_str(":[");
+                json::push_string(&mut body, message);
+                body.push(']');
+            }
+            body.push_str("}}");
+        }
+        respond(self.status, "application/problem+json", body)
+    }
+}
+
+impl From<dsipc_tokio::Error> for ApiError {
+    fn from(e: dsipc_tokio::Error) -> ApiError {
+        // The runtime refused or failed: dotnet-monitor answers these 400 with the reason.
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+impl From<crate::CliError> for ApiError {
+    fn from(e: crate::CliError) -> ApiError {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+type ApiResult = Result<Response<Body>, ApiError>;
+
+/// A response with `status`, `content_type` and a whole body.
+pub fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut r = Response::new(http::full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn json_ok(body: String) -> Response<Body> {
+    respond(StatusCode::OK, "application/json; charset=utf-8", body)
+}
+
+/// An artifact's headers: octet stream (or `content_type`), attachment named `file`.
+fn attachment(mut r: Response<Body>, content_type: &'static str, file: &str) -> Response<Body> {
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{}\"", file)) {
+        r.headers_mut().insert(CONTENT_DISPOSITION, v);
+    }
+    r
+}
+
+/// The query's parameters, percent-decoded (`+` is a space); the last of a repeated
+/// name wins, as ASP.NET's binder takes a single value.
+pub fn query(req: &Request<Incoming>) -> Result<Vec<(String, String)>, ApiError> {
+    let q = match req.uri().query() {
+        Some(q) => q,
+        None => return Ok(Vec::new()),
+    };
+    let mut out = Vec::new();
+    for pair in q.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.push((decode(k)?, decode(v)?));
+    }
+    Ok(out)
+}
+
+fn decode(s: &str) -> Result<String, ApiError> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                match (
+                    b.get(i + 1).and_then(|&c| hex(c)),
+                    b.get(i + 2).and_then(|&c| hex(c)),
+                ) {
+                    (Some(h), Some(l)) => out.push((h * 16 + l) as u8),
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "The query holds a malformed percent escape.",
+                        ))
+                    }
+                }
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| ApiError::bad_request("The query is not UTF-8 text."))
+}
+
+/// A query's parameters by name (case-insensitive, as ASP.NET binds them).
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse::<i32>()
+                .map(|n| Some(i64::from(n)))
+                .map_err(|_| ApiError::invalid(name, format!("The value '{}' is not valid.", v))),
+        }
+    }
+
+    fn selector(&self) -> Result<Selector, ApiError> {
+        let pid = match self.int("pid")? {
+            None => None,
+            Some(p) if p > 0 => Some(p as u32),
+            Some(p) => {
+                return Err(ApiError::invalid(
+                    "pid",
+                    format!("The value '{}' is not valid.", p),
+                ))
+            }
+        };
+        let uid = match self.get("uid") {
+            None => None,
+            Some(u) if is_guid(u) => Some(u.to_ascii_lowercase()),
+            Some(u) => {
+                return Err(ApiError::invalid(
+                    "uid",
+                    format!("The value '{}' is not valid.", u),
+                ))
+            }
+        };
+        Ok(Selector {
+            pid,
+            uid,
+            name: self.get("name").map(str::to_string),
+        })
+    }
+
+    /// `durationSeconds`: -1 (until the client goes away) or 0 and up; `None` for -1.
+    fn duration(&self, default: i64) -> Result<Option<Duration>, ApiError> {
+        let secs = self.int("durationSeconds")?.unwrap_or(default);
+        match secs {
+            -1 => Ok(None),
+            s if s >= 0 => Ok(Some(Duration::from_secs(s as u64))),
+            _ => Err(ApiError::invalid(
+                "durationSeconds",
+                "The field durationSeconds must be between -1 and 2147483647.",
+            )),
+        }
+    }
+
+    /// `egressProvider`: no egress provider is configured yet, so any name is unknown.
+    fn no_egress(&self, egress: &[String]) -> Result<(), ApiError> {
+        match self.get("egressProvider") {
+            Some(p) if !p.is_empty() && !egress.iter().any(|e| e == p) => Err(ApiError::invalid(
+                "egressProvider",
+                format!("Egress provider '{}' does not exist.", p),
+            )),
+            Some(p) if !p.is_empty() => Err(ApiError {
+                status: StatusCode::NOT_IMPLEMENTED,
+                detail: "Egress is not implemented by dsipc serve yet.".into(),
+                errors: Vec::new(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn is_guid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// What serve was started with.
+pub struct Api {
+    /// Where runtimes' sockets are (`--tmpdir`).
+    pub tmpdir: Option<PathBuf>,
+    /// The API key's verifier; `None` with `--no-auth`.
+    pub auth: Option<Verifier>,
+    /// Where runtimes write dumps before they are sent (serve's own folder).
+    pub dump_dir: PathBuf,
+    /// `/metrics`: the default process's counters.
+    pub metrics: Arc<Collector>,
+    /// Egress provider names (none yet).
+    pub egress: Vec<String>,
+    /// Running operations by kind.
+    pub traces: Arc<Semaphore>,
+    pub dumps: Arc<Semaphore>,
+    pub gcdumps: Arc<Semaphore>,
+    pub stacks: Arc<Semaphore>,
+}
+
+impl Api {
+    fn permit(
+        sem: &Arc<Semaphore>,
+        kind: &str,
+        limit: usize,
+    ) -> Result<OwnedSemaphorePermit, ApiError> {
+        Arc::clone(sem)
+            .try_acquire_owned()
+            .map_err(|_| ApiError::too_many(kind, limit))
+    }
+
+    fn authorized(&self, req: &Request<Incoming>) -> bool {
+        match &self.auth {
+            None => true,
+            Some(v) => req
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .map_or(false, |h| v.accepts(h.as_bytes())),
+        }
+    }
+
+    /// The main listener: every route, behind the API key.
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        if !self.authorized(&req) {
+            let mut r = Response::new(http::full(Bytes::new()));
+            *r.status_mut() = StatusCode::UNAUTHORIZED;
+            r.headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+        match self.route(req).await {
+            Ok(r) => r,
+            Err(e) => e.response(),
+        }
+    }
+
+    /// The metrics listener: `/metrics` only, without authentication (as dotnet-monitor).
+    pub async fn handle_metrics(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        match (req.method(), req.uri().path()) {
+            (&Method::GET, "/metrics") => match self.metrics(&req).await {
+                Ok(r) => r,
+                Err(e) => e.response(),
+            },
+            _ => not_found(),
+        }
+    }
+
+    async fn route(&self, req: Request<Incoming>) -> ApiResult {
+        let path = req.uri().path().to_string();
+        let method = req.method().clone();
+        let params = Params(query(&req)?);
+        match (&method, path.as_str()) {
+            (&Method::GET, "/processes") => self.processes().await,
+            (&Method::GET, "/process") => self.process(&params).await,
+            (&Method::GET, "/env") => self.env(&params).await,
+            (&Method::GET, "/info") => Ok(self.info()),
+            (&Method::GET, "/metrics") => self.metrics(&req).await,
+            (&Method::GET, "/trace") => {
+                params.no_egress(&self.egress)?;
+                let profile = match params.get("profile") {
+                    Some(p) => {
+                        TraceProfile::parse(p).map_err(|e| ApiError::invalid("profile", e))?
+                    }
+                    None => TraceProfile::default_set(),
+                };
+                let duration = params.duration(DEFAULT_TRACE_SECONDS)?;
+                let interval =
+                    match params.int("metricsIntervalSeconds")? {
+                        None => 1,
+                        Some(i) if i >= 1 => i as u32,
+                        Some(_) => return Err(ApiError::invalid(
+                            "metricsIntervalSeconds",
+                            "The field metricsIntervalSeconds must be between 1 and 2147483647.",
+                        )),
+                    };
+                let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+                let specs = profiles::providers(profile, interval);
+                self.trace(runtime, specs, profile.wants_rundown(), 256, duration)
+                    .await
+            }
+            (&Method::POST, "/trace") => {
+                params.no_egress(&self.egress)?;
+                let duration = params.duration(DEFAULT_TRACE_SECONDS)?;
+                let selector = params.selector()?;
+                let body = read_body(req).await?;
+                let config = profiles::EventPipeConfiguration::parse(&body)?;
+                let runtime = procs::select(self.tmpdir.as_deref(), &selector).await?;
+                self.trace(
+                    runtime,
+                    config.providers,
+                    config.request_rundown,
+                    config.buffer_mb,
+                    duration,
+                )
+                .await
+            }
+            (&Method::GET, "/stacks") => {
+                params.no_egress(&self.egress)?;
+                let format = StackFormat::from_accept(&req)?;
+                let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+                self.stacks(runtime, format).await
+            }
+            (&Method::GET, "/gcdump") => {
+                params.no_egress(&self.egress)?;
+                let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+                self.gcdump(runtime).await
+            }
+            (&Method::GET, "/dump") => {
+                params.no_egress(&self.egress)?;
+                let kind = match params.get("type") {
+                    None => DumpType::WithHeap,
+                    Some(t) => dump_type(t)?,
+                };
+                let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+                self.dump(runtime, kind).await
+            }
+            (_, "/logs")
+            | (_, "/livemetrics")
+            | (_, "/operations")
+            | (_, "/exceptions")
+            | (_, "/parameters")
+            | (_, "/collectionrules") => Err(ApiError {
+                status: StatusCode::NOT_IMPLEMENTED,
+                detail: format!("{} is not implemented by dsipc serve yet.", path),
+                errors: Vec::new(),
+            }),
+            _ if path.starts_with("/operations/") || path.starts_with("/collectionrules/") => {
+                Err(ApiError {
+                    status: StatusCode::NOT_IMPLEMENTED,
+                    detail: format!("{} is not implemented by dsipc serve yet.", path),
+                    errors: Vec::new(),
+                })
+            }
+            _ => Ok(not_found()),
+        }
+    }
+
+    async fn processes(&self) -> ApiResult {
+        let all = procs::list(self.tmpdir.as_deref()).await?;
+        let default_pid = procs::default_of(&all).map(|r| r.pid);
+        let mut body = String::from("[");
+        for (i, r) in all.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            let mut o = json::Object::new();
+            o.number("pid", u64::from(r.pid));
+            o.string("uid", &r.uid);
+            o.string("name", &r.name);
+            o.boolean("isDefault", Some(r.pid) == default_pid);
+            body.push_str(&o.finish());
+        }
+        body.push(']');
+        Ok(json_ok(body))
+    }
+
+    async fn process(&self, params: &Params) -> ApiResult {
+        let r = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+        let mut o = json::Object::new();
+        o.number("pid", u64::from(r.pid));
+        o.string("uid", &r.uid);
+        o.string("name", &r.name);
+        o.string("commandLine", &r.info.command_line);
+        o.string("operatingSystem", &r.info.os.to_ascii_lowercase());
+        o.string("processArchitecture", &r.info.arch.to_ascii_lowercase());
+        o.opt_string(
+            "managedEntryPointAssemblyName",
+            r.info
+                .entrypoint_assembly
+                .as_deref()
+                .filter(|s| !s.is_empty()),
+        );
+        Ok(json_ok(o.finish()))
+    }
+
+    async fn env(&self, params: &Params) -> ApiResult {
+        let r = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+        let vars = r.client(COMMAND_TIMEOUT).process_environment().await?;
+        let mut o = json::Object::new();
+        for v in &vars {
+            let (name, value) = v.split_once('=').unwrap_or((v.as_str(), ""));
+            o.string(name, value);
+        }
+        Ok(json_ok(o.finish()))
+    }
+
+    fn info(&self) -> Response<Body> {
+        let mut o = json::Object::new();
+        o.string("version", &format!("dsipc {}", env!("CARGO_PKG_VERSION")));
+        o.opt_string("runtimeVersion", None);
+        o.string("diagnosticPortMode", "Connect");
+        o.opt_string("diagnosticPortName", None);
+        let mut body = o.finish();
+        body.pop();
+        body.push_str(",\"capabilities\":[");
+        for (i, (name, enabled)) in [
+            ("exceptions", false),
+            ("parameters", false),
+            ("callstacks", true),
+            ("metrics", true),
+            ("http_egress", false),
+        ]
+        .iter()
+        .enumerate()
+        {
+            if i > 0 {
+                body.push(',');
+            }
+            let mut c = json::Object::new();
+            c.string("name", name);
+            c.boolean("enabled", *enabled);
+            body.push_str(&c.finish());
+        }
+        body.push_str("]}");
+        json_ok(body)
+    }
+
+    async fn metrics(&self, _req: &Request<Incoming>) -> ApiResult {
+        // The default process's counters, started on the first scrape that finds it.
+        let all = procs::list(self.tmpdir.as_deref()).await?;
+        if let Some(r) = procs::default_of(&all) {
+            if !self.metrics.has(r.pid) {
+                let collector = Arc::clone(&self.metrics);
+                let pid = r.pid;
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = collector.add(pid) {
+                        eprintln!(
+                            "dsipc: serve: pid {}: counters: {}",
+                            pid,
+                            crate::term::clean(&e.to_string())
+                        );
+                    }
+                })
+                .await;
+            }
+        }
+        Ok(respond(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            self.metrics.render(),
+        ))
+    }
+
+    async fn trace(
+        &self,
+        runtime: Runtime,
+        specs: Vec<ProviderSpec>,
+        rundown: bool,
+        buffer_mb: u32,
+        duration: Option<Duration>,
+    ) -> ApiResult {
+        let permit = Api::permit(&self.traces, "trace", MAX_TRACES)?;
+        let client = runtime.client(COMMAND_TIMEOUT);
+        let providers: Vec<Provider<'_>> = specs
+            .iter()
+            .map(|s| Provider {
+                keywords: s.keywords,
+                log_level: s.level,
+                provider_name: Text::Str(&s.name),
+                arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
+            })
+            .collect();
+        let mut session = client
+            .collect_tracing(&providers, buffer_mb, rundown)
+            .await?;
+        let (tx, body) = http::channel(4);
+        let pid = runtime.pid;
+        tokio::spawn(async move {
+            let _permit = permit;
+            // Parsed as it passes, only to tell a clean end from a runtime that died: a
+            // stream cut short ends the response abnormally (the client sees a cut
+            // chunked body), never as a whole trace. A stream that does not parse is still
+            // passed on whole (the bytes are the runtime's).
+            let mut check = dsipc_trace::TraceStream::new();
+            let stop = session.stop_handle();
+            let deadline = duration.map(|d| tokio::time::Instant::now() + d);
+            let mut stopping: Option<tokio::task::JoinHandle<()>> = None;
+            loop {
+                let ask_stop = tokio::select! {
+                    chunk = session.next_chunk() => match chunk {
+                        None => {
+                            if let Err(e) = check.finish(|_| {}) {
+                                if e.is_truncation() {
+                                    eprintln!("dsipc: serve: pid {}: trace: the runtime ended the stream without its end-of-stream object (did it exit?): {}", pid, e);
+                                    let _ = tx.send(Err(io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string()))).await;
+                                }
+                            }
+                            break;
+                        }
+                        Some(Ok(data)) => {
+                            let _ = check.feed(&data, |_| {});
+                            if tx.send(Ok(Bytes::from(data))).await.is_err() {
+                                // The client went away: stop the session (once).
+                                true
+                            } else {
+                                false
+                            }
+                        }
+                        Some(Err(e)) => {
+                            let _ = tx.send(Err(io::Error::new(io::ErrorKind::Other, e.to_string()))).await;
+                            eprintln!("dsipc: serve: pid {}: trace: {}", pid, crate::term::clean(&e.to_string()));
+                            break;
+                        }
+                    },
+                    _ = sleep_until(deadline), if stopping.is_none() && deadline.is_some() => true,
+                    _ = tx.closed(), if stopping.is_none() => true,
+                };
+                if ask_stop && stopping.is_none() {
+                    let stop = stop.clone();
+                    stopping = Some(tokio::spawn(async move {
+                        let _ = stop.stop().await;
+                    }));
+                }
+                if tx.is_closed() && stopping.is_some() {
+                    // Nobody reads the rest: the stop was asked; closing the stream ends
+                    // the session in the runtime either way.
+                    break;
+                }
+            }
+            if let Some(s) = stopping {
+                let _ = s.await;
+            }
+        });
+        let mut r = Response::new(body);
+        *r.status_mut() = StatusCode::OK;
+        Ok(attachment(
+            r,
+            "application/octet-stream",
+            &artifact_name(pid, "nettrace"),
+        ))
+    }
+
+    async fn stacks(&self, runtime: Runtime, format: StackFormat) -> ApiResult {
+        let _permit = Api::permit(&self.stacks, "stacks", MAX_STACKS)?;
+        let pid = runtime.pid;
+        let address = runtime.address.clone();
+        let snapshot = tokio::task::spawn_blocking(move || {
+            let client = dsipc_std::DiagnosticsClient::new(dsipc_std::Endpoint::new(address))
+                .with_timeout(COMMAND_TIMEOUT);
+            crate::stack::snapshot(&client, pid, Instant::now())
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
+        Ok(match format {
+            StackFormat::Json => attachment(
+                json_ok(crate::stack::json(&snapshot, &|tid| {
+                    crate::stack::thread_name(pid, tid)
+                })),
+                "application/json",
+                &artifact_name(pid, "stacks.json"),
+            ),
+            StackFormat::Text => attachment(
+                respond(StatusCode::OK, "text/plain", crate::stack::text(&snapshot)),
+                "text/plain",
+                &artifact_name(pid, "stacks.txt"),
+            ),
+        })
+    }
+
+    async fn gcdump(&self, runtime: Runtime) -> ApiResult {
+        let _permit = Api::permit(&self.gcdumps, "gcdump", MAX_GCDUMPS)?;
+        let pid = runtime.pid;
+        let address = runtime.address.clone();
+        let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
+            let client = dsipc_std::DiagnosticsClient::new(dsipc_std::Endpoint::new(address))
+                .with_timeout(Duration::from_secs(30));
+            let now = SystemTime::now();
+            let graph = crate::gcdump::collect(&client, pid, Instant::now())?;
+            let mut out = Vec::new();
+            dsipc_trace::heap::gcdump::write(&graph, &crate::gcdump::file_info(pid, now), &mut out)
+                .map_err(|e| ApiError::internal(format!("writing the gcdump: {}", e)))?;
+            Ok(out)
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
+        Ok(attachment(
+            Response::new(http::full(bytes)),
+            "application/octet-stream",
+            &artifact_name(pid, "gcdump"),
+        ))
+    }
+
+    async fn dump(&self, runtime: Runtime, kind: DumpType) -> ApiResult {
+        let permit = Api::permit(&self.dumps, "dump", MAX_DUMPS)?;
+        // dotnet-monitor's dump name on Linux: `core_{timestamp}`.
+        let name = format!("core_{}", timestamp());
+        let path = self
+            .dump_dir
+            .join(format!("{}-{}", std::process::id(), name));
+        let text = path
+            .to_str()
+            .ok_or_else(|| ApiError::internal("the dump folder's path is not UTF-8"))?
+            .to_string();
+        let written = runtime
+            .client(DUMP_TIMEOUT)
+            .write_dump(&text, kind, 0)
+            .await;
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&path);
+            return Err(e.into());
+        }
+        let mut file = match tokio::fs::File::open(&path).await {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(ApiError::internal(format!(
+                    "the runtime's dump cannot be read: {}",
+                    e
+                )));
+            }
+        };
+        // Unlinked at once: the open file is all that is left, gone when it is closed.
+        let _ = std::fs::remove_file(&path);
+        let (tx, body) = http::channel(4);
+        tokio::spawn(async move {
+            let _permit = permit;
+            loop {
+                let mut buf = vec![0u8; 256 * 1024];
+                match file.read(&mut buf).await {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        if tx.send(Ok(Bytes::from(buf))).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(attachment(
+            Response::new(body),
+            "application/octet-stream",
+            &name,
+        ))
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn dump_type(t: &str) -> Result<DumpType, ApiError> {
+    match t.to_ascii_lowercase().as_str() {
+        "mini" => Ok(DumpType::Normal),
+        "full" => Ok(DumpType::Full),
+        "withheap" => Ok(DumpType::WithHeap),
+        "triage" => Ok(DumpType::Triage),
+        _ => Err(ApiError::invalid(
+            "type",
+            format!("The value '{}' is not valid.", t),
+        )),
+    }
+}
+
+/// dotnet-monitor's artifact time stamp: `yyyyMMdd_HHmmss_fff`, UTC.
+fn timestamp() -> String {
+    let now = SystemTime::now();
+    let (y, mo, d, h, mi, s) = crate::counters::output::civil(now);
+    let ms = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_millis())
+        .unwrap_or(0);
+    format!(
+        "{:04}{:02}{:02}_{:02}{:02}{:02}_{:03}",
+        y, mo, d, h, mi, s, ms
+    )
+}
+
+/// `{timestamp}_{pid}.{ext}`, dotnet-monitor's name for traces, gcdumps and stacks.
+fn artifact_name(pid: u32, ext: &str) -> String {
+    format!("{}_{}.{}", timestamp(), pid, ext)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StackFormat {
+    Json,
+    Text,
+}
+
+impl StackFormat {
+    /// dotnet-monitor's negotiation: an exact media type first (text/plain, then
+    /// application/json), then a wildcard in the same order; no `Accept` is JSON.
+    /// `application/speedscope+json` is not offered yet: alone it is 406.
+    fn from_accept(req: &Request<Incoming>) -> Result<StackFormat, ApiError> {
+        let accept = match req.headers().get(hyper::header::ACCEPT) {
+            None => return Ok(StackFormat::Json),
+            Some(v) => v.to_str().unwrap_or(""),
+        };
+        let media: Vec<String> = accept
+            .split(',')
+            .map(|m| {
+                m.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .collect();
+        let offered = [
+            ("text/plain", StackFormat::Text),
+            ("application/json", StackFormat::Json),
+        ];
+        for (m, f) in offered {
+            if media.iter().any(|x| x == m) {
+                return Ok(f);
+            }
+        }
+        for (m, f) in offered {
+            let kind = m.split('/').next().unwrap_or("");
+            if media
+                .iter()
+                .any(|x| x == "*/*" || *x == format!("{}/*", kind))
+            {
+                return Ok(f);
+            }
+        }
+        Err(ApiError {
+            status: StatusCode::NOT_ACCEPTABLE,
+            detail: String::new(),
+            errors: Vec::new(),
+        })
+    }
+}
+
+fn not_found() -> Response<Body> {
+    let mut r = Response::new(http::full(Bytes::new()));
+    *r.status_mut() = StatusCode::NOT_FOUND;
+    r
+}
+
+/// The request body, at most [`MAX_BODY`] bytes.
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
+    match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(ApiError::bad_request(format!(
+                    "The request body is larger than {} bytes.",
+                    MAX_BODY
+                )))
+            } else {
+                Err(ApiError::bad_request(format!(
+                    "The request body could not be read: {}",
+                    e
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Which runtimes `dsipc serve` can reach, and which one a request names.
+//!
+//! As dotnet-monitor: every process with a diagnostic endpoint is listed; a request names
+//! one by `pid`, `uid` (the runtime instance cookie) or `name` (the process name), all that
+//! are given having to match; without any, the default process is the only one there is.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dsipc_tokio::{DiagnosticsClient, ProcessInfo};
+
+use super::api::ApiError;
+
+/// Time one runtime has to answer ProcessInfo while listing.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A runtime serve can reach.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    /// Process id.
+    pub pid: u32,
+    /// The runtime instance cookie, as a lowercase GUID (dotnet-monitor's `uid`).
+    pub uid: String,
+    /// The process name (`/proc/PID/comm`, else the command line's program).
+    pub name: String,
+    /// What ProcessInfo said.
+    pub info: ProcessInfo,
+    /// Its diagnostic endpoint.
+    pub address: PathBuf,
+}
+
+impl Runtime {
+    /// A client for it with `timeout`.
+    pub fn client(&self, timeout: Duration) -> DiagnosticsClient {
+        DiagnosticsClient::new(&self.address).with_timeout(timeout)
+    }
+}
+
+/// What a request asked for.
+#[derive(Default, Debug)]
+pub struct Selector {
+    pub pid: Option<u32>,
+    pub uid: Option<String>,
+    pub name: Option<String>,
+}
+
+impl Selector {
+    fn is_empty(&self) -> bool {
+        self.pid.is_none() && self.uid.is_none() && self.name.is_none()
+    }
+
+    fn matches(&self, r: &Runtime) -> bool {
+        self.pid.map_or(true, |p| p == r.pid)
+            && self
+                .uid
+                .as_ref()
+                .map_or(true, |u| u.eq_ignore_ascii_case(&r.uid))
+            && self
+                .name
+                .as_ref()
+                .map_or(true, |n| n.eq_ignore_ascii_case(&r.name))
+    }
+}
+
+/// The process name, as dotnet-monitor takes it: the file name of the command line's
+/// program (without `.exe`), else `/proc/PID/comm`, else `unknown`.
+fn process_name(pid: u32, command_line: &str) -> String {
+    let line = command_line.trim_start();
+    let program = match line.strip_prefix('"') {
+        Some(rest) => rest.split('"').next().unwrap_or(""),
+        None => line.split(' ').next().unwrap_or(""),
+    };
+    let file = program.rsplit(['/', '\\']).next().unwrap_or("");
+    let file = file.strip_suffix(".exe").unwrap_or(file);
+    if !file.is_empty() {
+        return file.to_string();
+    }
+    match std::fs::read_to_string(format!("/proc/{}/comm", pid)) {
+        Ok(comm) if !comm.trim_end().is_empty() => comm.trim_end().to_string(),
+        _ => "unknown".to_string(),
+    }
+}
+
+/// `/proc/PID/cmdline`, arguments joined by spaces.
+fn proc_command_line(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{}/cmdline", pid)).ok()?;
+    let args: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if args.is_empty() {
+        None
+    } else {
+        Some(args.join(" "))
+    }
+}
+
+/// Every runtime that answers ProcessInfo within [`PROBE_TIMEOUT`], in pid order.
+pub async fn list(tmpdir: Option<&Path>) -> Result<Vec<Runtime>, ApiError> {
+    let tmp = tmpdir.map(Path::to_path_buf);
+    let endpoints = tokio::task::spawn_blocking(move || dsipc_std::list_processes(tmp.as_deref()))
+        .await
+        .map_err(|e| ApiError::internal(format!("listing processes: {}", e)))?
+        .map_err(|e| ApiError::internal(format!("listing processes: {}", e)))?;
+    let mut probes = Vec::with_capacity(endpoints.len());
+    for ep in endpoints {
+        probes.push(tokio::spawn(async move {
+            let client = DiagnosticsClient::new(&ep.endpoint).with_timeout(PROBE_TIMEOUT);
+            let info = match client.process_info().await {
+                Ok(info) => info,
+                // .NET Core 3.x has no ProcessInfo: listed as dotnet-monitor lists it (a
+                // nil uid, "unknown" where it has no answer), its command line from /proc.
+                Err(dsipc_tokio::Error::NotSupported { .. }) => ProcessInfo {
+                    command: dsipc::Command::ProcessInfo,
+                    pid: u64::from(ep.pid),
+                    cookie: dsipc::wire::Guid::NIL,
+                    command_line: proc_command_line(ep.pid).unwrap_or_else(|| "unknown".into()),
+                    os: "unknown".into(),
+                    arch: "unknown".into(),
+                    entrypoint_assembly: None,
+                    clr_version: None,
+                    runtime_identifier: None,
+                },
+                // Gone, stale, or not answering: not listed.
+                Err(_) => return None,
+            };
+            Some(Runtime {
+                pid: ep.pid,
+                uid: info.cookie.to_string(),
+                name: process_name(ep.pid, &info.command_line),
+                info,
+                address: ep.endpoint,
+            })
+        }));
+    }
+    let mut out = Vec::new();
+    for p in probes {
+        if let Ok(Some(r)) = p.await {
+            out.push(r);
+        }
+    }
+    out.sort_by_key(|r| r.pid);
+    Ok(out)
+}
+
+/// dotnet-monitor's words when a request names no single process.
+const MULTIPLE: &str =
+    "Unable to select a single target process because multiple target processes have been discovered.";
+
+/// The default process among `all`: the only one there is.
+pub fn default_of(all: &[Runtime]) -> Option<&Runtime> {
+    match all {
+        [only] => Some(only),
+        _ => None,
+    }
+}
+
+/// The runtime `sel` names (or the default one).
+pub async fn select(tmpdir: Option<&Path>, sel: &Selector) -> Result<Runtime, ApiError> {
+    let all = list(tmpdir).await?;
+    if sel.is_empty() {
+        return match all.len() {
+            1 => Ok(all.into_iter().next().expect("one")),
+            0 => Err(ApiError::bad_request(
+                "Unable to discover a target process.",
+            )),
+            _ => Err(ApiError::bad_request(MULTIPLE)),
+        };
+    }
+    let mut found = all.into_iter().filter(|r| sel.matches(r));
+    match (found.next(), found.next()) {
+        (Some(r), None) => Ok(r),
+        (None, _) => Err(ApiError::bad_request(
+            "Unable to discover a target process.",
+        )),
+        (Some(_), Some(_)) => Err(ApiError::bad_request(MULTIPLE)),
+    }
+}

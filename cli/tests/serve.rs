@@ -1,0 +1,768 @@
+//! `dsipc serve`, dotnet-monitor's HTTP API, end to end: a real HTTP client (curl) against
+//! real .NET 8.0.4 and .NET Core 3.1.23 runtimes (each hosted with its own TMPDIR, so it is
+//! the default process; needs `scripts/setup-runtimes.sh`), and against the fake runtime
+//! for the cases a real one cannot be made to show (a session that never ends, a runtime
+//! dying mid-stream, limits). Tests synchronise on serve's and the hosts' printed lines and
+//! on the fake runtime's records, never on sleeps.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{configure_python, Live};
+use dsipc::Command as Cmd;
+use dsipc_testkit::{Config, FakeRuntime, HostOptions, HostedRuntime, StreamSpec, TempDir};
+use serde_json::Value;
+
+const START: Duration = Duration::from_secs(20);
+
+/// A running `dsipc serve` on ephemeral loopback ports.
+struct Serve {
+    live: Live,
+    api: String,
+    metrics: String,
+    key: Option<String>,
+    files: TempDir,
+}
+
+/// An answer as curl got it.
+#[derive(Debug)]
+struct Answered {
+    status: u16,
+    headers: String,
+    body: Vec<u8>,
+    /// curl's exit code (18: the body was cut short).
+    curl: i32,
+}
+
+impl Answered {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{}: not JSON: {:?}", e, self.text()))
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            if k.trim().eq_ignore_ascii_case(name) {
+                Some(v.trim().to_string())
+            } else {
+                None
+            }
+        })
+    }
+
+    /// A problem+json answer with `status` whose detail (or an error) contains `needle`.
+    fn assert_problem(&self, status: u16, needle: &str) {
+        assert_eq!(self.status, status, "{}", self.text());
+        assert_eq!(
+            self.header("content-type").as_deref(),
+            Some("application/problem+json"),
+            "{}",
+            self.headers
+        );
+        let doc = self.json();
+        assert_eq!(doc["status"].as_u64(), Some(status as u64));
+        assert!(
+            doc.to_string().contains(needle),
+            "{:?} not in {}",
+            needle,
+            doc
+        );
+    }
+}
+
+impl Serve {
+    /// `dsipc serve --tmpdir DIR` with `auth` (`--no-auth`, `--api-key-file F`, ...).
+    fn start(tmpdir: &Path, auth: &[&str]) -> Serve {
+        let files = TempDir::new("dsipc-serve-test").unwrap();
+        let mut cmd = Command::new(common::bin());
+        cmd.args([
+            "serve",
+            "--urls",
+            "http://127.0.0.1:0",
+            "--metricUrls",
+            "http://127.0.0.1:0",
+            "--tmpdir",
+        ])
+        .arg(tmpdir)
+        .args(auth);
+        let mut live = Live::spawn(cmd);
+        let mut key = None;
+        if auth.contains(&"--temp-apikey") {
+            let line = live.stderr_line("Authorization: Bearer ", START);
+            key = Some(line.rsplit(' ').next().unwrap().to_string());
+        }
+        let api = live.stderr_line("dsipc: API on http://", START);
+        let metrics = live.stderr_line("dsipc: metrics on http://", START);
+        let addr = |l: &str| l.rsplit("http://").next().unwrap().to_string();
+        Serve {
+            api: addr(&api),
+            metrics: addr(&metrics),
+            live,
+            key,
+            files,
+        }
+    }
+
+    fn with_key(tmpdir: &Path) -> Serve {
+        Serve::start(tmpdir, &["--temp-apikey"])
+    }
+
+    /// curl `args` then `url`, with this server's key unless `args` sets one.
+    fn curl_url(&self, url: &str, args: &[&str]) -> Answered {
+        let head = self.files.path().join("head");
+        let body = self.files.path().join("body");
+        let _ = std::fs::remove_file(&head);
+        let _ = std::fs::remove_file(&body);
+        let mut cmd = Command::new("curl");
+        cmd.args(["-s", "--max-time", "90", "-D"])
+            .arg(&head)
+            .arg("-o")
+            .arg(&body);
+        if let Some(k) = &self.key {
+            if !args.iter().any(|a| a.starts_with("Authorization")) {
+                cmd.arg("-H").arg(format!("Authorization: Bearer {}", k));
+            }
+        }
+        cmd.args(args).arg(url);
+        let out = cmd.output().expect("curl (apt-get install curl)");
+        let headers = std::fs::read_to_string(&head).unwrap_or_default();
+        let status = headers
+            .lines()
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Answered {
+            status,
+            headers,
+            body: std::fs::read(&body).unwrap_or_default(),
+            curl: out.status.code().unwrap_or(-1),
+        }
+    }
+
+    fn get(&self, path: &str) -> Answered {
+        self.curl_url(&format!("http://{}{}", self.api, path), &[])
+    }
+
+    fn get_with(&self, path: &str, args: &[&str]) -> Answered {
+        self.curl_url(&format!("http://{}{}", self.api, path), args)
+    }
+
+    fn post(&self, path: &str, body: &str) -> Answered {
+        self.curl_url(
+            &format!("http://{}{}", self.api, path),
+            &[
+                "-X",
+                "POST",
+                "-H",
+                "Content-Type: application/json",
+                "--data-binary",
+                body,
+            ],
+        )
+    }
+
+    fn scrape(&self) -> Answered {
+        self.curl_url(
+            &format!("http://{}/metrics", self.metrics),
+            &["-H", "Authorization: none"],
+        )
+    }
+}
+
+/// A real runtime alone in its own TMPDIR (so it is the default process there).
+fn host(runtime: &str, args: &[&str]) -> (HostedRuntime, u32, TempDir) {
+    configure_python();
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let mut opts = HostOptions::net8(240).env("TMPDIR", dir.path().as_os_str());
+    opts.runtime = runtime.to_string();
+    opts.args.extend(args.iter().map(|a| a.to_string()));
+    let mut h = HostedRuntime::spawn(&opts).expect("spawn host");
+    let ready = h.wait_ready(Duration::from_secs(90)).expect("host READY");
+    (h, ready.pid, dir)
+}
+
+/// A fake runtime listed as this test process (its socket named with our pid and our
+/// start-time key, as discovery wants).
+fn fake(dir: &TempDir, config: Config) -> FakeRuntime {
+    let me = std::process::id();
+    fake_as(dir, config, me)
+}
+
+/// A fake runtime listed as process `pid` (a live process of ours).
+fn fake_as(dir: &TempDir, config: Config, pid: u32) -> FakeRuntime {
+    config
+        .pid(u64::from(pid))
+        .key(dsipc_std::unix::start_key(pid).expect("start key"))
+        .listen_in(dir.path())
+        .start()
+        .expect("fake runtime")
+}
+
+fn dsipc_report(file: &Path, args: &[&str]) -> common::Run {
+    let mut all = vec!["report", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    common::dsipc(&all)
+}
+
+fn save(a: &Answered, dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, &a.body).unwrap();
+    p
+}
+
+/// Every route a .NET 8 runtime answers, as dotnet-monitor shapes it.
+#[test]
+fn serve_routes_against_real_net8() {
+    let (_host, pid, dir) = host(
+        "net8",
+        &["--sleeping-thread", "--hold", "5000", "--counters"],
+    );
+    let serve = Serve::with_key(dir.path());
+    let pid_q = format!("pid={}", pid);
+
+    // /processes: the one runtime, the default.
+    let list = serve.get("/processes");
+    assert_eq!(list.status, 200, "{}", list.text());
+    assert!(list
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
+    let doc = list.json();
+    let procs = doc.as_array().unwrap();
+    assert_eq!(procs.len(), 1, "{}", doc);
+    let p = &procs[0];
+    assert_eq!(p["pid"].as_u64(), Some(pid as u64));
+    assert_eq!(p["isDefault"].as_bool(), Some(true));
+    let uid = p["uid"].as_str().unwrap().to_string();
+    assert_eq!(uid.len(), 36);
+    let name = p["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("python"), "{}", name);
+    let keys: Vec<&String> = p.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys.len(),
+        4,
+        "ProcessIdentifier has pid, uid, name, isDefault: {}",
+        p
+    );
+
+    // /process by default, by pid, by uid, by name: the same.
+    let info = serve.get("/process").json();
+    for q in [
+        pid_q.clone(),
+        format!("uid={}", uid),
+        format!("name={}", name.to_uppercase()),
+    ] {
+        assert_eq!(serve.get(&format!("/process?{}", q)).json(), info, "{}", q);
+    }
+    assert_eq!(info["operatingSystem"], "linux");
+    assert_eq!(info["processArchitecture"], "x64");
+    assert!(info["commandLine"].as_str().unwrap().contains("python"));
+    for k in info.as_object().unwrap().keys() {
+        assert!(
+            [
+                "pid",
+                "uid",
+                "name",
+                "commandLine",
+                "operatingSystem",
+                "processArchitecture",
+                "managedEntryPointAssemblyName"
+            ]
+            .contains(&k.as_str()),
+            "ProcessInfo has no {}",
+            k
+        );
+    }
+
+    // /env: the host's TMPDIR among the variables.
+    let env = serve.get(&format!("/env?{}", pid_q)).json();
+    assert_eq!(env["TMPDIR"].as_str(), Some(dir.path().to_str().unwrap()));
+
+    // /info
+    let i = serve.get("/info").json();
+    assert_eq!(i["diagnosticPortMode"], "Connect");
+    assert!(i["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "callstacks" && c["enabled"] == true));
+
+    // /stacks: the sleeper's Thread.Sleep in JSON (CallStackResult) and in text.
+    let js = serve.get_with("/stacks", &["-H", "Accept: application/json"]);
+    assert_eq!(js.status, 200, "{}", js.text());
+    assert!(
+        js.header("content-disposition")
+            .unwrap_or_default()
+            .contains(".stacks.json"),
+        "{}",
+        js.headers
+    );
+    let stacks = js.json();
+    let sleeper = stacks["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["threadName"] == "dsipc-sleeper")
+        .unwrap_or_else(|| panic!("no dsipc-sleeper in {}", stacks));
+    assert_eq!(sleeper["frames"][0]["methodName"], "Sleep");
+    assert_eq!(sleeper["frames"][0]["typeName"], "System.Threading.Thread");
+    let txt = serve.get_with("/stacks", &["-H", "Accept: text/plain"]);
+    assert_eq!(txt.header("content-type").as_deref(), Some("text/plain"));
+    assert!(
+        txt.text()
+            .contains("System.Private.CoreLib!System.Threading.Thread.Sleep(int32)"),
+        "{}",
+        txt.text()
+    );
+    let none = serve.get_with("/stacks", &["-H", "Accept: image/png"]);
+    assert_eq!(none.status, 406);
+
+    // /trace: a Cpu profile of 2 s, streamed; the file parses to its end with samples.
+    let t = serve.get("/trace?profile=Cpu&durationSeconds=2");
+    assert_eq!(t.status, 200, "{}", t.text());
+    assert_eq!(t.curl, 0);
+    assert_eq!(
+        t.header("content-type").as_deref(),
+        Some("application/octet-stream")
+    );
+    assert_eq!(t.header("transfer-encoding").as_deref(), Some("chunked"));
+    let disp = t.header("content-disposition").unwrap();
+    assert!(
+        disp.starts_with("attachment; filename=\"")
+            && disp.ends_with(&format!("_{}.nettrace\"", pid)),
+        "{}",
+        disp
+    );
+    assert!(t.body.starts_with(b"Nettrace"));
+    let file = save(&t, serve.files.path(), "cpu.nettrace");
+    let r = dsipc_report(&file, &["--top", "3"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("Thread.Sleep"), "{}", r.stdout);
+
+    // POST /trace with an EventPipeConfiguration.
+    let body = r#"{"providers":[{"name":"Microsoft-Windows-DotNETRuntime","keywords":"0x1","eventLevel":"Informational"}],"requestRundown":false,"bufferSizeInMB":16}"#;
+    let c = serve.post("/trace?durationSeconds=1", body);
+    assert_eq!(c.status, 200, "{}", c.text());
+    assert!(c.body.starts_with(b"Nettrace"));
+    let file = save(&c, serve.files.path(), "custom.nettrace");
+    let jl = common::dsipc(&[
+        "convert",
+        file.to_str().unwrap(),
+        "--format",
+        "jsonl",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(jl.code, Some(0), "{}", jl.stderr);
+
+    // /gcdump: the held System.Version objects, read back by our report.
+    let g = serve.get(&format!("/gcdump?{}", pid_q));
+    assert_eq!(g.status, 200, "{}", g.text());
+    assert!(g.header("content-disposition").unwrap().contains(".gcdump"));
+    let file = save(&g, serve.files.path(), "heap.gcdump");
+    let rep = common::dsipc(&[
+        "gcdump",
+        "report",
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(rep.code, Some(0), "{}", rep.stderr);
+    let rows: Value = serde_json::from_str(rep.stdout.trim()).unwrap();
+    let versions = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["type"] == "System.Version")
+        .expect("System.Version in the gcdump");
+    assert!(versions["count"].as_u64().unwrap() >= 5000, "{}", versions);
+
+    // /dump: a Mini dump (an ELF core), written in serve's folder and gone once sent.
+    let d = serve.get("/dump?type=Mini");
+    assert_eq!(d.status, 200, "{}", d.text());
+    assert!(d.header("content-disposition").unwrap().contains("core_"));
+    assert_eq!(&d.body[..4], b"\x7fELF", "a core file");
+    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("dsipc-serve-{}-", serve.live.child.id()))
+        })
+        .flat_map(|e| {
+            std::fs::read_dir(e.path())
+                .unwrap()
+                .flatten()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "dumps left behind: {:?}", leftovers);
+
+    // /metrics: the default process's System.Runtime counters, valid exposition.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let scraped = loop {
+        let m = serve.scrape();
+        assert_eq!(m.status, 200);
+        if m.text().contains("systemruntime_") || Instant::now() > deadline {
+            break m;
+        }
+        // Counters publish every 5 s: scrape again (bounded by the deadline).
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let text = scraped.text();
+    assert!(text.contains("systemruntime_cpu_usage_ratio"), "{}", text);
+    assert!(
+        text.contains("systemruntime_gc_heap_size_bytes"),
+        "{}",
+        text
+    );
+    assert!(scraped
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/plain"));
+    common::promtool_check(&text);
+    // The API listener serves /metrics too, behind the key.
+    assert_eq!(
+        serve
+            .get_with("/metrics", &["-H", "Authorization: Bearer wrong"])
+            .status,
+        401
+    );
+}
+
+/// .NET Core 3.1: listed with a nil uid (it has no ProcessInfo), traced, stacked; /env is
+/// a 400 naming the runtime's refusal.
+#[test]
+fn serve_routes_against_real_netcore31() {
+    let (_host, pid, dir) = host("netcore31", &["--sleeping-thread"]);
+    let serve = Serve::with_key(dir.path());
+    let doc = serve.get("/processes").json();
+    assert_eq!(doc[0]["pid"].as_u64(), Some(pid as u64));
+    assert_eq!(doc[0]["uid"], "00000000-0000-0000-0000-000000000000");
+    assert_eq!(doc[0]["isDefault"], true);
+    let p = serve.get("/process").json();
+    assert_eq!(p["operatingSystem"], "unknown");
+    assert!(
+        p["commandLine"].as_str().unwrap().contains("host.py"),
+        "{}",
+        p
+    );
+    serve.get("/env").assert_problem(400, "");
+    let t = serve.get("/trace?profile=Cpu&durationSeconds=1");
+    assert_eq!(t.status, 200, "{}", t.text());
+    let file = save(&t, serve.files.path(), "cpu31.nettrace");
+    assert_eq!(dsipc_report(&file, &[]).code, Some(0));
+    let txt = serve.get_with("/stacks", &["-H", "Accept: text/plain"]);
+    assert_eq!(txt.status, 200, "{}", txt.text());
+    assert!(txt.text().contains("Thread.Sleep"), "{}", txt.text());
+}
+
+/// No key, a wrong key, the right key; no key configured; --no-auth.
+#[test]
+fn serve_authentication_none_wrong_and_right_key() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let _rt = fake(&dir, Config::new().like_net8_0_4());
+    let keyfile = dir.path().join("key.json");
+    let g = common::dsipc(&["serve", "generatekey", "-o", keyfile.to_str().unwrap()]);
+    assert_eq!(g.code, Some(0), "{}", g.stderr);
+    let token = g
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Authorization: Bearer "))
+        .expect("the header line")
+        .to_string();
+    let stored = std::fs::read_to_string(&keyfile).unwrap();
+    assert!(!stored.contains(&token), "the key file holds the key");
+    assert!(
+        stored.contains("\"ApiKeyHashType\": \"SHA256\""),
+        "{}",
+        stored
+    );
+    // An existing file is kept without --force.
+    let again = common::dsipc(&["serve", "generatekey", "-o", keyfile.to_str().unwrap()]);
+    assert_eq!(again.code, Some(1), "{}", again.stderr);
+    assert_eq!(std::fs::read_to_string(&keyfile).unwrap(), stored);
+
+    let mut serve = Serve::start(dir.path(), &["--api-key-file", keyfile.to_str().unwrap()]);
+    let none = serve.get("/processes");
+    assert_eq!(none.status, 401);
+    assert_eq!(none.header("www-authenticate").as_deref(), Some("Bearer"));
+    assert_eq!(
+        serve
+            .get_with("/processes", &["-H", "Authorization: Bearer nope"])
+            .status,
+        401
+    );
+    assert_eq!(
+        serve
+            .get_with(
+                "/processes",
+                &["-H", &format!("Authorization: Basic {}", token)]
+            )
+            .status,
+        401
+    );
+    serve.key = Some(token.clone());
+    assert_eq!(serve.get("/processes").status, 200);
+    // /metrics on the metrics listener needs no key.
+    assert_eq!(serve.scrape().status, 200);
+
+    // No key configured: every API request is 401, and stderr says so.
+    let mut bare = Serve::start(dir.path(), &[]);
+    bare.live.stderr_line("no API key is configured", START);
+    assert_eq!(bare.get("/processes").status, 401);
+    bare.key = Some(token);
+    assert_eq!(bare.get("/processes").status, 401);
+
+    // --no-auth: open, with dotnet-monitor's warning.
+    let mut open = Serve::start(dir.path(), &["--no-auth"]);
+    assert_eq!(open.get("/processes").status, 200);
+    let run = open.live.interrupt(Duration::from_secs(20));
+    assert!(
+        run.stderr
+            .contains("WARNING: Authentication has been disabled"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+}
+
+/// Bad parameters are 400 problem+json naming them; unknown processes too; unknown routes
+/// 404; routes not offered yet 501.
+#[test]
+fn serve_bad_parameters_are_problem_details() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let _rt = fake(&dir, Config::new().like_net8_0_4());
+    let serve = Serve::with_key(dir.path());
+    for (path, needle) in [
+        ("/process?pid=abc", "\"pid\""),
+        ("/process?pid=-3", "\"pid\""),
+        ("/process?uid=not-a-guid", "\"uid\""),
+        (
+            "/process?pid=2147483646",
+            "Unable to discover a target process.",
+        ),
+        (
+            "/process?name=nosuchname",
+            "Unable to discover a target process.",
+        ),
+        ("/trace?durationSeconds=-2", "durationSeconds"),
+        ("/trace?durationSeconds=99999999999", "durationSeconds"),
+        ("/trace?profile=Cpu,Loud", "profile"),
+        ("/trace?egressProvider=nowhere", "egressProvider"),
+        ("/dump?type=Huge", "\"type\""),
+        ("/process?pid=%zz", "percent escape"),
+    ] {
+        serve.get(path).assert_problem(400, needle);
+    }
+    for (body, needle) in [
+        ("not json", "not JSON"),
+        ("{}", "Providers field is required"),
+        (
+            r#"{"providers":[{"name":"x","keywords":"0xZZ"}]}"#,
+            "Keywords",
+        ),
+        (
+            r#"{"providers":[{"name":"x"}],"bufferSizeInMB":4096}"#,
+            "BufferSizeInMB",
+        ),
+    ] {
+        serve.post("/trace", body).assert_problem(400, needle);
+    }
+    let big = "x".repeat(100 * 1024);
+    serve
+        .post("/trace", &big)
+        .assert_problem(400, "larger than");
+    assert_eq!(serve.get("/nope").status, 404);
+    serve.get("/logs").assert_problem(501, "not implemented");
+    serve
+        .get("/operations")
+        .assert_problem(501, "not implemented");
+}
+
+/// Several runtimes and no pid: 400 with dotnet-monitor's words; /processes has no default.
+#[test]
+fn serve_without_a_default_process_says_so() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let mut sleepers: Vec<std::process::Child> = (0..2)
+        .map(|_| Command::new("sleep").arg("120").spawn().unwrap())
+        .collect();
+    let (p1, p2) = (sleepers[0].id(), sleepers[1].id());
+    let a = fake_as(&dir, Config::new().like_net8_0_4(), p1);
+    let _b = fake_as(&dir, Config::new().like_net8_0_4(), p2);
+    let serve = Serve::with_key(dir.path());
+    let list = serve.get("/processes").json();
+    assert_eq!(list.as_array().unwrap().len(), 2, "{}", list);
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["isDefault"] == false));
+    serve
+        .get("/process")
+        .assert_problem(400, "Unable to select a single target process because multiple target processes have been discovered.");
+    let one = serve.get(&format!("/process?pid={}", p1)).json();
+    assert_eq!(
+        one["uid"].as_str(),
+        Some(a.identity().cookie.to_string().as_str())
+    );
+    for s in &mut sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+}
+
+/// A long trace streams until the client goes away; then serve stops the session (the
+/// runtime sees StopTracing); a kind of operation past its limit is 429.
+#[test]
+fn serve_trace_stops_when_the_client_disconnects_and_limits_operations() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let rt = fake(
+        &dir,
+        Config::new().like_net8_0_4().stream(StreamSpec {
+            len: None,
+            chunk: 16 * 1024,
+            pause: Duration::from_millis(5),
+            end_marker: true,
+            content: None,
+        }),
+    );
+    let serve = Serve::with_key(dir.path());
+    let key = serve.key.clone().unwrap();
+    let open = |n: usize| -> Vec<TcpStream> {
+        (0..n)
+            .map(|_| {
+                let mut s = TcpStream::connect(&serve.api).unwrap();
+                write!(
+                    s,
+                    "GET /trace?durationSeconds=-1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+                    key
+                )
+                .unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                let mut first = [0u8; 4096];
+                let n = s.read(&mut first).unwrap();
+                assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+                s
+            })
+            .collect()
+    };
+    let three = open(3);
+    rt.wait_streams(0, Duration::from_secs(1));
+    serve
+        .get("/trace?durationSeconds=-1")
+        .assert_problem(429, "trace");
+    drop(three);
+    // Each stream ends: serve stopped it (StopTracing) or the runtime saw the close.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ended = rt.streams();
+        if ended.len() >= 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "streams still open: {:?}", ended);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stops = rt
+        .received()
+        .iter()
+        .filter(|r| r.command == Some(Cmd::StopTracing))
+        .count();
+    assert_eq!(stops, 3, "{:?}", rt.received());
+    // The permits came back.
+    drop(open(3));
+}
+
+/// A runtime whose stream ends without its end-of-stream object (it died): the chunked
+/// body is cut (curl: the transfer closed with outstanding data, exit 18), never ended as
+/// if whole; the same trace whole is a whole body; bytes that do not parse are passed on
+/// whole.
+#[test]
+fn serve_trace_of_a_runtime_dying_mid_stream_is_a_cut_body() {
+    let trace: &'static [u8] = Box::leak(
+        std::fs::read(common::repo_root().join("tests/data/nettrace/net8.0.4-busy.nettrace"))
+            .unwrap()
+            .into_boxed_slice(),
+    );
+    let cut = StreamSpec {
+        len: Some(trace.len() as u64 / 2),
+        ..StreamSpec::content(trace)
+    };
+    for (spec, whole) in [
+        (StreamSpec::content(trace), true),
+        (cut, false),
+        (StreamSpec::bytes(300 * 1024), true),
+    ] {
+        let dir = TempDir::new("dsipc-sv").unwrap();
+        let _rt = fake(&dir, Config::new().like_net8_0_4().stream(spec));
+        let serve = Serve::with_key(dir.path());
+        let t = serve.get("/trace?durationSeconds=30");
+        assert_eq!(t.status, 200);
+        assert_eq!(
+            t.body.len() as u64,
+            spec.len
+                .unwrap()
+                .min(spec.content.map_or(u64::MAX, |c| c.len() as u64)),
+            "every byte the runtime sent"
+        );
+        assert_eq!(t.curl, if whole { 0 } else { 18 }, "whole: {}", whole);
+    }
+}
+
+/// Hundreds of idle and half-sent requests do not lock a scrape out: the oldest idle
+/// connection makes room.
+#[test]
+fn serve_answers_while_hundreds_of_clients_hold_half_requests() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let serve = Serve::with_key(dir.path());
+    let mut idle = Vec::new();
+    for i in 0..400 {
+        let mut s = TcpStream::connect(&serve.metrics).unwrap();
+        if i % 2 == 0 {
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+        }
+        idle.push(s);
+        if i % 80 == 79 {
+            assert_eq!(serve.scrape().status, 200, "after {} idle clients", i + 1);
+            assert_eq!(serve.get("/info").status, 200);
+        }
+    }
+}
+
+/// Usage errors: https (no TLS here), a bad URL, two key options.
+#[test]
+fn serve_bad_arguments_are_usage_errors() {
+    for args in [
+        &["serve", "--urls", "https://localhost:52323"][..],
+        &["serve", "--urls", "localhost:1"],
+        &["serve", "--urls", "http://example.com:1"],
+        &["serve", "--no-auth", "--temp-apikey"],
+        &["serve", "extra"],
+    ] {
+        let r = common::dsipc(args);
+        assert_eq!(r.code, Some(2), "{:?}: {}", args, r.stderr);
+    }
+    let r = common::dsipc(&["serve", "--help"]);
+    assert_eq!(r.code, Some(0));
+    assert!(r.stdout.contains("dsipc serve generatekey"));
+    let bad_key = TempDir::new("dsipc-sv").unwrap();
+    let f = bad_key.path().join("k");
+    std::fs::write(&f, "{\"MonitorApiKey\":{}}").unwrap();
+    let r = common::dsipc(&["serve", "--api-key-file", f.to_str().unwrap()]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("ApiKeyHash"), "{}", r.stderr);
+}
