@@ -17,13 +17,14 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_DISPOSITION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::io::AsyncReadExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use dsipc::payload::{DumpType, Provider};
 use dsipc::wire::Text;
 
 use super::auth::Verifier;
 use super::http::{self, Body};
+use super::operations::{DeleteError, Egress, Operations, ProcessRef};
 use super::procs::{self, Runtime, Selector};
 use super::profiles::{self, TraceProfile};
 use crate::counters::Collector;
@@ -302,20 +303,29 @@ impl Params {
         }
     }
 
-    /// `egressProvider`: no egress provider is configured yet, so any name is unknown.
-    fn no_egress(&self, egress: &[String]) -> Result<(), ApiError> {
+    /// `egressProvider`: `None` to send the artifact in the response, else the provider.
+    fn egress<'a>(&self, egress: &'a [Egress]) -> Result<Option<&'a Egress>, ApiError> {
         match self.get("egressProvider") {
-            Some(p) if !p.is_empty() && !egress.iter().any(|e| e == p) => Err(ApiError::invalid(
-                "egressProvider",
-                format!("Egress provider '{}' does not exist.", p),
-            )),
-            Some(p) if !p.is_empty() => Err(ApiError {
-                status: StatusCode::NOT_IMPLEMENTED,
-                detail: "Egress is not implemented by dsipc serve yet.".into(),
-                errors: Vec::new(),
-            }),
-            _ => Ok(()),
+            None | Some("") => Ok(None),
+            Some(p) => match egress.iter().find(|e| e.name == p) {
+                Some(e) => Ok(Some(e)),
+                None => Err(ApiError::invalid(
+                    "egressProvider",
+                    format!("Egress provider '{}' does not exist.", p),
+                )),
+            },
         }
+    }
+
+    /// `tags`: comma separated, each trimmed, empty ones dropped, each at most once.
+    fn tags(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in self.get("tags").unwrap_or("").split(',').map(str::trim) {
+            if !t.is_empty() && !out.iter().any(|o| o == t) {
+                out.push(t.to_string());
+            }
+        }
+        out
     }
 }
 
@@ -338,8 +348,10 @@ pub struct Api {
     pub dump_dir: PathBuf,
     /// `/metrics`: the default process's counters.
     pub metrics: Arc<Collector>,
-    /// Egress provider names (none yet).
-    pub egress: Vec<String>,
+    /// File-system egress providers (`--egress NAME=DIR`).
+    pub egress: Vec<Egress>,
+    /// Artifacts on their way to egress providers.
+    pub operations: Operations,
     /// Running operations by kind.
     pub traces: Arc<Semaphore>,
     pub dumps: Arc<Semaphore>,
@@ -398,6 +410,12 @@ impl Api {
         let path = req.uri().path().to_string();
         let method = req.method().clone();
         let params = Params(query(&req)?);
+        let host = req
+            .headers()
+            .get(hyper::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+            .to_string();
         match (&method, path.as_str()) {
             (&Method::GET, "/processes") => self.processes().await,
             (&Method::GET, "/process") => self.process(&params).await,
@@ -405,7 +423,7 @@ impl Api {
             (&Method::GET, "/info") => Ok(self.info()),
             (&Method::GET, "/metrics") => self.metrics(&req).await,
             (&Method::GET, "/trace") => {
-                params.no_egress(&self.egress)?;
+                let egress = params.egress(&self.egress)?;
                 let profile = match params.get("profile") {
                     Some(p) => {
                         TraceProfile::parse(p).map_err(|e| ApiError::invalid("profile", e))?
@@ -424,48 +442,116 @@ impl Api {
                     };
                 let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
                 let specs = profiles::providers(profile, interval);
-                self.trace(runtime, specs, profile.wants_rundown(), 256, duration)
-                    .await
+                let a = self
+                    .trace(&runtime, specs, profile.wants_rundown(), 256, duration)
+                    .await?;
+                self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::POST, "/trace") => {
-                params.no_egress(&self.egress)?;
+                let egress = params.egress(&self.egress)?;
                 let duration = params.duration(DEFAULT_TRACE_SECONDS)?;
                 let selector = params.selector()?;
                 let body = read_body(req).await?;
                 let config = profiles::EventPipeConfiguration::parse(&body)?;
                 let runtime = procs::select(self.tmpdir.as_deref(), &selector).await?;
-                self.trace(
-                    runtime,
-                    config.providers,
-                    config.request_rundown,
-                    config.buffer_mb,
-                    duration,
-                )
-                .await
+                let a = self
+                    .trace(
+                        &runtime,
+                        config.providers,
+                        config.request_rundown,
+                        config.buffer_mb,
+                        duration,
+                    )
+                    .await?;
+                self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/stacks") => {
-                params.no_egress(&self.egress)?;
+                let egress = params.egress(&self.egress)?;
                 let format = StackFormat::from_accept(&req)?;
                 let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
-                self.stacks(runtime, format).await
+                let a = self.stacks(&runtime, format).await?;
+                self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/gcdump") => {
-                params.no_egress(&self.egress)?;
+                let egress = params.egress(&self.egress)?;
                 let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
-                self.gcdump(runtime).await
+                let a = self.gcdump(&runtime).await?;
+                self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/dump") => {
-                params.no_egress(&self.egress)?;
+                let egress = params.egress(&self.egress)?;
                 let kind = match params.get("type") {
                     None => DumpType::WithHeap,
                     Some(t) => dump_type(t)?,
                 };
                 let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
-                self.dump(runtime, kind).await
+                let a = self.dump(&runtime, kind).await?;
+                self.deliver(a, &runtime, egress, &params, &host)
+            }
+            (&Method::GET, "/operations") => {
+                let sel = params.selector()?;
+                let ops = self.operations.list(
+                    sel.pid,
+                    sel.uid.as_deref(),
+                    sel.name.as_deref(),
+                    &params.tags(),
+                );
+                let mut body = String::from("[");
+                for (i, o) in ops.iter().enumerate() {
+                    if i > 0 {
+                        body.push(',');
+                    }
+                    body.push_str(&o.summary_json());
+                }
+                body.push(']');
+                Ok(json_ok(body))
+            }
+            (&Method::GET, p) if p.starts_with("/operations/") => {
+                let id = &p["/operations/".len()..];
+                let op = self
+                    .operations
+                    .get(id)
+                    .ok_or_else(|| unknown_operation(id))?;
+                let mut r = json_ok(op.status_json());
+                if op.succeeded() {
+                    *r.status_mut() = StatusCode::CREATED;
+                }
+                Ok(r)
+            }
+            (&Method::DELETE, p) if p.starts_with("/operations/") => {
+                let id = &p["/operations/".len()..];
+                let stop = match params.get("stop") {
+                    None => false,
+                    Some(v) if v.eq_ignore_ascii_case("true") => true,
+                    Some(v) if v.eq_ignore_ascii_case("false") => false,
+                    Some(v) => {
+                        return Err(ApiError::invalid(
+                            "stop",
+                            format!("The value '{}' is not valid.", v),
+                        ))
+                    }
+                };
+                match self.operations.delete(id, stop) {
+                    Ok(()) => {
+                        let mut r = Response::new(http::full(Bytes::new()));
+                        if stop {
+                            *r.status_mut() = StatusCode::ACCEPTED;
+                        }
+                        Ok(r)
+                    }
+                    Err(DeleteError::Unknown) => Err(unknown_operation(id)),
+                    Err(DeleteError::Finished) => Err(ApiError::bad_request(format!(
+                        "Operation '{}' is not running.",
+                        id
+                    ))),
+                    Err(DeleteError::Unstoppable) => Err(ApiError::bad_request(format!(
+                        "Operation '{}' cannot be stopped; delete it without stop to cancel it.",
+                        id
+                    ))),
+                }
             }
             (_, "/logs")
             | (_, "/livemetrics")
-            | (_, "/operations")
             | (_, "/exceptions")
             | (_, "/parameters")
             | (_, "/collectionrules") => Err(ApiError {
@@ -473,15 +559,43 @@ impl Api {
                 detail: format!("{} is not implemented by dsipc serve yet.", path),
                 errors: Vec::new(),
             }),
-            _ if path.starts_with("/operations/") || path.starts_with("/collectionrules/") => {
-                Err(ApiError {
-                    status: StatusCode::NOT_IMPLEMENTED,
-                    detail: format!("{} is not implemented by dsipc serve yet.", path),
-                    errors: Vec::new(),
-                })
-            }
+            _ if path.starts_with("/collectionrules/") => Err(ApiError {
+                status: StatusCode::NOT_IMPLEMENTED,
+                detail: format!("{} is not implemented by dsipc serve yet.", path),
+                errors: Vec::new(),
+            }),
             _ => Ok(not_found()),
         }
+    }
+
+    /// Sends `a` in the response, or to `egress` as an operation (202 with its Location).
+    fn deliver(
+        &self,
+        a: Artifact,
+        runtime: &Runtime,
+        egress: Option<&Egress>,
+        params: &Params,
+        host: &str,
+    ) -> ApiResult {
+        let egress = match egress {
+            None => return Ok(attachment(Response::new(a.body), a.content_type, &a.name)),
+            Some(e) => e,
+        };
+        let process = ProcessRef {
+            pid: runtime.pid,
+            uid: runtime.uid.clone(),
+            name: runtime.name.clone(),
+        };
+        let op = self
+            .operations
+            .start(egress, &a.name, a.body, process, params.tags(), a.stop)
+            .map_err(ApiError::internal)?;
+        let mut r = Response::new(http::full(Bytes::new()));
+        *r.status_mut() = StatusCode::ACCEPTED;
+        if let Ok(v) = HeaderValue::from_str(&format!("http://{}/operations/{}", host, op.id())) {
+            r.headers_mut().insert(hyper::header::LOCATION, v);
+        }
+        Ok(r)
     }
 
     async fn processes(&self) -> ApiResult {
@@ -592,12 +706,12 @@ impl Api {
 
     async fn trace(
         &self,
-        runtime: Runtime,
+        runtime: &Runtime,
         specs: Vec<ProviderSpec>,
         rundown: bool,
         buffer_mb: u32,
         duration: Option<Duration>,
-    ) -> ApiResult {
+    ) -> Result<Artifact, ApiError> {
         let permit = Api::permit(&self.traces, "trace", MAX_TRACES)?;
         let client = runtime.client(COMMAND_TIMEOUT);
         let providers: Vec<Provider<'_>> = specs
@@ -614,6 +728,8 @@ impl Api {
             .await?;
         let (tx, body) = http::channel(4);
         let pid = runtime.pid;
+        let stop_asked = Arc::new(Notify::new());
+        let stop_signal = Arc::clone(&stop_asked);
         tokio::spawn(async move {
             let _permit = permit;
             // Parsed as it passes, only to tell a clean end from a runtime that died: a
@@ -652,6 +768,7 @@ impl Api {
                         }
                     },
                     _ = sleep_until(deadline), if stopping.is_none() && deadline.is_some() => true,
+                    _ = stop_signal.notified(), if stopping.is_none() => true,
                     _ = tx.closed(), if stopping.is_none() => true,
                 };
                 if ask_stop && stopping.is_none() {
@@ -670,16 +787,15 @@ impl Api {
                 let _ = s.await;
             }
         });
-        let mut r = Response::new(body);
-        *r.status_mut() = StatusCode::OK;
-        Ok(attachment(
-            r,
-            "application/octet-stream",
-            &artifact_name(pid, "nettrace"),
-        ))
+        Ok(Artifact {
+            name: artifact_name(pid, "nettrace"),
+            content_type: "application/octet-stream",
+            body,
+            stop: Some(stop_asked),
+        })
     }
 
-    async fn stacks(&self, runtime: Runtime, format: StackFormat) -> ApiResult {
+    async fn stacks(&self, runtime: &Runtime, format: StackFormat) -> Result<Artifact, ApiError> {
         let _permit = Api::permit(&self.stacks, "stacks", MAX_STACKS)?;
         let pid = runtime.pid;
         let address = runtime.address.clone();
@@ -691,22 +807,24 @@ impl Api {
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
         Ok(match format {
-            StackFormat::Json => attachment(
-                json_ok(crate::stack::json(&snapshot, &|tid| {
+            StackFormat::Json => Artifact {
+                name: artifact_name(pid, "stacks.json"),
+                content_type: "application/json",
+                body: http::full(crate::stack::json(&snapshot, &|tid| {
                     crate::stack::thread_name(pid, tid)
                 })),
-                "application/json",
-                &artifact_name(pid, "stacks.json"),
-            ),
-            StackFormat::Text => attachment(
-                respond(StatusCode::OK, "text/plain", crate::stack::text(&snapshot)),
-                "text/plain",
-                &artifact_name(pid, "stacks.txt"),
-            ),
+                stop: None,
+            },
+            StackFormat::Text => Artifact {
+                name: artifact_name(pid, "stacks.txt"),
+                content_type: "text/plain",
+                body: http::full(crate::stack::text(&snapshot)),
+                stop: None,
+            },
         })
     }
 
-    async fn gcdump(&self, runtime: Runtime) -> ApiResult {
+    async fn gcdump(&self, runtime: &Runtime) -> Result<Artifact, ApiError> {
         let _permit = Api::permit(&self.gcdumps, "gcdump", MAX_GCDUMPS)?;
         let pid = runtime.pid;
         let address = runtime.address.clone();
@@ -722,14 +840,15 @@ impl Api {
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
-        Ok(attachment(
-            Response::new(http::full(bytes)),
-            "application/octet-stream",
-            &artifact_name(pid, "gcdump"),
-        ))
+        Ok(Artifact {
+            name: artifact_name(pid, "gcdump"),
+            content_type: "application/octet-stream",
+            body: http::full(bytes),
+            stop: None,
+        })
     }
 
-    async fn dump(&self, runtime: Runtime, kind: DumpType) -> ApiResult {
+    async fn dump(&self, runtime: &Runtime, kind: DumpType) -> Result<Artifact, ApiError> {
         let permit = Api::permit(&self.dumps, "dump", MAX_DUMPS)?;
         // dotnet-monitor's dump name on Linux: `core_{timestamp}`.
         let name = format!("core_{}", timestamp());
@@ -780,12 +899,27 @@ impl Api {
                 }
             }
         });
-        Ok(attachment(
-            Response::new(body),
-            "application/octet-stream",
-            &name,
-        ))
+        Ok(Artifact {
+            name,
+            content_type: "application/octet-stream",
+            body,
+            stop: None,
+        })
     }
+}
+
+/// An artifact on its way to the client or an egress provider.
+struct Artifact {
+    /// Its file name (dotnet-monitor's).
+    name: String,
+    content_type: &'static str,
+    body: Body,
+    /// Ends its collection early keeping what came (`None`: not stoppable).
+    stop: Option<Arc<Notify>>,
+}
+
+fn unknown_operation(id: &str) -> ApiError {
+    ApiError::bad_request(format!("Operation id '{}' was not found.", id))
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

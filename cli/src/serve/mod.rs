@@ -12,6 +12,7 @@
 mod api;
 mod auth;
 mod http;
+mod operations;
 mod procs;
 mod profiles;
 
@@ -48,6 +49,7 @@ const VALUES: &[&str] = &[
     "--metrics-urls",
     "--api-key-file",
     "--dump-temp-folder",
+    "--egress",
     "-o",
     "--output",
 ];
@@ -113,6 +115,10 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         None => StorageDir::create()?,
     };
     let timeout = common.timeout_or(dsipc_std::DEFAULT_TIMEOUT);
+    let egress = match p.value_text("--egress")? {
+        None => Vec::new(),
+        Some(list) => operations::parse_egress(list).map_err(CliError::Usage)?,
+    };
     let api = Arc::new(Api {
         tmpdir: common.tmpdir.clone(),
         auth,
@@ -123,7 +129,8 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
             common.tmpdir.clone(),
             timeout,
         )),
-        egress: Vec::new(),
+        egress,
+        operations: operations::Operations::default(),
         traces: Arc::new(Semaphore::new(api::MAX_TRACES)),
         dumps: Arc::new(Semaphore::new(api::MAX_DUMPS)),
         gcdumps: Arc::new(Semaphore::new(api::MAX_GCDUMPS)),
