@@ -587,9 +587,8 @@ fn serve_bad_parameters_are_problem_details() {
         .post("/trace", &big)
         .assert_problem(400, "larger than");
     assert_eq!(serve.get("/nope").status, 404);
-    serve.get("/logs").assert_problem(501, "not implemented");
     serve
-        .get("/operations")
+        .get("/exceptions")
         .assert_problem(501, "not implemented");
 }
 

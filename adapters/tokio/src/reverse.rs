@@ -189,39 +189,62 @@ impl ReverseListener {
     /// so accept again. Cancel safe: dropped while waiting for a peer, nothing is lost;
     /// dropped while reading an Advertise, that peer is disconnected (a runtime reconnects).
     pub async fn accept(&mut self) -> Result<ReverseConnection, Error> {
-        let mut stream = self.imp.accept(&self.address).await?;
-        let timeout = self.advertise_timeout;
-        let advertise = match tokio::time::timeout(timeout, read_advertise(&mut stream)).await {
-            Ok(r) => r?,
-            Err(_) => {
-                return Err(Error::Io(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "a peer connected but sent no Advertise within {:.1} s",
-                        timeout.as_secs_f64()
-                    ),
-                )))
-            }
-        };
+        let mut stream = self.accept_stream().await?;
+        let advertise = read_advertise_within(&mut stream, self.advertise_timeout).await?;
         Ok(ReverseConnection {
             advertise,
             address: self.address.clone(),
             stream,
         })
     }
+
+    /// The next peer's connection, its Advertise not read yet (for [`RuntimePool`], which
+    /// reads Advertises concurrently).
+    pub(crate) async fn accept_stream(&mut self) -> Result<BoxStream, Error> {
+        self.imp.accept(&self.address).await
+    }
+
+    /// Takes what removes the socket file on drop (Unix; `None` on Windows, where the
+    /// pipe goes with its last handle), so that an owner can remove the file at once while
+    /// a task still holds the listener.
+    pub(crate) fn take_file_guard(&mut self) -> Option<imp::FileGuard> {
+        self.imp.take_file_guard()
+    }
+}
+
+/// Reads one Advertise within `timeout`: a peer that sends none in time is an
+/// [`Error::Io`] of kind `TimedOut`, one that sends something else an [`Error::Protocol`].
+pub(crate) async fn read_advertise_within(
+    stream: &mut BoxStream,
+    timeout: Duration,
+) -> Result<Advertise, Error> {
+    match tokio::time::timeout(timeout, read_advertise(stream)).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::Io(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "a peer connected but sent no Advertise within {:.1} s",
+                timeout.as_secs_f64()
+            ),
+        ))),
+    }
 }
 
 #[cfg(unix)]
-mod imp {
+pub(crate) mod imp {
     use super::*;
     use dsipc_std::unix::SocketFile;
     use tokio::net::UnixListener;
 
+    /// Removes the socket file on drop (if it is still the one bound).
+    pub(crate) type FileGuard = SocketFile;
+
     #[derive(Debug)]
     pub(super) struct Listener {
         listener: UnixListener,
-        /// Removes the socket file on drop (if it is still the one bound).
-        _file: SocketFile,
+        /// Removes the socket file on drop (if it is still the one bound); `None` once
+        /// taken by [`take_file_guard`](Self::take_file_guard).
+        file: Option<SocketFile>,
     }
 
     impl Listener {
@@ -234,7 +257,7 @@ mod imp {
             Ok((
                 Listener {
                     listener,
-                    _file: file,
+                    file: Some(file),
                 },
                 path,
             ))
@@ -244,13 +267,20 @@ mod imp {
             let (stream, _) = self.listener.accept().await?;
             Ok(Box::new(stream))
         }
+
+        pub(super) fn take_file_guard(&mut self) -> Option<FileGuard> {
+            self.file.take()
+        }
     }
 }
 
 #[cfg(windows)]
-mod imp {
+pub(crate) mod imp {
     use super::*;
     use tokio::net::windows::named_pipe::{NamedPipeServer, PipeMode, ServerOptions};
+
+    /// Nothing to remove on Windows: the pipe goes with its last handle.
+    pub(crate) type FileGuard = ();
 
     #[derive(Debug)]
     pub(super) struct Listener {
@@ -300,6 +330,10 @@ mod imp {
             let fresh = create(address, false)?;
             let connected = std::mem::replace(&mut self.next, fresh);
             Ok(Box::new(connected))
+        }
+
+        pub(super) fn take_file_guard(&mut self) -> Option<FileGuard> {
+            None
         }
     }
 }
