@@ -78,6 +78,15 @@ impl ApiError {
         }
     }
 
+    /// A response with `status` and `detail` (406 has no body).
+    pub fn with_status(status: StatusCode, detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            detail: detail.into(),
+            errors: Vec::new(),
+        }
+    }
+
     /// A 500: something on serve's side failed.
     pub fn internal(detail: impl Into<String>) -> ApiError {
         ApiError {
@@ -166,7 +175,7 @@ impl From<crate::CliError> for ApiError {
     }
 }
 
-type ApiResult = Result<Response<Body>, ApiError>;
+pub(super) type ApiResult = Result<Response<Body>, ApiError>;
 
 /// A response with `status`, `content_type` and a whole body.
 pub fn respond(
@@ -243,7 +252,7 @@ fn decode(s: &str) -> Result<String, ApiError> {
 pub struct Params(Vec<(String, String)>);
 
 impl Params {
-    fn get(&self, name: &str) -> Option<&str> {
+    pub(super) fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .rev()
@@ -251,7 +260,7 @@ impl Params {
             .map(|(_, v)| v.as_str())
     }
 
-    fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
+    pub(super) fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
         match self.get(name) {
             None => Ok(None),
             Some(v) => v
@@ -262,7 +271,7 @@ impl Params {
         }
     }
 
-    fn selector(&self) -> Result<Selector, ApiError> {
+    pub(super) fn selector(&self) -> Result<Selector, ApiError> {
         let pid = match self.int("pid")? {
             None => None,
             Some(p) if p > 0 => Some(p as u32),
@@ -291,7 +300,7 @@ impl Params {
     }
 
     /// `durationSeconds`: -1 (until the client goes away) or 0 and up; `None` for -1.
-    fn duration(&self, default: i64) -> Result<Option<Duration>, ApiError> {
+    pub(super) fn duration(&self, default: i64) -> Result<Option<Duration>, ApiError> {
         let secs = self.int("durationSeconds")?.unwrap_or(default);
         match secs {
             -1 => Ok(None),
@@ -304,7 +313,7 @@ impl Params {
     }
 
     /// `egressProvider`: `None` to send the artifact in the response, else the provider.
-    fn egress<'a>(&self, egress: &'a [Egress]) -> Result<Option<&'a Egress>, ApiError> {
+    pub(super) fn egress<'a>(&self, egress: &'a [Egress]) -> Result<Option<&'a Egress>, ApiError> {
         match self.get("egressProvider") {
             None | Some("") => Ok(None),
             Some(p) => match egress.iter().find(|e| e.name == p) {
@@ -318,7 +327,7 @@ impl Params {
     }
 
     /// `tags`: comma separated, each trimmed, empty ones dropped, each at most once.
-    fn tags(&self) -> Vec<String> {
+    pub(super) fn tags(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for t in self.get("tags").unwrap_or("").split(',').map(str::trim) {
             if !t.is_empty() && !out.iter().any(|o| o == t) {
@@ -360,7 +369,7 @@ pub struct Api {
 }
 
 impl Api {
-    fn permit(
+    pub(super) fn permit(
         sem: &Arc<Semaphore>,
         kind: &str,
         limit: usize,
@@ -550,11 +559,13 @@ impl Api {
                     ))),
                 }
             }
-            (_, "/logs")
-            | (_, "/livemetrics")
-            | (_, "/exceptions")
-            | (_, "/parameters")
-            | (_, "/collectionrules") => Err(ApiError {
+            (&Method::GET, "/logs") | (&Method::POST, "/logs") => {
+                super::logs::route(self, req, &params, &host).await
+            }
+            (&Method::GET, "/livemetrics") | (&Method::POST, "/livemetrics") => {
+                super::livemetrics::route(self, req, &params, &host).await
+            }
+            (_, "/exceptions") | (_, "/parameters") | (_, "/collectionrules") => Err(ApiError {
                 status: StatusCode::NOT_IMPLEMENTED,
                 detail: format!("{} is not implemented by dsipc serve yet.", path),
                 errors: Vec::new(),
@@ -569,7 +580,7 @@ impl Api {
     }
 
     /// Sends `a` in the response, or to `egress` as an operation (202 with its Location).
-    fn deliver(
+    pub(super) fn deliver(
         &self,
         a: Artifact,
         runtime: &Runtime,
@@ -909,20 +920,22 @@ impl Api {
 }
 
 /// An artifact on its way to the client or an egress provider.
-struct Artifact {
+pub(super) struct Artifact {
     /// Its file name (dotnet-monitor's).
-    name: String,
-    content_type: &'static str,
-    body: Body,
+    pub name: String,
+    /// Its content type.
+    pub content_type: &'static str,
+    /// Its bytes, whole or streamed.
+    pub body: Body,
     /// Ends its collection early keeping what came (`None`: not stoppable).
-    stop: Option<Arc<Notify>>,
+    pub stop: Option<Arc<Notify>>,
 }
 
 fn unknown_operation(id: &str) -> ApiError {
     ApiError::bad_request(format!("Operation id '{}' was not found.", id))
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+pub(super) async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
@@ -943,7 +956,7 @@ fn dump_type(t: &str) -> Result<DumpType, ApiError> {
 }
 
 /// dotnet-monitor's artifact time stamp: `yyyyMMdd_HHmmss_fff`, UTC.
-fn timestamp() -> String {
+pub(super) fn timestamp() -> String {
     let now = SystemTime::now();
     let (y, mo, d, h, mi, s) = crate::counters::output::civil(now);
     let ms = now
@@ -957,7 +970,7 @@ fn timestamp() -> String {
 }
 
 /// `{timestamp}_{pid}.{ext}`, dotnet-monitor's name for traces, gcdumps and stacks.
-fn artifact_name(pid: u32, ext: &str) -> String {
+pub(super) fn artifact_name(pid: u32, ext: &str) -> String {
     format!("{}_{}.{}", timestamp(), pid, ext)
 }
 
@@ -1019,7 +1032,7 @@ fn not_found() -> Response<Body> {
 }
 
 /// The request body, at most [`MAX_BODY`] bytes.
-async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
+pub(super) async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
     match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) => {

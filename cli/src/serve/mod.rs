@@ -12,6 +12,8 @@
 mod api;
 mod auth;
 mod http;
+mod livemetrics;
+mod logs;
 mod operations;
 mod procs;
 mod profiles;
