@@ -222,14 +222,36 @@ fn save(a: &Answered, dir: &Path, name: &str) -> PathBuf {
     p
 }
 
+/// RFC 7464 records: each starts with 0x1E and ends with a newline.
+fn json_seq(body: &[u8]) -> Vec<Value> {
+    if body.is_empty() {
+        return Vec::new();
+    }
+    assert_eq!(body[0], 0x1e, "json-seq starts with RS");
+    body[1..]
+        .split(|&b| b == 0x1e)
+        .map(|rec| {
+            assert_eq!(rec.last(), Some(&b'\n'), "a record ends with LF");
+            serde_json::from_slice(rec).unwrap()
+        })
+        .collect()
+}
+
 /// Every route a .NET 8 runtime answers, as dotnet-monitor shapes it.
 #[test]
 fn serve_routes_against_real_net8() {
     let (_host, pid, dir) = host(
         "net8",
-        &["--sleeping-thread", "--hold", "5000", "--counters"],
+        &[
+            "--sleeping-thread",
+            "--hold",
+            "5000",
+            "--counters",
+            "--meter-rate",
+            "50",
+        ],
     );
-    let serve = Serve::with_key(dir.path());
+    let serve = Serve::start(dir.path(), &["--temp-apikey", "--counter-interval", "1"]);
     let pid_q = format!("pid={}", pid);
 
     // /processes: the one runtime, the default.
@@ -434,6 +456,61 @@ fn serve_routes_against_real_net8() {
         .unwrap()
         .starts_with("text/plain"));
     common::promtool_check(&text);
+    // /livemetrics: json-seq Metric records for the default providers (GET) and for a
+    // configuration naming a meter (POST).
+    let live = serve.get("/livemetrics?durationSeconds=3");
+    assert_eq!(live.status, 200, "{}", live.text());
+    assert_eq!(
+        live.header("content-type").as_deref(),
+        Some("application/json-seq")
+    );
+    let records = json_seq(&live.body);
+    assert!(
+        records.iter().any(|r| r["provider"] == "System.Runtime"
+            && r["name"] == "cpu-usage"
+            && r["counterType"] == "Metric"),
+        "{:?}",
+        records
+    );
+    for r in &records {
+        for k in [
+            "timestamp",
+            "provider",
+            "name",
+            "displayName",
+            "unit",
+            "counterType",
+            "tags",
+            "value",
+        ] {
+            assert!(r.get(k).is_some(), "Metric has {}: {}", k, r);
+        }
+    }
+    let meter = serve.post(
+        "/livemetrics?durationSeconds=3",
+        r#"{"includeDefaultProviders":false,"meters":[{"meterName":"MyMeter","instrumentNames":["requests"]}]}"#,
+    );
+    assert_eq!(meter.status, 200, "{}", meter.text());
+    let records = json_seq(&meter.body);
+    assert!(!records.is_empty(), "no MyMeter records");
+    assert!(
+        records
+            .iter()
+            .all(|r| r["provider"] == "MyMeter" && r["name"] == "requests"),
+        "{:?}",
+        records
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["counterType"] == "Rate" && r["value"].as_f64().unwrap() >= 40.0),
+        "{:?}",
+        records
+    );
+    serve
+        .post("/livemetrics", r#"{"includeDefaultProviders":false}"#)
+        .assert_problem(400, "No provider");
+
     // The API listener serves /metrics too, behind the key.
     assert_eq!(
         serve

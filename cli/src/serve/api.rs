@@ -6,7 +6,6 @@
 //! stream: a trace is sent as the runtime writes it (a chunked body; a client that goes away
 //! stops the session), a dump is read from serve's storage folder and deleted once sent.
 
-use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -27,6 +26,7 @@ use super::http::{self, Body};
 use super::operations::{DeleteError, Egress, Operations, ProcessRef};
 use super::procs::{self, Runtime, Selector};
 use super::profiles::{self, TraceProfile};
+use super::session;
 use crate::counters::Collector;
 use crate::json;
 use crate::providers::ProviderSpec;
@@ -40,6 +40,8 @@ pub const MAX_TRACES: usize = 3;
 pub const MAX_STACKS: usize = 3;
 /// See [`MAX_TRACES`].
 pub const MAX_DUMPS: usize = 1;
+/// See [`MAX_TRACES`].
+pub const MAX_LIVE_METRICS: usize = 3;
 /// See [`MAX_TRACES`].
 pub const MAX_GCDUMPS: usize = 1;
 /// Time the runtime has to answer a command (a dump has [`DUMP_TIMEOUT`]).
@@ -366,6 +368,9 @@ pub struct Api {
     pub dumps: Arc<Semaphore>,
     pub gcdumps: Arc<Semaphore>,
     pub stacks: Arc<Semaphore>,
+    pub live_metrics: Arc<Semaphore>,
+    /// Seconds between two counter publications (`/metrics`, `/livemetrics`).
+    pub counter_interval: f64,
 }
 
 impl Api {
@@ -734,75 +739,23 @@ impl Api {
                 arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
             })
             .collect();
-        let mut session = client
+        let session = client
             .collect_tracing(&providers, buffer_mb, rundown)
             .await?;
-        let (tx, body) = http::channel(4);
         let pid = runtime.pid;
-        let stop_asked = Arc::new(Notify::new());
-        let stop_signal = Arc::clone(&stop_asked);
-        tokio::spawn(async move {
-            let _permit = permit;
-            // Parsed as it passes, only to tell a clean end from a runtime that died: a
-            // stream cut short ends the response abnormally (the client sees a cut
-            // chunked body), never as a whole trace. A stream that does not parse is still
-            // passed on whole (the bytes are the runtime's).
-            let mut check = dsipc_trace::TraceStream::new();
-            let stop = session.stop_handle();
-            let deadline = duration.map(|d| tokio::time::Instant::now() + d);
-            let mut stopping: Option<tokio::task::JoinHandle<()>> = None;
-            loop {
-                let ask_stop = tokio::select! {
-                    chunk = session.next_chunk() => match chunk {
-                        None => {
-                            if let Err(e) = check.finish(|_| {}) {
-                                if e.is_truncation() {
-                                    eprintln!("dsipc: serve: pid {}: trace: the runtime ended the stream without its end-of-stream object (did it exit?): {}", pid, e);
-                                    let _ = tx.send(Err(io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string()))).await;
-                                }
-                            }
-                            break;
-                        }
-                        Some(Ok(data)) => {
-                            let _ = check.feed(&data, |_| {});
-                            if tx.send(Ok(Bytes::from(data))).await.is_err() {
-                                // The client went away: stop the session (once).
-                                true
-                            } else {
-                                false
-                            }
-                        }
-                        Some(Err(e)) => {
-                            let _ = tx.send(Err(io::Error::new(io::ErrorKind::Other, e.to_string()))).await;
-                            eprintln!("dsipc: serve: pid {}: trace: {}", pid, crate::term::clean(&e.to_string()));
-                            break;
-                        }
-                    },
-                    _ = sleep_until(deadline), if stopping.is_none() && deadline.is_some() => true,
-                    _ = stop_signal.notified(), if stopping.is_none() => true,
-                    _ = tx.closed(), if stopping.is_none() => true,
-                };
-                if ask_stop && stopping.is_none() {
-                    let stop = stop.clone();
-                    stopping = Some(tokio::spawn(async move {
-                        let _ = stop.stop().await;
-                    }));
-                }
-                if tx.is_closed() && stopping.is_some() {
-                    // Nobody reads the rest: the stop was asked; closing the stream ends
-                    // the session in the runtime either way.
-                    break;
-                }
-            }
-            if let Some(s) = stopping {
-                let _ = s.await;
-            }
-        });
+        let (body, stop) = session::stream(
+            session,
+            duration,
+            permit,
+            pid,
+            "trace",
+            session::Nettrace::default(),
+        );
         Ok(Artifact {
             name: artifact_name(pid, "nettrace"),
             content_type: "application/octet-stream",
             body,
-            stop: Some(stop_asked),
+            stop: Some(stop),
         })
     }
 
@@ -933,13 +886,6 @@ pub(super) struct Artifact {
 
 fn unknown_operation(id: &str) -> ApiError {
     ApiError::bad_request(format!("Operation id '{}' was not found.", id))
-}
-
-pub(super) async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
 }
 
 fn dump_type(t: &str) -> Result<DumpType, ApiError> {

@@ -17,6 +17,7 @@ mod logs;
 mod operations;
 mod procs;
 mod profiles;
+mod session;
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -52,6 +53,7 @@ const VALUES: &[&str] = &[
     "--api-key-file",
     "--dump-temp-folder",
     "--egress",
+    "--counter-interval",
     "-o",
     "--output",
 ];
@@ -117,6 +119,19 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         None => StorageDir::create()?,
     };
     let timeout = common.timeout_or(dsipc_std::DEFAULT_TIMEOUT);
+    // dotnet-monitor's GlobalCounter:IntervalSeconds (default 5).
+    let counter_interval = match p.value_os("--counter-interval") {
+        None => 5.0,
+        Some(v) => {
+            let d = args::duration("--counter-interval", v)?;
+            if d < std::time::Duration::from_secs(1) || d > std::time::Duration::from_secs(86_400) {
+                return Err(CliError::Usage(
+                    "--counter-interval is from 1 s to a day".into(),
+                ));
+            }
+            d.as_secs_f64()
+        }
+    };
     let egress = match p.value_text("--egress")? {
         None => Vec::new(),
         Some(list) => operations::parse_egress(list).map_err(CliError::Usage)?,
@@ -127,7 +142,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         dump_dir: dump_dir.path.clone(),
         metrics: Arc::new(Collector::with(
             dsipc_trace::counters::CounterSet::default(),
-            5.0,
+            counter_interval,
             common.tmpdir.clone(),
             timeout,
         )),
@@ -137,6 +152,8 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         dumps: Arc::new(Semaphore::new(api::MAX_DUMPS)),
         gcdumps: Arc::new(Semaphore::new(api::MAX_GCDUMPS)),
         stacks: Arc::new(Semaphore::new(api::MAX_STACKS)),
+        live_metrics: Arc::new(Semaphore::new(api::MAX_LIVE_METRICS)),
+        counter_interval,
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -387,6 +404,7 @@ impl StorageDir {
                 std::process::id(),
                 u32::from_le_bytes(suffix).wrapping_add(attempt)
             ));
+            #[cfg_attr(not(unix), allow(unused_mut))]
             let mut b = std::fs::DirBuilder::new();
             #[cfg(unix)]
             {
