@@ -20,15 +20,15 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use dsipc::payload::Provider;
-use dsipc::wire::Text;
-use dsipc_std::{Chunk, DiagnosticsClient, Error};
+use dsipc_std::DiagnosticsClient;
 use dsipc_trace::format::json_string;
 use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
 use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, RetainedStat, TypeStat, Walk};
 
 use crate::args::{parse_os, show};
+use crate::collect::{self, Collect, End, Request};
 use crate::output::{display, Output};
+use crate::providers::ProviderSpec;
 use crate::term::{clean, note};
 use crate::{args, print_out, CliError, CliResult, Common};
 
@@ -44,8 +44,6 @@ const CRITICAL: u32 = 1;
 const BUFFER_MB: u32 = 1024;
 /// The whole command's default time budget (dotnet-gcdump waits 30 s).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long one wait for stream bytes lasts before the deadline is looked at again.
-const TICK: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -359,137 +357,187 @@ pub(crate) fn collect(
 ) -> Result<HeapGraph, CliError> {
     let timeout = client.timeout();
     let deadline = started + timeout;
-    let late = |what: &str| {
-        CliError::Failed(format!(
-            "pid {}: no heap snapshot within {:.1} s (--timeout): {}",
-            pid,
-            timeout.as_secs_f64(),
-            what
-        ))
-    };
+    collect::run(client, TypeFlush::new(pid, timeout), deadline)?;
+    collect::run(client, HeapWalk::new(pid, timeout), deadline)
+}
 
-    // The type-table flush: a session started and stopped at once, enabling the runtime
-    // provider without its Type keyword (the runtime forgets which types it described
-    // when told of keywords without it; .NET Core 3.1 only when the runtime provider itself
-    // is enabled, so SampleProfiler alone, as dotnet-gcdump does, is not enough there).
-    // Level Critical: none of its GC events is sent.
-    let flush = [Provider {
-        keywords: GC_KEYWORD,
-        log_level: CRITICAL,
-        provider_name: Text::Str(RUNTIME),
-        arguments: Text::Null,
-    }];
-    let mut session = client.collect_tracing(&flush, 16, false)?;
-    session.stop()?;
-    loop {
-        if Instant::now() >= deadline {
-            return Err(late("the first session did not end after its stop"));
-        }
-        match session.next_chunk(TICK)? {
-            Chunk::End => break,
-            _ => continue,
+fn late(pid: u32, timeout: Duration, what: &str) -> CliError {
+    CliError::Failed(format!(
+        "pid {}: no heap snapshot within {:.1} s (--timeout): {}",
+        pid,
+        timeout.as_secs_f64(),
+        what
+    ))
+}
+
+/// The type-table flush: a session started and stopped at once, enabling the runtime
+/// provider without its Type keyword (the runtime forgets which types it described when
+/// told of keywords without it; .NET Core 3.1 only when the runtime provider itself is
+/// enabled, so SampleProfiler alone, as dotnet-gcdump does, is not enough there). Level
+/// Critical: none of its GC events is sent.
+pub(crate) struct TypeFlush {
+    pid: u32,
+    timeout: Duration,
+}
+
+impl TypeFlush {
+    /// The flush before a snapshot of runtime `pid`.
+    pub(crate) fn new(pid: u32, timeout: Duration) -> TypeFlush {
+        TypeFlush { pid, timeout }
+    }
+}
+
+impl Collect for TypeFlush {
+    type Output = ();
+
+    fn request(&self) -> Request {
+        Request {
+            providers: vec![ProviderSpec {
+                name: RUNTIME.to_string(),
+                keywords: GC_KEYWORD,
+                level: CRITICAL,
+                args: None,
+            }],
+            buffer_mb: 16,
+            rundown: false,
         }
     }
-    drop(session);
 
-    let providers = [Provider {
-        keywords: HEAP_KEYWORDS,
-        log_level: VERBOSE,
-        provider_name: Text::Str(RUNTIME),
-        arguments: Text::Null,
-    }];
-    let mut session = client.collect_tracing(&providers, BUFFER_MB, false)?;
-    let mut heap = HeapStream::new();
-    let mut stop_asked = false;
-    let mut feed_error: Option<HeapError> = None;
-    let result: Result<(), Error> = loop {
-        if Instant::now() >= deadline {
-            let what = match heap.builder().walk() {
-                Walk::NotStarted => "the runtime started no blocking gen-2 GC",
-                Walk::Running { .. } => "the heap walk did not finish",
-                Walk::Done { .. } => "the session did not end after its stop",
-            };
-            return Err(late(what));
+    fn feed(&mut self, _data: &[u8]) -> Result<(), CliError> {
+        Ok(())
+    }
+
+    fn enough(&self, _elapsed: Duration) -> bool {
+        true
+    }
+
+    fn finish(self, end: End, _stop_asked: bool) -> Result<(), CliError> {
+        match end {
+            End::Stream => Ok(()),
+            End::TimedOut => Err(late(
+                self.pid,
+                self.timeout,
+                "the first session did not end after its stop",
+            )),
+            End::Failed(e) => Err(CliError::Ipc(e)),
         }
-        match session.next_chunk(TICK) {
-            Ok(Chunk::Data(data)) => {
-                if let Err(e) = heap.feed(data) {
-                    feed_error = Some(e);
-                    break Ok(());
-                }
-                if !stop_asked && matches!(heap.builder().walk(), Walk::Done { .. }) {
-                    stop_asked = true;
-                    if let Err(e) = session.stop() {
-                        break Err(e);
+    }
+}
+
+/// dotnet-gcdump's heap session (`0x1980001:5`, no rundown): the runtime runs a blocking
+/// gen-2 GC and walks its heap; stopped at that GC's end; the graph built as it arrives.
+pub(crate) struct HeapWalk {
+    heap: HeapStream,
+    pid: u32,
+    timeout: Duration,
+}
+
+impl HeapWalk {
+    /// A snapshot of runtime `pid`, due within `timeout`.
+    pub(crate) fn new(pid: u32, timeout: Duration) -> HeapWalk {
+        HeapWalk {
+            heap: HeapStream::new(),
+            pid,
+            timeout,
+        }
+    }
+}
+
+impl Collect for HeapWalk {
+    type Output = HeapGraph;
+
+    fn request(&self) -> Request {
+        Request {
+            providers: vec![ProviderSpec {
+                name: RUNTIME.to_string(),
+                keywords: HEAP_KEYWORDS,
+                level: VERBOSE,
+                args: None,
+            }],
+            buffer_mb: BUFFER_MB,
+            rundown: false,
+        }
+    }
+
+    fn feed(&mut self, data: &[u8]) -> Result<(), CliError> {
+        self.heap.feed(data).map_err(|e| bad_stream(&e))
+    }
+
+    fn enough(&self, _elapsed: Duration) -> bool {
+        matches!(self.heap.builder().walk(), Walk::Done { .. })
+    }
+
+    fn finish(mut self, end: End, _stop_asked: bool) -> Result<HeapGraph, CliError> {
+        let pid = self.pid;
+        let walk = self.heap.builder().walk();
+        let result = match end {
+            End::TimedOut => {
+                let what = match walk {
+                    Walk::NotStarted => "the runtime started no blocking gen-2 GC",
+                    Walk::Running { .. } => "the heap walk did not finish",
+                    Walk::Done { .. } => "the session did not end after its stop",
+                };
+                return Err(late(pid, self.timeout, what));
+            }
+            End::Stream => Ok(()),
+            End::Failed(e) => Err(e),
+        };
+        let ended = self.heap.finish();
+        match (result, walk) {
+            // The walk is whole: what came after it does not matter.
+            (_, Walk::Done { .. }) => {
+                if let Err(e) = &ended {
+                    if !e.is_truncation() {
+                        return Err(bad_stream(e));
                     }
                 }
             }
-            Ok(Chunk::End) => break Ok(()),
-            Ok(_) => {}
-            Err(e) => break Err(e),
-        }
-    };
-    // Closing the connection ends the session in the runtime, whatever happened.
-    drop(session);
-    if let Some(e) = feed_error {
-        return Err(bad_stream(&e));
-    }
-    let walk = heap.builder().walk();
-    let ended = heap.finish();
-    match (result, walk) {
-        // The walk is whole: what came after it does not matter.
-        (_, Walk::Done { .. }) => {
-            if let Err(e) = &ended {
-                if !e.is_truncation() {
-                    return Err(bad_stream(e));
-                }
+            (Err(e), _) => return Err(CliError::Ipc(e)),
+            (Ok(()), _) => {
+                return Err(CliError::Failed(match ended {
+                    Err(e) if !e.is_truncation() => return Err(bad_stream(&e)),
+                    Err(e) => format!(
+                        "pid {}: the runtime ended the stream before the heap walk was over (did it exit?): {}",
+                        pid, e
+                    ),
+                    Ok(()) => format!(
+                        "pid {}: the stream ended without a heap walk (no blocking gen-2 GC)",
+                        pid
+                    ),
+                }))
             }
         }
-        (Err(e), _) => return Err(CliError::Ipc(e)),
-        (Ok(()), _) => {
-            return Err(CliError::Failed(match ended {
-                Err(e) if !e.is_truncation() => return Err(bad_stream(&e)),
-                Err(e) => format!(
-                    "pid {}: the runtime ended the stream before the heap walk was over (did it exit?): {}",
-                    pid, e
-                ),
-                Ok(()) => format!(
-                    "pid {}: the stream ended without a heap walk (no blocking gen-2 GC)",
-                    pid
-                ),
-            }))
+        let graph = self.heap.into_graph().map_err(|e| bad_stream(&e))?;
+        if graph.object_count() == 0 {
+            return Err(CliError::Failed(format!(
+                "pid {}: the runtime's gen-2 GC sent no heap walk (no GCBulkNode events)",
+                pid
+            )));
         }
+        if graph.lost_events > 0 {
+            note!(
+                "dsipc: warning: the runtime dropped {} events: the snapshot is incomplete",
+                graph.lost_events
+            );
+        }
+        let unnamed = graph
+            .objects()
+            .filter(|o| graph.types[o.type_index as usize].name.is_none())
+            .count();
+        if unnamed > 0 {
+            note!(
+                "dsipc: warning: {} objects are of types the runtime did not name (UNKNOWN_TYPE)",
+                unnamed
+            );
+        }
+        if graph.missing_edges > 0 {
+            note!(
+                "dsipc: warning: {} references the objects announced never came",
+                graph.missing_edges
+            );
+        }
+        Ok(graph)
     }
-    let graph = heap.into_graph().map_err(|e| bad_stream(&e))?;
-    if graph.object_count() == 0 {
-        return Err(CliError::Failed(format!(
-            "pid {}: the runtime's gen-2 GC sent no heap walk (no GCBulkNode events)",
-            pid
-        )));
-    }
-    if graph.lost_events > 0 {
-        note!(
-            "dsipc: warning: the runtime dropped {} events: the snapshot is incomplete",
-            graph.lost_events
-        );
-    }
-    let unnamed = graph
-        .objects()
-        .filter(|o| graph.types[o.type_index as usize].name.is_none())
-        .count();
-    if unnamed > 0 {
-        note!(
-            "dsipc: warning: {} objects are of types the runtime did not name (UNKNOWN_TYPE)",
-            unnamed
-        );
-    }
-    if graph.missing_edges > 0 {
-        note!(
-            "dsipc: warning: {} references the objects announced never came",
-            graph.missing_edges
-        );
-    }
-    Ok(graph)
 }
 
 fn bad_stream(e: &HeapError) -> CliError {

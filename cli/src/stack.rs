@@ -14,17 +14,14 @@
 //! (`{"stacks":[{"threadId","threadName","frames":[{"methodName","methodToken",
 //! "parameterTypes","typeName","moduleName","moduleVersionId"}]}]}`), see [`json`].
 
-use std::cell::{Cell, RefCell};
 use std::ffi::OsString;
-use std::io;
 use std::time::{Duration, Instant};
 
-use dsipc::payload::Provider;
-use dsipc::wire::Text;
-use dsipc_std::{Control, Error};
 use dsipc_trace::{LiveProfile, StackFrame, StackSnapshot};
 
 use crate::args::show;
+use crate::collect::{self, Collect, End, Request};
+use crate::providers::ProviderSpec;
 use crate::term::{clean, note};
 use crate::{json, pid_command, print_out, CliError, CliResult};
 
@@ -87,89 +84,97 @@ pub(crate) fn snapshot(
     started: Instant,
 ) -> Result<StackSnapshot, CliError> {
     let timeout = client.timeout();
-    let deadline = started + timeout;
-    let stop_at = STOP_AT_THE_LATEST.min(timeout / 2);
+    collect::run(client, Sampling::new(pid, timeout), started + timeout)
+}
 
-    let providers = [
-        Provider {
-            keywords: 0,
-            log_level: INFORMATIONAL,
-            provider_name: Text::Str(SAMPLE_PROFILER),
-            arguments: Text::Null,
-        },
-        Provider {
-            keywords: RUNTIME_KEYWORDS,
-            log_level: INFORMATIONAL,
-            provider_name: Text::Str(RUNTIME),
-            arguments: Text::Null,
-        },
-    ];
-    let mut session = client.collect_tracing(&providers, 256, true)?;
-    let session_started = Instant::now();
-    let live = RefCell::new(LiveProfile::new());
-    let stop_asked = Cell::new(false);
-    let timed_out = Cell::new(false);
-    let result = session.drain_controlled(
-        |data| {
-            live.borrow_mut()
-                .feed(data)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
-        },
-        |_| {
-            if Instant::now() >= deadline {
-                timed_out.set(true);
-                return Control::Abort;
-            }
-            // One thread sampled twice: the sampler went round every thread.
-            if live.borrow().analyzer().max_thread_samples() >= 2
-                || session_started.elapsed() >= stop_at
-            {
-                stop_asked.set(true);
-                return Control::Stop;
-            }
-            Control::Continue
-        },
-    );
-    // Closing the connection ends the session in the runtime, whatever happened.
-    drop(session);
-    let mut live = live.into_inner();
-    match result {
-        Ok(_) => {}
-        Err(_) if live.error().is_some() => {}
-        Err(Error::Aborted) if timed_out.get() => {
-            return Err(CliError::Failed(format!(
-                "pid {}: no complete answer within {:.1} s (--timeout): the runtime {}",
-                pid,
-                timeout.as_secs_f64(),
-                if stop_asked.get() {
-                    "did not finish the session after the stop"
-                } else {
-                    "sent no samples"
-                }
-            )))
+/// dotnet-stack's session as a [`Collect`]: SampleProfiler and the runtime's loader and JIT
+/// events with rundown, stopped once the sampler went round every thread (one thread has
+/// two samples) or at [`STOP_AT_THE_LATEST`] (half the timeout if shorter).
+pub(crate) struct Sampling {
+    live: LiveProfile,
+    pid: u32,
+    timeout: Duration,
+}
+
+impl Sampling {
+    /// Sampling runtime `pid`, whose whole answer is due within `timeout`.
+    pub(crate) fn new(pid: u32, timeout: Duration) -> Sampling {
+        Sampling {
+            live: LiveProfile::new(),
+            pid,
+            timeout,
         }
-        Err(e) => return Err(CliError::Ipc(e)),
     }
-    if let Err(e) = live.finish() {
-        let why = if e.is_truncation() {
-            format!(
-                "the runtime ended the stream {}without its end-of-stream object (did pid {} exit?): {}",
-                if stop_asked.get() { "" } else { "before the stop and " },
-                pid,
-                e
-            )
-        } else {
-            format!("the stream did not parse: {}", e)
+}
+
+impl Collect for Sampling {
+    type Output = StackSnapshot;
+
+    fn request(&self) -> Request {
+        let spec = |name: &str, keywords| ProviderSpec {
+            name: name.to_string(),
+            keywords,
+            level: INFORMATIONAL,
+            args: None,
         };
-        return Err(CliError::Failed(why));
+        Request {
+            providers: vec![spec(SAMPLE_PROFILER, 0), spec(RUNTIME, RUNTIME_KEYWORDS)],
+            buffer_mb: 256,
+            rundown: true,
+        }
     }
-    if let Some(limit) = live.analyzer().limit_error() {
-        return Err(CliError::Failed(format!(
-            "the trace went past a limit: {}",
-            limit
-        )));
+
+    fn feed(&mut self, data: &[u8]) -> Result<(), CliError> {
+        self.live
+            .feed(data)
+            .map_err(|e| CliError::Failed(format!("the stream did not parse: {}", e)))
     }
-    Ok(live.into_stacks())
+
+    fn enough(&self, elapsed: Duration) -> bool {
+        // One thread sampled twice: the sampler went round every thread.
+        self.live.analyzer().max_thread_samples() >= 2
+            || elapsed >= STOP_AT_THE_LATEST.min(self.timeout / 2)
+    }
+
+    fn finish(mut self, end: End, stop_asked: bool) -> Result<StackSnapshot, CliError> {
+        let pid = self.pid;
+        match end {
+            End::Stream => {}
+            End::TimedOut => {
+                return Err(CliError::Failed(format!(
+                    "pid {}: no complete answer within {:.1} s (--timeout): the runtime {}",
+                    pid,
+                    self.timeout.as_secs_f64(),
+                    if stop_asked {
+                        "did not finish the session after the stop"
+                    } else {
+                        "sent no samples"
+                    }
+                )))
+            }
+            End::Failed(e) => return Err(CliError::Ipc(e)),
+        }
+        if let Err(e) = self.live.finish() {
+            let why = if e.is_truncation() {
+                format!(
+                    "the runtime ended the stream {}without its end-of-stream object (did pid {} exit?): {}",
+                    if stop_asked { "" } else { "before the stop and " },
+                    pid,
+                    e
+                )
+            } else {
+                format!("the stream did not parse: {}", e)
+            };
+            return Err(CliError::Failed(why));
+        }
+        if let Some(limit) = self.live.analyzer().limit_error() {
+            return Err(CliError::Failed(format!(
+                "the trace went past a limit: {}",
+                limit
+            )));
+        }
+        Ok(self.live.into_stacks())
+    }
 }
 
 /// dotnet-stack's report: per thread `Thread (0x{TID:X}):`, frames innermost first

@@ -46,6 +46,8 @@ pub const MAX_LIVE_METRICS: usize = 3;
 pub const MAX_GCDUMPS: usize = 1;
 /// Time the runtime has to answer a command (a dump has [`DUMP_TIMEOUT`]).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a heap snapshot may take (dotnet-gcdump's default timeout).
+pub const GCDUMP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time the runtime has to write a dump.
 pub const DUMP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default `durationSeconds` of `/trace` (dotnet-monitor's).
@@ -762,14 +764,13 @@ impl Api {
     async fn stacks(&self, runtime: &Runtime, format: StackFormat) -> Result<Artifact, ApiError> {
         let _permit = Api::permit(&self.stacks, "stacks", MAX_STACKS)?;
         let pid = runtime.pid;
-        let address = runtime.address.clone();
-        let snapshot = tokio::task::spawn_blocking(move || {
-            let client = dsipc_std::DiagnosticsClient::new(dsipc_std::Endpoint::new(address))
-                .with_timeout(COMMAND_TIMEOUT);
-            crate::stack::snapshot(&client, pid, Instant::now())
-        })
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))??;
+        let client = runtime.client(COMMAND_TIMEOUT);
+        let snapshot = super::collect::run(
+            &client,
+            crate::stack::Sampling::new(pid, COMMAND_TIMEOUT),
+            Instant::now() + COMMAND_TIMEOUT,
+        )
+        .await?;
         Ok(match format {
             StackFormat::Json => Artifact {
                 name: artifact_name(pid, "stacks.json"),
@@ -791,12 +792,23 @@ impl Api {
     async fn gcdump(&self, runtime: &Runtime) -> Result<Artifact, ApiError> {
         let _permit = Api::permit(&self.gcdumps, "gcdump", MAX_GCDUMPS)?;
         let pid = runtime.pid;
-        let address = runtime.address.clone();
+        let client = runtime.client(GCDUMP_TIMEOUT);
+        let deadline = Instant::now() + GCDUMP_TIMEOUT;
+        let now = SystemTime::now();
+        super::collect::run(
+            &client,
+            crate::gcdump::TypeFlush::new(pid, GCDUMP_TIMEOUT),
+            deadline,
+        )
+        .await?;
+        let graph = super::collect::run(
+            &client,
+            crate::gcdump::HeapWalk::new(pid, GCDUMP_TIMEOUT),
+            deadline,
+        )
+        .await?;
+        // Writing a large graph takes a while: off the thread that answers requests.
         let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
-            let client = dsipc_std::DiagnosticsClient::new(dsipc_std::Endpoint::new(address))
-                .with_timeout(Duration::from_secs(30));
-            let now = SystemTime::now();
-            let graph = crate::gcdump::collect(&client, pid, Instant::now())?;
             let mut out = Vec::new();
             dsipc_trace::heap::gcdump::write(&graph, &crate::gcdump::file_info(pid, now), &mut out)
                 .map_err(|e| ApiError::internal(format!("writing the gcdump: {}", e)))?;

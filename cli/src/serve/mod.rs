@@ -11,6 +11,7 @@
 
 mod api;
 mod auth;
+mod collect;
 mod http;
 mod livemetrics;
 mod logs;
