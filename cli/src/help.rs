@@ -44,7 +44,8 @@ commands:
 pub const SERVE: &str = "\
 usage: dsipc serve [--urls URLS] [--metricUrls URLS] [--no-metrics]
                    [--api-key-file FILE | --temp-apikey | --no-auth]
-                   [--dump-temp-folder DIR]
+                   [--default-process KEY=VALUE] [--egress NAME=DIR]
+                   [--counter-interval SECS] [--dump-temp-folder DIR]
        dsipc serve generatekey [-o FILE] [--force]
 
 dotnet-monitor's HTTP API for the runtimes on this machine, with its routes, parameters,
@@ -53,9 +54,13 @@ Cpu,Http,Logs,Metrics,GcCollect; durationSeconds=N, -1 until the client goes awa
 POST /trace (an EventPipeConfiguration body), GET /stacks (application/json or
 text/plain by Accept), /gcdump, /dump (type=Mini|Full|WithHeap|Triage), /metrics. A
 process is named by pid, uid (its runtime instance cookie) or name; without one, the only
-process there is. Errors are application/problem+json; a kind of operation past its limit
-(3 traces, 3 stacks, 1 dump, 1 gcdump at once) is 429. Not yet offered: /logs,
-/livemetrics, egress and /operations, listen mode (501).
+process there is (or the one --default-process names). Errors are
+application/problem+json; a kind of operation past its limit (3 traces, 3 stacks, 3 live
+metrics, 1 dump, 1 gcdump at once) is 429. GET/POST /livemetrics stream counters as
+json-seq Metric records. With egressProvider=NAME an artifact goes to that provider: 202
+with Location: /operations/{id}; GET /operations, GET /operations/{id}, DELETE
+/operations/{id} (?stop=true ends a trace early, keeping it). Not yet offered:
+/exceptions, /parameters, /collectionrules (501).
 
   --urls URLS          where the API listens, ';'-separated http://HOST:PORT
                        (default http://localhost:52323: loopback only). HOST is
@@ -66,6 +71,16 @@ process there is. Errors are application/problem+json; a kind of operation past 
                        requests need `Authorization: Bearer KEY`
   --temp-apikey        a key for this run only, printed on stderr
   --no-auth            no authentication (a warning says so)
+  --default-process KEY=VALUE
+                       which runtime answers requests naming none (dotnet-monitor's
+                       DefaultProcess filter): ProcessId=N, ProcessName=NAME or
+                       CommandLine=TEXT (a substring); default: the only one there is
+  --egress NAME=DIR[;NAME=DIR]
+                       file-system egress providers for egressProvider=NAME: the
+                       artifact lands in DIR (created if missing) as an operation
+  --counter-interval SECS
+                       seconds between counter publications for /metrics and
+                       /livemetrics (default 5)
   --dump-temp-folder DIR
                        where runtimes write dumps before they are sent and deleted
                        (default: a private folder serve makes and removes)

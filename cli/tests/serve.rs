@@ -695,6 +695,24 @@ fn serve_without_a_default_process_says_so() {
         one["uid"].as_str(),
         Some(a.identity().cookie.to_string().as_str())
     );
+    // dotnet-monitor's DefaultProcess filter picks one.
+    let filter = format!("ProcessId={}", p2);
+    let chosen = Serve::start(dir.path(), &["--temp-apikey", "--default-process", &filter]);
+    assert_eq!(
+        chosen.get("/process").json()["pid"].as_u64(),
+        Some(p2 as u64)
+    );
+    let list = chosen.get("/processes").json();
+    for p in list.as_array().unwrap() {
+        assert_eq!(
+            p["isDefault"] == true,
+            p["pid"].as_u64() == Some(p2 as u64),
+            "{}",
+            list
+        );
+    }
+    let r = common::dsipc(&["serve", "--default-process", "Color=blue"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
     for s in &mut sleepers {
         let _ = s.kill();
         let _ = s.wait();

@@ -24,7 +24,7 @@ use dsipc::wire::Text;
 use super::auth::Verifier;
 use super::http::{self, Body};
 use super::operations::{DeleteError, Egress, Operations, ProcessRef};
-use super::procs::{self, Runtime, Selector};
+use super::procs::{Discovery, Runtime, Selector};
 use super::profiles::{self, TraceProfile};
 use super::session;
 use crate::counters::Collector;
@@ -353,6 +353,8 @@ fn is_guid(s: &str) -> bool {
 
 /// What serve was started with.
 pub struct Api {
+    /// Where runtimes are found, and which is the default.
+    pub discovery: Discovery,
     /// Where runtimes' sockets are (`--tmpdir`).
     pub tmpdir: Option<PathBuf>,
     /// The API key's verifier; `None` with `--no-auth`.
@@ -456,7 +458,7 @@ impl Api {
                             "The field metricsIntervalSeconds must be between 1 and 2147483647.",
                         )),
                     };
-                let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+                let runtime = self.discovery.select(&params.selector()?).await?;
                 let specs = profiles::providers(profile, interval);
                 let a = self
                     .trace(&runtime, specs, profile.wants_rundown(), 256, duration)
@@ -469,7 +471,7 @@ impl Api {
                 let selector = params.selector()?;
                 let body = read_body(req).await?;
                 let config = profiles::EventPipeConfiguration::parse(&body)?;
-                let runtime = procs::select(self.tmpdir.as_deref(), &selector).await?;
+                let runtime = self.discovery.select(&selector).await?;
                 let a = self
                     .trace(
                         &runtime,
@@ -484,13 +486,13 @@ impl Api {
             (&Method::GET, "/stacks") => {
                 let egress = params.egress(&self.egress)?;
                 let format = StackFormat::from_accept(&req)?;
-                let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+                let runtime = self.discovery.select(&params.selector()?).await?;
                 let a = self.stacks(&runtime, format).await?;
                 self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/gcdump") => {
                 let egress = params.egress(&self.egress)?;
-                let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+                let runtime = self.discovery.select(&params.selector()?).await?;
                 let a = self.gcdump(&runtime).await?;
                 self.deliver(a, &runtime, egress, &params, &host)
             }
@@ -500,7 +502,7 @@ impl Api {
                     None => DumpType::WithHeap,
                     Some(t) => dump_type(t)?,
                 };
-                let runtime = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+                let runtime = self.discovery.select(&params.selector()?).await?;
                 let a = self.dump(&runtime, kind).await?;
                 self.deliver(a, &runtime, egress, &params, &host)
             }
@@ -617,8 +619,8 @@ impl Api {
     }
 
     async fn processes(&self) -> ApiResult {
-        let all = procs::list(self.tmpdir.as_deref()).await?;
-        let default_pid = procs::default_of(&all).map(|r| r.pid);
+        let all = self.discovery.list().await?;
+        let default_pid = self.discovery.default_of(&all).ok().map(|r| r.pid);
         let mut body = String::from("[");
         for (i, r) in all.iter().enumerate() {
             if i > 0 {
@@ -636,7 +638,7 @@ impl Api {
     }
 
     async fn process(&self, params: &Params) -> ApiResult {
-        let r = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+        let r = self.discovery.select(&params.selector()?).await?;
         let mut o = json::Object::new();
         o.number("pid", u64::from(r.pid));
         o.string("uid", &r.uid);
@@ -655,7 +657,7 @@ impl Api {
     }
 
     async fn env(&self, params: &Params) -> ApiResult {
-        let r = procs::select(self.tmpdir.as_deref(), &params.selector()?).await?;
+        let r = self.discovery.select(&params.selector()?).await?;
         let vars = r.client(COMMAND_TIMEOUT).process_environment().await?;
         let mut o = json::Object::new();
         for v in &vars {
@@ -698,8 +700,8 @@ impl Api {
 
     async fn metrics(&self, _req: &Request<Incoming>) -> ApiResult {
         // The default process's counters, started on the first scrape that finds it.
-        let all = procs::list(self.tmpdir.as_deref()).await?;
-        if let Some(r) = procs::default_of(&all) {
+        let all = self.discovery.list().await?;
+        if let Ok(r) = self.discovery.default_of(&all) {
             if !self.metrics.has(r.pid) {
                 let collector = Arc::clone(&self.metrics);
                 let pid = r.pid;

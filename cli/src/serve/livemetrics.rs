@@ -19,7 +19,6 @@ use serde_json::Value;
 use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Decoder, Sample};
 
 use super::api::{artifact_name, read_body, Api, ApiError, ApiResult, Artifact, Params};
-use super::procs;
 use super::session::{self, Sink};
 use crate::json;
 
@@ -50,7 +49,7 @@ pub(super) async fn route(
         CounterSet::parse(&DEFAULT_PROVIDERS.join(","))
             .map_err(|e| ApiError::internal(e.to_string()))?
     };
-    let runtime = procs::select(api.tmpdir.as_deref(), &selector).await?;
+    let runtime = api.discovery.select(&selector).await?;
     let permit = Api::permit(
         &api.live_metrics,
         "livemetrics",

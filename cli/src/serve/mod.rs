@@ -55,6 +55,7 @@ const VALUES: &[&str] = &[
     "--dump-temp-folder",
     "--egress",
     "--counter-interval",
+    "--default-process",
     "-o",
     "--output",
 ];
@@ -137,7 +138,15 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         None => Vec::new(),
         Some(list) => operations::parse_egress(list).map_err(CliError::Usage)?,
     };
+    let default_filter = match p.value_text("--default-process")? {
+        None => None,
+        Some(f) => Some(procs::DefaultFilter::parse(f).map_err(CliError::Usage)?),
+    };
     let api = Arc::new(Api {
+        discovery: procs::Discovery {
+            tmpdir: common.tmpdir.clone(),
+            default_filter,
+        },
         tmpdir: common.tmpdir.clone(),
         auth,
         dump_dir: dump_dir.path.clone(),

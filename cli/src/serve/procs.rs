@@ -97,7 +97,7 @@ fn proc_command_line(pid: u32) -> Option<String> {
 }
 
 /// Every runtime that answers ProcessInfo within [`PROBE_TIMEOUT`], in pid order.
-pub async fn list(tmpdir: Option<&Path>) -> Result<Vec<Runtime>, ApiError> {
+async fn list(tmpdir: Option<&Path>) -> Result<Vec<Runtime>, ApiError> {
     let tmp = tmpdir.map(Path::to_path_buf);
     let endpoints = tokio::task::spawn_blocking(move || dsipc_std::list_processes(tmp.as_deref()))
         .await
@@ -147,33 +147,99 @@ pub async fn list(tmpdir: Option<&Path>) -> Result<Vec<Runtime>, ApiError> {
 /// dotnet-monitor's words when a request names no single process.
 const MULTIPLE: &str =
     "Unable to select a single target process because multiple target processes have been discovered.";
+/// dotnet-monitor's words when a request names no process there is.
+const NONE: &str = "Unable to discover a target process.";
 
-/// The default process among `all`: the only one there is.
-pub fn default_of(all: &[Runtime]) -> Option<&Runtime> {
-    match all {
-        [only] => Some(only),
-        _ => None,
+/// dotnet-monitor's `DefaultProcess` filter (`--default-process KEY=VALUE`): `ProcessId`
+/// and `ProcessName` match exactly (a name case-insensitively), `CommandLine` as a
+/// case-insensitive substring.
+#[derive(Clone, Debug)]
+pub enum DefaultFilter {
+    ProcessId(u32),
+    ProcessName(String),
+    CommandLine(String),
+}
+
+impl DefaultFilter {
+    /// `ProcessId=1234`, `ProcessName=dotnet`, `CommandLine=MyApp.dll` (keys
+    /// case-insensitive).
+    pub fn parse(text: &str) -> Result<DefaultFilter, String> {
+        let (k, v) = text
+            .split_once('=')
+            .ok_or_else(|| format!("--default-process {:?}: wants KEY=VALUE", text))?;
+        if v.is_empty() {
+            return Err(format!("--default-process {:?}: the value is empty", text));
+        }
+        match k.trim().to_ascii_lowercase().as_str() {
+            "processid" | "pid" => v
+                .parse()
+                .map(DefaultFilter::ProcessId)
+                .map_err(|_| format!("--default-process {:?}: not a process id", text)),
+            "processname" | "name" => Ok(DefaultFilter::ProcessName(v.to_string())),
+            "commandline" => Ok(DefaultFilter::CommandLine(v.to_ascii_lowercase())),
+            _ => Err(format!(
+                "--default-process {:?}: the key is ProcessId, ProcessName or CommandLine",
+                text
+            )),
+        }
+    }
+
+    fn matches(&self, r: &Runtime) -> bool {
+        match self {
+            DefaultFilter::ProcessId(p) => r.pid == *p,
+            DefaultFilter::ProcessName(n) => r.name.eq_ignore_ascii_case(n),
+            DefaultFilter::CommandLine(c) => r.info.command_line.to_ascii_lowercase().contains(c),
+        }
     }
 }
 
-/// The runtime `sel` names (or the default one).
+/// Where serve finds runtimes, and which is the default.
+pub struct Discovery {
+    /// Where runtimes' sockets are (`--tmpdir`; `None`: where each runtime says).
+    pub tmpdir: Option<PathBuf>,
+    /// `--default-process`; without it the default is the only runtime there is.
+    pub default_filter: Option<DefaultFilter>,
+}
+
+impl Discovery {
+    /// Every runtime that answers.
+    pub async fn list(&self) -> Result<Vec<Runtime>, ApiError> {
+        list(self.tmpdir.as_deref()).await
+    }
+
+    /// The default process among `all` (see [`DefaultFilter`]).
+    pub fn default_of<'a>(&self, all: &'a [Runtime]) -> Result<&'a Runtime, ApiError> {
+        let mut found = all
+            .iter()
+            .filter(|r| self.default_filter.as_ref().map_or(true, |f| f.matches(r)));
+        match (found.next(), found.next()) {
+            (Some(r), None) => Ok(r),
+            (None, _) => Err(ApiError::bad_request(NONE)),
+            (Some(_), Some(_)) => Err(ApiError::bad_request(MULTIPLE)),
+        }
+    }
+
+    /// The runtime `sel` names (or the default one).
+    pub async fn select(&self, sel: &Selector) -> Result<Runtime, ApiError> {
+        let all = self.list().await?;
+        if sel.is_empty() {
+            return self.default_of(&all).map(Runtime::clone);
+        }
+        let mut found = all.into_iter().filter(|r| sel.matches(r));
+        match (found.next(), found.next()) {
+            (Some(r), None) => Ok(r),
+            (None, _) => Err(ApiError::bad_request(NONE)),
+            (Some(_), Some(_)) => Err(ApiError::bad_request(MULTIPLE)),
+        }
+    }
+}
+
+/// The runtime `sel` names (or the only one), in `tmpdir`.
 pub async fn select(tmpdir: Option<&Path>, sel: &Selector) -> Result<Runtime, ApiError> {
-    let all = list(tmpdir).await?;
-    if sel.is_empty() {
-        return match all.len() {
-            1 => Ok(all.into_iter().next().expect("one")),
-            0 => Err(ApiError::bad_request(
-                "Unable to discover a target process.",
-            )),
-            _ => Err(ApiError::bad_request(MULTIPLE)),
-        };
+    Discovery {
+        tmpdir: tmpdir.map(Path::to_path_buf),
+        default_filter: None,
     }
-    let mut found = all.into_iter().filter(|r| sel.matches(r));
-    match (found.next(), found.next()) {
-        (Some(r), None) => Ok(r),
-        (None, _) => Err(ApiError::bad_request(
-            "Unable to discover a target process.",
-        )),
-        (Some(_), Some(_)) => Err(ApiError::bad_request(MULTIPLE)),
-    }
+    .select(sel)
+    .await
 }
