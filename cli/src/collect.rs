@@ -77,11 +77,7 @@ pub fn run<C: Collect>(
             break End::TimedOut;
         }
         match session.next_chunk(TICK) {
-            Ok(Chunk::Data(d)) => {
-                if let Err(e) = c.feed(d) {
-                    return Err(e);
-                }
-            }
+            Ok(Chunk::Data(d)) => c.feed(d)?,
             Ok(Chunk::End) => break End::Stream,
             Ok(_) => {}
             Err(e) => break End::Failed(e),

@@ -31,7 +31,9 @@
 //! - [`heap`]: heap snapshots (the GC's heap walk as an object graph, per-type counts and
 //!   bytes; the `.gcdump` file), as dotnet-gcdump;
 //! - [`counters`]: EventCounters and System.Diagnostics.Metrics payloads decoded into typed
-//!   samples, as dotnet-counters shows them.
+//!   samples, as dotnet-counters shows them;
+//! - [`logs`]: ILogger output (the `Microsoft-Extensions-Logging` provider) decoded into log
+//!   entries and written as dotnet-monitor's `/logs` writes them.
 //!
 //! Pure computation: no I/O, no platform code.
 #![deny(missing_docs)]
@@ -42,6 +44,7 @@ pub mod format;
 mod hash;
 pub mod heap;
 mod live;
+pub mod logs;
 mod lost;
 mod metadata;
 mod order;

@@ -355,8 +355,6 @@ fn is_guid(s: &str) -> bool {
 pub struct Api {
     /// Where runtimes are found, and which is the default.
     pub discovery: Discovery,
-    /// Where runtimes' sockets are (`--tmpdir`).
-    pub tmpdir: Option<PathBuf>,
     /// The API key's verifier; `None` with `--no-auth`.
     pub auth: Option<Verifier>,
     /// Where runtimes write dumps before they are sent (serve's own folder).
@@ -373,6 +371,7 @@ pub struct Api {
     pub gcdumps: Arc<Semaphore>,
     pub stacks: Arc<Semaphore>,
     pub live_metrics: Arc<Semaphore>,
+    pub logs: Arc<Semaphore>,
     /// Seconds between two counter publications (`/metrics`, `/livemetrics`).
     pub counter_interval: f64,
 }

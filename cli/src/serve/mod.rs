@@ -147,7 +147,6 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
             tmpdir: common.tmpdir.clone(),
             default_filter,
         },
-        tmpdir: common.tmpdir.clone(),
         auth,
         dump_dir: dump_dir.path.clone(),
         metrics: Arc::new(Collector::with(
@@ -163,6 +162,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         gcdumps: Arc::new(Semaphore::new(api::MAX_GCDUMPS)),
         stacks: Arc::new(Semaphore::new(api::MAX_STACKS)),
         live_metrics: Arc::new(Semaphore::new(api::MAX_LIVE_METRICS)),
+        logs: Arc::new(Semaphore::new(logs::MAX_LOGS)),
         counter_interval,
     });
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -233,13 +233,3 @@ impl Discovery {
         }
     }
 }
-
-/// The runtime `sel` names (or the only one), in `tmpdir`.
-pub async fn select(tmpdir: Option<&Path>, sel: &Selector) -> Result<Runtime, ApiError> {
-    Discovery {
-        tmpdir: tmpdir.map(Path::to_path_buf),
-        default_filter: None,
-    }
-    .select(sel)
-    .await
-}

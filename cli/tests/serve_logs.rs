@@ -1,0 +1,310 @@
+//! `dsipc serve`'s `/logs`, end to end with curl: the fake runtime serving a synthetic
+//! `Microsoft-Extensions-Logging` session (built to LoggingEventSource's event layouts; the
+//! .NET hosts here have no ILogger), in each format dotnet-monitor offers, and a real .NET 8
+//! runtime whose session runs its duration and ends.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+#[path = "../../trace/tests/common_logs/mod.rs"]
+mod common_logs;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{configure_python, Live};
+use dsipc::Command as Cmd;
+use dsipc_testkit::{Config, FakeRuntime, HostOptions, HostedRuntime, StreamSpec, TempDir};
+use serde_json::Value;
+
+const START: Duration = Duration::from_secs(20);
+
+struct Serve {
+    _live: Live,
+    api: String,
+    key: String,
+    files: TempDir,
+}
+
+struct Answered {
+    status: u16,
+    headers: String,
+    body: Vec<u8>,
+}
+
+impl Answered {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            if k.trim().eq_ignore_ascii_case(name) {
+                Some(v.trim().to_string())
+            } else {
+                None
+            }
+        })
+    }
+}
+
+impl Serve {
+    fn start(tmpdir: &Path) -> Serve {
+        let files = TempDir::new("dsipc-serve-logs").unwrap();
+        let mut cmd = Command::new(common::bin());
+        cmd.args([
+            "serve",
+            "--urls",
+            "http://127.0.0.1:0",
+            "--metricUrls",
+            "http://127.0.0.1:0",
+            "--tmpdir",
+        ])
+        .arg(tmpdir)
+        .arg("--temp-apikey");
+        let mut live = Live::spawn(cmd);
+        let line = live.stderr_line("Authorization: Bearer ", START);
+        let key = line.rsplit(' ').next().unwrap().to_string();
+        let api = live.stderr_line("dsipc: API on http://", START);
+        Serve {
+            api: api.rsplit("http://").next().unwrap().to_string(),
+            _live: live,
+            key,
+            files,
+        }
+    }
+
+    fn curl(&self, path: &str, args: &[&str]) -> Answered {
+        let head = self.files.path().join("head");
+        let body = self.files.path().join("body");
+        let _ = std::fs::remove_file(&head);
+        let _ = std::fs::remove_file(&body);
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "90", "-D"])
+            .arg(&head)
+            .arg("-o")
+            .arg(&body)
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {}", self.key))
+            .args(args)
+            .arg(format!("http://{}{}", self.api, path))
+            .output()
+            .expect("curl (apt-get install curl)");
+        assert!(out.status.success(), "curl: {:?}", out);
+        let headers = std::fs::read_to_string(&head).unwrap_or_default();
+        let status = headers
+            .lines()
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Answered {
+            status,
+            headers,
+            body: std::fs::read(&body).unwrap_or_default(),
+        }
+    }
+}
+
+fn fake(dir: &TempDir, bytes: &'static [u8]) -> FakeRuntime {
+    let me = std::process::id();
+    Config::new()
+        .like_net8_0_4()
+        .stream(StreamSpec::content(bytes))
+        .pid(u64::from(me))
+        .key(dsipc_std::unix::start_key(me).expect("start key"))
+        .listen_in(dir.path())
+        .start()
+        .expect("fake runtime")
+}
+
+fn utf16(s: &str) -> Vec<u8> {
+    s.encode_utf16().flat_map(|u| u.to_le_bytes()).collect()
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The provider arguments of each CollectTracing request the runtime got, in order.
+fn collect_requests(rt: &FakeRuntime) -> Vec<Vec<u8>> {
+    rt.received()
+        .into_iter()
+        .filter(|r| {
+            matches!(
+                r.command,
+                Some(Cmd::CollectTracing2) | Some(Cmd::CollectTracing)
+            )
+        })
+        .map(|r| r.bytes)
+        .collect()
+}
+
+#[test]
+fn serve_logs_streams_entries_in_each_format_from_the_fake_runtime() {
+    let trace: &'static [u8] = Box::leak(common_logs::sample().bytes().into_boxed_slice());
+    let dir = TempDir::new("dsipc-svl").unwrap();
+    let rt = fake(&dir, trace);
+    let serve = Serve::start(dir.path());
+
+    // ndjson: one LogEntry per line.
+    let nd = serve.curl(
+        "/logs?durationSeconds=30",
+        &["-H", "Accept: application/x-ndjson"],
+    );
+    assert_eq!(nd.status, 200, "{}", nd.text());
+    assert_eq!(
+        nd.header("content-type").as_deref(),
+        Some("application/x-ndjson")
+    );
+    let cd = nd.header("content-disposition").unwrap_or_default();
+    assert!(
+        cd.contains(&format!("_{}.txt", std::process::id())),
+        "{}",
+        cd
+    );
+    let text = nd.text();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {}", e, l)))
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", text);
+    let a = &lines[0];
+    assert_eq!(a["LogLevel"], "Information");
+    assert_eq!(a["Category"], "App.Worker");
+    assert_eq!(a["EventId"], 42);
+    assert_eq!(a["EventName"], "Processing");
+    assert_eq!(a["Message"], "Processing request 353f in 12 ms");
+    assert_eq!(a["Timestamp"], "2024-05-22 10:11:17Z");
+    assert_eq!(a["State"]["Id"], "353f");
+    assert_eq!(
+        a["State"]["{OriginalFormat}"],
+        "Processing request {Id} in {Elapsed} ms"
+    );
+    assert_eq!(a["Scopes"][0]["RequestId"], "r-1");
+    assert_eq!(a["Scopes"][1]["Ok"], true);
+    assert!(a.get("Exception").is_none());
+    let b = &lines[1];
+    assert_eq!(b["LogLevel"], "Error");
+    assert!(b["Exception"]
+        .as_str()
+        .unwrap()
+        .starts_with("System.InvalidOperationException: boom"));
+    assert!(b.get("Scopes").is_none());
+
+    // The session asked for: the provider, FormattedMessage|JsonMessage, the app's filters.
+    let reqs = collect_requests(&rt);
+    assert_eq!(reqs.len(), 1);
+    assert!(contains(&reqs[0], &utf16("Microsoft-Extensions-Logging")));
+    assert!(contains(&reqs[0], &0xCu64.to_le_bytes()));
+    assert!(contains(&reqs[0], &utf16("FilterSpecs=UseAppFilters\0")));
+
+    // json-seq: the same records, each after 0x1E.
+    let seq = serve.curl("/logs", &["-H", "Accept: application/json-seq"]);
+    assert_eq!(seq.status, 200);
+    assert_eq!(
+        seq.header("content-type").as_deref(),
+        Some("application/json-seq")
+    );
+    let want: String = text.lines().map(|l| format!("\u{1e}{}\n", l)).collect();
+    assert_eq!(seq.text(), want);
+
+    // curl's */*: text, as dotnet-monitor picks it.
+    let t = serve.curl("/logs?level=Warning", &[]);
+    assert_eq!(t.status, 200, "{}", t.text());
+    assert_eq!(t.header("content-type").as_deref(), Some("text/plain"));
+    assert!(
+        t.text().starts_with(
+            "2024-05-22 10:11:17Z info: App.Worker[42][Processing]\n      => RequestId:r-1, Attempt:2 => Path:/a, Ok:True\n      Processing request 353f in 12 ms\n"
+        ),
+        "{}",
+        t.text()
+    );
+    // level=Warning: every category at Warning (EventPipe level 3), app filters off.
+    let reqs = collect_requests(&rt);
+    assert!(
+        contains(&reqs[2], &utf16("FilterSpecs=\0")),
+        "app filters off"
+    );
+
+    // POST with a LogsConfiguration.
+    let p = serve.curl(
+        "/logs?durationSeconds=5",
+        &[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            "Accept: application/x-ndjson",
+            "--data-binary",
+            r#"{"filterSpecs":{"App.Worker":"Warning","Noisy":null},"logLevel":"Information","useAppFilters":true}"#,
+        ],
+    );
+    assert_eq!(p.status, 200, "{}", p.text());
+    assert_eq!(p.text(), text);
+    let reqs = collect_requests(&rt);
+    assert!(
+        contains(
+            &reqs[3],
+            &utf16("FilterSpecs=\"UseAppFilters;App.Worker:Warning;Noisy\"\0")
+        ),
+        "{:?}",
+        String::from_utf8_lossy(&reqs[3])
+    );
+
+    // Refusals: 406 without a body, 400 naming the parameter or member.
+    let n = serve.curl("/logs", &["-H", "Accept: image/png"]);
+    assert_eq!(n.status, 406);
+    assert!(n.body.is_empty());
+    let bad = serve.curl("/logs?level=Loud", &["-H", "Accept: text/plain"]);
+    assert_eq!(bad.status, 400);
+    let doc: Value = serde_json::from_slice(&bad.body).unwrap();
+    assert_eq!(doc["errors"]["level"][0], "The value 'Loud' is not valid.");
+    let none = serve.curl("/logs?level=None", &["-H", "Accept: text/plain"]);
+    assert_eq!(none.status, 400);
+    let bad = serve.curl(
+        "/logs",
+        &[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            r#"{"logLevel":"Loud"}"#,
+        ],
+    );
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("$.logLevel"), "{}", bad.text());
+    // None of the refusals started a session.
+    assert_eq!(collect_requests(&rt).len(), 4);
+}
+
+#[test]
+fn serve_logs_against_real_net8_runs_its_duration_and_ends() {
+    configure_python();
+    let dir = TempDir::new("dsipc-svl").unwrap();
+    let opts = HostOptions::net8(240).env("TMPDIR", dir.path().as_os_str());
+    let mut host = HostedRuntime::spawn(&opts).expect("spawn host");
+    host.wait_ready(Duration::from_secs(90))
+        .expect("host READY");
+    let serve = Serve::start(dir.path());
+    let started = std::time::Instant::now();
+    let a = serve.curl(
+        "/logs?durationSeconds=1",
+        &["-H", "Accept: application/x-ndjson"],
+    );
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(
+        a.header("content-type").as_deref(),
+        Some("application/x-ndjson")
+    );
+    // No ILogger in the host: nothing, or valid entries.
+    for l in a.text().lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        assert!(v["LogLevel"].is_string());
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
