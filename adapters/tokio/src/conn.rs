@@ -48,6 +48,14 @@ pub(crate) enum Target {
         /// The connection, until a command takes it.
         stream: std::sync::Mutex<Option<BoxStream>>,
     },
+    /// A runtime of a [`RuntimePool`](crate::reverse::RuntimePool): each command takes its
+    /// idle connection, or waits for its next one.
+    Pool {
+        /// The pool.
+        pool: std::sync::Arc<crate::pool::Shared>,
+        /// The runtime's cookie.
+        cookie: dsipc::wire::Guid,
+    },
 }
 
 impl std::fmt::Debug for dyn AsyncStream {
@@ -66,6 +74,7 @@ impl Target {
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
                 .ok_or_else(|| used_up(address)),
+            Target::Pool { pool, cookie } => crate::pool::open(pool, *cookie).await,
         }
     }
 
@@ -74,6 +83,7 @@ impl Target {
         match self {
             Target::Endpoint(path) => path,
             Target::Reverse { address, .. } => address,
+            Target::Pool { pool, .. } => pool.address(),
         }
     }
 }

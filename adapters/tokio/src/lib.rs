@@ -14,6 +14,11 @@
 //!   connection by a [`StopHandle`]; the stream ends when the runtime closes it.
 //! - [`reverse::ReverseListener`]: a reverse port (`DOTNET_DiagnosticPorts=...,connect`)
 //!   yielding each runtime's Advertise and its connection.
+//! - [`reverse::RuntimePool`]: listen mode for a monitor: a reverse port that keeps each
+//!   runtime's latest idle connection (at most one per runtime, at most
+//!   [`MAX_POOLED_RUNTIMES`](reverse::MAX_POOLED_RUNTIMES) runtimes), lists the runtimes
+//!   alive, and gives a full [`DiagnosticsClient`] per runtime whose every command takes
+//!   the runtime's next connection (waiting for it within the command's timeout).
 //!
 //! **Cancel safety.** The protocol runs one command per connection, and so does this crate:
 //! dropping any future closes only the connection that future opened, so no connection is
@@ -57,6 +62,7 @@
 mod client;
 mod conn;
 mod drive;
+mod pool;
 mod session;
 
 pub mod reverse;

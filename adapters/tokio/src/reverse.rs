@@ -9,6 +9,11 @@
 //! [`ReverseConnection`]: its [`Advertise`] and a connection that runs **one** command
 //! through [`DiagnosticsClient`] ([`ReverseConnection::into_client`]).
 //!
+//! [`RuntimePool`] is the monitor's listen mode built on it: a task accepts runtimes and
+//! keeps each one's latest idle connection, [`RuntimePool::runtimes`] lists the runtimes
+//! alive, and [`RuntimePool::client`] is a full [`DiagnosticsClient`] whose every
+//! command takes the runtime's next connection.
+//!
 //! On Unix the socket is bound as dsipc-std binds it (`dsipc_std::unix::bind_private`:
 //! mode 0600 without a window, a stale socket replaced, nothing else ever removed, the
 //! file removed on drop if it is still ours). On Windows the listener serves the named
@@ -41,6 +46,11 @@ use tokio::io::AsyncReadExt;
 
 use crate::conn::{BoxStream, Target};
 use crate::{DiagnosticsClient, Error};
+
+pub use crate::pool::{
+    PooledRuntime, RuntimePool, DEFAULT_RECONNECT_GRACE, MAX_PENDING_ADVERTISES,
+    MAX_POOLED_RUNTIMES,
+};
 
 /// How long an accepted connection may take to send its Advertise (real runtimes send it
 /// at once).
