@@ -46,6 +46,7 @@ usage: dsipc serve [--urls URLS] [--metricUrls URLS] [--no-metrics]
                    [--api-key-file FILE | --temp-apikey | --no-auth]
                    [--default-process KEY=VALUE] [--egress NAME=DIR]
                    [--counter-interval SECS] [--dump-temp-folder DIR]
+                   [--diagnostic-port PATH]
        dsipc serve generatekey [-o FILE] [--force]
 
 dotnet-monitor's HTTP API for the runtimes on this machine, with its routes, parameters,
@@ -81,6 +82,10 @@ with Location: /operations/{id}; GET /operations, GET /operations/{id}, DELETE
   --counter-interval SECS
                        seconds between counter publications for /metrics and
                        /livemetrics (default 5)
+  --diagnostic-port PATH
+                       listen mode: runtimes started with
+                       DOTNET_DiagnosticPorts=PATH,connect connect to serve, which
+                       serves them (and only them) through their connections
   --dump-temp-folder DIR
                        where runtimes write dumps before they are sent and deleted
                        (default: a private folder serve makes and removes)

@@ -521,7 +521,7 @@ fn export(args: &[String]) -> Result<()> {
 }
 
 /// The counters of any number of runtimes, added while it runs, kept for Prometheus
-/// (`counters export`, `monitor --metrics`, `serve`'s `/metrics`). Each runtime's session
+/// (`counters export`, `monitor --metrics`). Each runtime's session
 /// is drained on a thread of its own; its series are dropped when it exits.
 pub struct Collector {
     store: Arc<Mutex<Store>>,
@@ -538,28 +538,6 @@ impl Collector {
             workers: Mutex::new(Vec::new()),
             options,
         }
-    }
-
-    /// A collector of `counters` every `interval` seconds from runtimes found in `tmpdir`
-    /// (`serve`'s `/metrics`).
-    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
-    pub fn with(
-        counters: CounterSet,
-        interval: f64,
-        tmpdir: Option<PathBuf>,
-        timeout: Duration,
-    ) -> Collector {
-        Collector::new(Options {
-            pids: Vec::new(),
-            counters,
-            interval,
-            tmpdir,
-            timeout,
-            caps: Caps {
-                series: 1000,
-                histograms: 10,
-            },
-        })
     }
 
     /// Starts collecting runtime `pid`'s counters (once, however often it is added).
@@ -589,12 +567,6 @@ impl Collector {
     /// The Prometheus text of every series held now.
     pub fn render(&self) -> String {
         lock(&self.store).render()
-    }
-
-    /// Whether runtime `pid` is being collected.
-    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
-    pub fn has(&self, pid: u32) -> bool {
-        lock(&self.store).has_runtime(pid)
     }
 
     /// A flag that, once set, ends every session.

@@ -219,11 +219,6 @@ impl Store {
         true
     }
 
-    /// Whether runtime `pid` is known.
-    pub fn has_runtime(&self, pid: u32) -> bool {
-        self.runtimes.contains_key(&pid)
-    }
-
     /// Drops every series of runtime `pid`.
     pub fn remove(&mut self, pid: u32) {
         self.runtimes.remove(&pid);

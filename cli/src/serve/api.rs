@@ -23,11 +23,11 @@ use dsipc::wire::Text;
 
 use super::auth::Verifier;
 use super::http::{self, Body};
+use super::metrics::Metrics;
 use super::operations::{DeleteError, Egress, Operations, ProcessRef};
 use super::procs::{Discovery, Runtime, Selector};
 use super::profiles::{self, TraceProfile};
 use super::session;
-use crate::counters::Collector;
 use crate::json;
 use crate::providers::ProviderSpec;
 
@@ -360,7 +360,7 @@ pub struct Api {
     /// Where runtimes write dumps before they are sent (serve's own folder).
     pub dump_dir: PathBuf,
     /// `/metrics`: the default process's counters.
-    pub metrics: Arc<Collector>,
+    pub metrics: Metrics,
     /// File-system egress providers (`--egress NAME=DIR`).
     pub egress: Vec<Egress>,
     /// Artifacts on their way to egress providers.
@@ -670,8 +670,16 @@ impl Api {
         let mut o = json::Object::new();
         o.string("version", &format!("dsipc {}", env!("CARGO_PKG_VERSION")));
         o.opt_string("runtimeVersion", None);
-        o.string("diagnosticPortMode", "Connect");
-        o.opt_string("diagnosticPortName", None);
+        match &self.discovery.pool {
+            Some(pool) => {
+                o.string("diagnosticPortMode", "Listen");
+                o.string("diagnosticPortName", &pool.address().to_string_lossy());
+            }
+            None => {
+                o.string("diagnosticPortMode", "Connect");
+                o.opt_string("diagnosticPortName", None);
+            }
+        }
         let mut body = o.finish();
         body.pop();
         body.push_str(",\"capabilities\":[");
@@ -701,20 +709,7 @@ impl Api {
         // The default process's counters, started on the first scrape that finds it.
         let all = self.discovery.list().await?;
         if let Ok(r) = self.discovery.default_of(&all) {
-            if !self.metrics.has(r.pid) {
-                let collector = Arc::clone(&self.metrics);
-                let pid = r.pid;
-                let _ = tokio::task::spawn_blocking(move || {
-                    if let Err(e) = collector.add(pid) {
-                        eprintln!(
-                            "dsipc: serve: pid {}: counters: {}",
-                            pid,
-                            crate::term::clean(&e.to_string())
-                        );
-                    }
-                })
-                .await;
-            }
+            self.metrics.ensure(r);
         }
         Ok(respond(
             StatusCode::OK,

@@ -15,6 +15,7 @@ mod collect;
 mod http;
 mod livemetrics;
 mod logs;
+mod metrics;
 mod operations;
 mod procs;
 mod profiles;
@@ -32,7 +33,6 @@ use hyper::{Request, Response};
 use tokio::sync::Semaphore;
 
 use crate::args::{self, parse_os};
-use crate::counters::Collector;
 use crate::output::{display, Output};
 use crate::{print_out, CliError, CliResult, Common};
 
@@ -56,6 +56,7 @@ const VALUES: &[&str] = &[
     "--egress",
     "--counter-interval",
     "--default-process",
+    "--diagnostic-port",
     "-o",
     "--output",
 ];
@@ -120,7 +121,6 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         Some(d) => StorageDir::given(d)?,
         None => StorageDir::create()?,
     };
-    let timeout = common.timeout_or(dsipc_std::DEFAULT_TIMEOUT);
     // dotnet-monitor's GlobalCounter:IntervalSeconds (default 5).
     let counter_interval = match p.value_os("--counter-interval") {
         None => 5.0,
@@ -142,19 +142,43 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         None => None,
         Some(f) => Some(procs::DefaultFilter::parse(f).map_err(CliError::Usage)?),
     };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(16)
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {}", e)))?;
+    let _in_runtime = rt.enter();
+    // Listen mode: runtimes started with DOTNET_DiagnosticPorts=PATH connect to serve.
+    let pool = match p.value_path("--diagnostic-port")? {
+        None => None,
+        Some(path) => {
+            let pool = dsipc_tokio::reverse::RuntimePool::bind(&path).map_err(|e| {
+                CliError::Failed(format!(
+                    "cannot listen for runtimes on {}: {}",
+                    display(&path),
+                    e
+                ))
+            })?;
+            eprintln!(
+                "dsipc: diagnostic port {} (listen mode: runtimes started with DOTNET_DiagnosticPorts={} connect here)",
+                display(&path),
+                display(&path)
+            );
+            Some(Arc::new(pool))
+        }
+    };
     let api = Arc::new(Api {
         discovery: procs::Discovery {
             tmpdir: common.tmpdir.clone(),
+            pool,
             default_filter,
         },
         auth,
         dump_dir: dump_dir.path.clone(),
-        metrics: Arc::new(Collector::with(
+        metrics: metrics::Metrics::new(
             dsipc_trace::counters::CounterSet::default(),
             counter_interval,
-            common.tmpdir.clone(),
-            timeout,
-        )),
+        ),
         egress,
         operations: operations::Operations::default(),
         traces: Arc::new(Semaphore::new(api::MAX_TRACES)),
@@ -165,18 +189,13 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         logs: Arc::new(Semaphore::new(logs::MAX_LOGS)),
         counter_interval,
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(16)
-        .build()
-        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {}", e)))?;
     let result = rt.block_on(run(
         Arc::clone(&api),
         api_addrs,
         metrics_addrs,
         key_configured,
     ));
-    api.metrics.finish();
+    drop(api);
     drop(dump_dir);
     result
 }

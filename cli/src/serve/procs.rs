@@ -5,8 +5,11 @@
 //! are given having to match; without any, the default process is the only one there is.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use dsipc::wire::Guid;
+use dsipc_tokio::reverse::RuntimePool;
 use dsipc_tokio::{DiagnosticsClient, ProcessInfo};
 
 use super::api::ApiError;
@@ -25,14 +28,27 @@ pub struct Runtime {
     pub name: String,
     /// What ProcessInfo said.
     pub info: ProcessInfo,
-    /// Its diagnostic endpoint.
-    pub address: PathBuf,
+    /// How to reach it.
+    pub target: Target,
+}
+
+/// How serve reaches a runtime.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// Its diagnostic endpoint (connect mode).
+    Endpoint(PathBuf),
+    /// Its connections to serve's reverse port (listen mode), by runtime instance cookie.
+    Pooled(Arc<RuntimePool>, Guid),
 }
 
 impl Runtime {
     /// A client for it with `timeout`.
     pub fn client(&self, timeout: Duration) -> DiagnosticsClient {
-        DiagnosticsClient::new(&self.address).with_timeout(timeout)
+        match &self.target {
+            Target::Endpoint(path) => DiagnosticsClient::new(path),
+            Target::Pooled(pool, cookie) => pool.client(*cookie),
+        }
+        .with_timeout(timeout)
     }
 }
 
@@ -103,36 +119,35 @@ async fn list(tmpdir: Option<&Path>) -> Result<Vec<Runtime>, ApiError> {
         .await
         .map_err(|e| ApiError::internal(format!("listing processes: {}", e)))?
         .map_err(|e| ApiError::internal(format!("listing processes: {}", e)))?;
-    let mut probes = Vec::with_capacity(endpoints.len());
-    for ep in endpoints {
-        probes.push(tokio::spawn(async move {
-            let client = DiagnosticsClient::new(&ep.endpoint).with_timeout(PROBE_TIMEOUT);
-            let info = match client.process_info().await {
-                Ok(info) => info,
-                // .NET Core 3.x has no ProcessInfo: listed as dotnet-monitor lists it (a
-                // nil uid, "unknown" where it has no answer), its command line from /proc.
-                Err(dsipc_tokio::Error::NotSupported { .. }) => ProcessInfo {
-                    command: dsipc::Command::ProcessInfo,
-                    pid: u64::from(ep.pid),
-                    cookie: dsipc::wire::Guid::NIL,
-                    command_line: proc_command_line(ep.pid).unwrap_or_else(|| "unknown".into()),
-                    os: "unknown".into(),
-                    arch: "unknown".into(),
-                    entrypoint_assembly: None,
-                    clr_version: None,
-                    runtime_identifier: None,
-                },
-                // Gone, stale, or not answering: not listed.
-                Err(_) => return None,
-            };
-            Some(Runtime {
-                pid: ep.pid,
-                uid: info.cookie.to_string(),
-                name: process_name(ep.pid, &info.command_line),
-                info,
-                address: ep.endpoint,
+    probe_all(
+        endpoints
+            .into_iter()
+            .map(|ep| (ep.pid, Target::Endpoint(ep.endpoint)))
+            .collect(),
+    )
+    .await
+}
+
+/// The runtimes connected to `pool`.
+async fn list_pooled(pool: &Arc<RuntimePool>) -> Result<Vec<Runtime>, ApiError> {
+    probe_all(
+        pool.runtimes()
+            .into_iter()
+            .filter_map(|r| {
+                let pid = u32::try_from(r.pid).ok()?;
+                Some((pid, Target::Pooled(Arc::clone(pool), r.cookie)))
             })
-        }));
+            .collect(),
+    )
+    .await
+}
+
+/// Asks each runtime for ProcessInfo (all at once, each within [`PROBE_TIMEOUT`]); the
+/// ones that answer, in pid order.
+async fn probe_all(targets: Vec<(u32, Target)>) -> Result<Vec<Runtime>, ApiError> {
+    let mut probes = Vec::with_capacity(targets.len());
+    for (pid, target) in targets {
+        probes.push(tokio::spawn(probe(pid, target)));
     }
     let mut out = Vec::new();
     for p in probes {
@@ -142,6 +157,43 @@ async fn list(tmpdir: Option<&Path>) -> Result<Vec<Runtime>, ApiError> {
     }
     out.sort_by_key(|r| r.pid);
     Ok(out)
+}
+
+async fn probe(pid: u32, target: Target) -> Option<Runtime> {
+    let mut r = Runtime {
+        pid,
+        uid: String::new(),
+        name: String::new(),
+        info: ProcessInfo {
+            command: dsipc::Command::ProcessInfo,
+            pid: u64::from(pid),
+            cookie: Guid::NIL,
+            command_line: String::new(),
+            os: "unknown".into(),
+            arch: "unknown".into(),
+            entrypoint_assembly: None,
+            clr_version: None,
+            runtime_identifier: None,
+        },
+        target,
+    };
+    match r.client(PROBE_TIMEOUT).process_info().await {
+        Ok(info) => r.info = info,
+        // .NET Core 3.x has no ProcessInfo: listed as dotnet-monitor lists it (a nil uid,
+        // "unknown" where it has no answer), its command line from /proc. In listen mode
+        // its Advertise named its cookie.
+        Err(dsipc_tokio::Error::NotSupported { .. }) => {
+            r.info.command_line = proc_command_line(pid).unwrap_or_else(|| "unknown".into());
+            if let Target::Pooled(_, cookie) = &r.target {
+                r.info.cookie = *cookie;
+            }
+        }
+        // Gone, stale, or not answering: not listed.
+        Err(_) => return None,
+    }
+    r.uid = r.info.cookie.to_string();
+    r.name = process_name(pid, &r.info.command_line);
+    Some(r)
 }
 
 /// dotnet-monitor's words when a request names no single process.
@@ -197,6 +249,9 @@ impl DefaultFilter {
 pub struct Discovery {
     /// Where runtimes' sockets are (`--tmpdir`; `None`: where each runtime says).
     pub tmpdir: Option<PathBuf>,
+    /// Listen mode (`--diagnostic-port PATH`): the runtimes connected to serve's reverse
+    /// port, instead of their own sockets.
+    pub pool: Option<Arc<RuntimePool>>,
     /// `--default-process`; without it the default is the only runtime there is.
     pub default_filter: Option<DefaultFilter>,
 }
@@ -204,7 +259,10 @@ pub struct Discovery {
 impl Discovery {
     /// Every runtime that answers.
     pub async fn list(&self) -> Result<Vec<Runtime>, ApiError> {
-        list(self.tmpdir.as_deref()).await
+        match &self.pool {
+            Some(pool) => list_pooled(pool).await,
+            None => list(self.tmpdir.as_deref()).await,
+        }
     }
 
     /// The default process among `all` (see [`DefaultFilter`]).
@@ -223,7 +281,7 @@ impl Discovery {
     pub async fn select(&self, sel: &Selector) -> Result<Runtime, ApiError> {
         let all = self.list().await?;
         if sel.is_empty() {
-            return self.default_of(&all).map(Runtime::clone);
+            return self.default_of(&all).cloned();
         }
         let mut found = all.into_iter().filter(|r| sel.matches(r));
         match (found.next(), found.next()) {
