@@ -49,7 +49,7 @@ use std::fmt;
 use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::retained::{self, Csr};
+use super::retained::{self, Csr, Dfs};
 use super::{HeapGraph, RetainedStat, RootKind, TypeStat};
 use crate::hash::FxHashMap;
 
@@ -467,9 +467,9 @@ pub struct GcDump {
     pub info: Option<GcDumpInfo>,
     node_types: Vec<u32>,
     node_sizes: Vec<i32>,
-    /// Per node: the blob offset of its child count.
-    node_children: Vec<u32>,
-    blob: Vec<u8>,
+    /// The nodes' children, decoded (4 bytes a node and 4 a child: node indices and child
+    /// counts fit in `u32`, a file holding fewer than 2^31 of each).
+    graph: Csr,
     addresses: Vec<u64>,
 }
 
@@ -596,7 +596,9 @@ impl<'a> In<'a> {
     }
 }
 
-/// Reads a `.gcdump` (see the module docs): its graph, every node checked.
+/// Reads a `.gcdump` (see the module docs): its graph, every node checked. What it keeps
+/// is about 24 bytes a node and 4 a reference (the types, sizes, addresses and children of
+/// the nodes), nothing of `data`, which the caller may free once this returns.
 pub fn read(data: &[u8]) -> Result<GcDump, GcDumpError> {
     let mut r = In { data, at: 0 };
     match r.string("the signature")? {
@@ -643,7 +645,7 @@ pub fn read(data: &[u8]) -> Result<GcDump, GcDumpError> {
     let labels_at = r.at;
     let labels = r.take(node_count * 4, "the node offsets")?;
     let blob_len = r.count("the blob length", 1)?;
-    let blob = r.take(blob_len, "the node blob")?.to_vec();
+    let blob = r.take(blob_len, "the node blob")?;
     let address_count = r.count("the address count", 8)?;
     if address_count != node_count {
         return r.err(format!(
@@ -665,10 +667,15 @@ pub fn read(data: &[u8]) -> Result<GcDump, GcDumpError> {
     if root < 0 || (node_count > 0 && root as usize >= node_count) {
         return r.err(format!("root index {} out of {} nodes", root, node_count));
     }
-    // Every node decoded once: its type, size and children checked.
+    // Every node decoded once: its type, size and children checked, its children counted
+    // (`offsets[i + 1]`, the sum of the counts after the loop); then the children decoded
+    // again into exactly the room they need. At most as many children in all as bytes of
+    // the blob (checked), at most 2^31 - 1: the offsets fit in `u32`.
     let mut node_types = Vec::with_capacity(node_count);
     let mut node_sizes = Vec::with_capacity(node_count);
-    let mut node_children = Vec::with_capacity(node_count);
+    let mut offsets: Vec<u32> = Vec::with_capacity(node_count + 1);
+    offsets.push(0);
+    let mut children = 0u32;
     for (i, l) in labels.chunks_exact(4).enumerate() {
         let label = u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize;
         let bad = |what: String| GcDumpError {
@@ -677,23 +684,22 @@ pub fn read(data: &[u8]) -> Result<GcDump, GcDumpError> {
         };
         let blob_err = |at: usize| bad(format!("its record at blob offset {} does not decode", at));
         let mut at = label;
-        let ts = read_compressed(&blob, &mut at).ok_or_else(|| blob_err(label))?;
+        let ts = read_compressed(blob, &mut at).ok_or_else(|| blob_err(label))?;
         let t = (ts >> 1) as u32;
         if ts < 0 || t as usize >= types.len() {
             return Err(bad(format!("type {} out of {}", ts >> 1, types.len())));
         }
         let size = if ts & 1 != 0 {
-            read_compressed(&blob, &mut at).ok_or_else(|| blob_err(label))?
+            read_compressed(blob, &mut at).ok_or_else(|| blob_err(label))?
         } else {
             types[t as usize].size
         };
-        let children_at = at;
-        let n = read_compressed(&blob, &mut at).ok_or_else(|| blob_err(label))?;
+        let n = read_compressed(blob, &mut at).ok_or_else(|| blob_err(label))?;
         if n < 0 || n as usize > blob.len() - at.min(blob.len()) {
             return Err(bad(format!("{} children", n)));
         }
         for _ in 0..n {
-            let d = read_compressed(&blob, &mut at).ok_or_else(|| blob_err(label))?;
+            let d = read_compressed(blob, &mut at).ok_or_else(|| blob_err(label))?;
             let c = i as i64 + i64::from(d);
             if c < 0 || c as usize >= node_count {
                 return Err(bad(format!("child {} out of {} nodes", c, node_count)));
@@ -701,8 +707,39 @@ pub fn read(data: &[u8]) -> Result<GcDump, GcDumpError> {
         }
         node_types.push(t);
         node_sizes.push(size);
-        node_children.push(children_at as u32);
+        // Nodes may share a record (PerfView points the nodes it never wrote at the empty
+        // one at offset 0), but every child takes a byte of the blob or more: more children
+        // in all than bytes would be records sharing their children, whose decoding could
+        // grow as the square of the file.
+        children = match children
+            .checked_add(n as u32)
+            .filter(|&c| c as usize <= blob.len())
+        {
+            Some(c) => c,
+            None => {
+                return Err(bad(format!(
+                    "more children in all than the {} bytes of the node blob hold",
+                    blob.len()
+                )))
+            }
+        };
+        offsets.push(children);
     }
+    let mut targets: Vec<u32> = Vec::with_capacity(children as usize);
+    for (i, l) in labels.chunks_exact(4).enumerate() {
+        // Checked above: every record decodes, every child is a node.
+        let mut at = u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize;
+        let ts = read_compressed(blob, &mut at).unwrap_or(0);
+        if ts & 1 != 0 {
+            read_compressed(blob, &mut at);
+        }
+        let n = read_compressed(blob, &mut at).unwrap_or(0).max(0);
+        for _ in 0..n {
+            let d = read_compressed(blob, &mut at).unwrap_or(0);
+            targets.push((i as i64 + i64::from(d)) as u32);
+        }
+    }
+    let graph = Csr { offsets, targets };
     // The GCHeapDump's own fields, when they are as this module writes them (a DotNetHeapInfo
     // object from another writer ends the reading of metadata: the graph is what counts).
     let info = read_info(&mut r).ok();
@@ -714,8 +751,7 @@ pub fn read(data: &[u8]) -> Result<GcDump, GcDumpError> {
         info,
         node_types,
         node_sizes,
-        node_children,
-        blob,
+        graph,
         addresses,
     })
 }
@@ -767,12 +803,10 @@ impl GcDump {
 
     /// Node `i`'s children (node indices).
     pub fn children(&self, i: usize) -> Vec<usize> {
-        let mut at = self.node_children[i] as usize;
-        // Checked by `read`.
-        let n = read_compressed(&self.blob, &mut at).unwrap_or(0).max(0);
-        (0..n)
-            .filter_map(|_| read_compressed(&self.blob, &mut at))
-            .map(|d| (i as i64 + i64::from(d)) as usize)
+        self.graph
+            .successors(i)
+            .iter()
+            .map(|&c| c as usize)
             .collect()
     }
 
@@ -814,21 +848,10 @@ impl GcDump {
     }
 
     /// Objects (nodes with an address), shallow and retained bytes per type name, biggest
-    /// retained first: the dominator tree from the root node.
+    /// retained first: the dominator tree from the root node (a file without nodes, whose
+    /// root index names none, retains nothing). Memory on top of the dump: at most about 32
+    /// bytes a node the root reaches and 4 a reference among them.
     pub fn retained_stats(&self) -> Vec<RetainedStat> {
-        let n = self.node_count();
-        if self.root >= n {
-            // A file without nodes (its root index names none): nothing is retained.
-            return Vec::new();
-        }
-        let mut offsets = Vec::with_capacity(n + 1);
-        let mut targets: Vec<u32> = Vec::new();
-        offsets.push(0);
-        for i in 0..n {
-            targets.extend(self.children(i).into_iter().map(|c| c as u32));
-            offsets.push(targets.len());
-        }
-        let g = Csr { offsets, targets };
         let names: Vec<String> = (0..self.types.len())
             .map(|t| {
                 self.types[t]
@@ -838,8 +861,7 @@ impl GcDump {
             })
             .collect();
         retained::type_retained(
-            &g,
-            self.root,
+            Dfs::new(&self.graph, self.root),
             &|i| self.node_sizes[i].max(0) as u64,
             &|i| self.addresses[i] != 0,
             &|i| self.node_types[i] as usize,
@@ -919,6 +941,56 @@ mod tests {
         let mut r = In { data: &w.w, at: 0 };
         assert_eq!(r.string("s").unwrap().as_deref(), Some("aé€"));
         assert_eq!(r.string("s").unwrap(), None);
+    }
+
+    /// A file whose `nodes` nodes all point at one record: type 0 and `children` children,
+    /// each the node itself.
+    fn shared_record(nodes: i32, children: i32) -> Vec<u8> {
+        let mut w = Counted {
+            w: Vec::new(),
+            at: 0,
+        };
+        w.string(Some(SIGNATURE)).unwrap();
+        w.u8(BEGIN_OBJECT).unwrap();
+        w.type_object(HEAP_DUMP_TYPE, HEAP_DUMP_VERSION, HEAP_DUMP_MIN_READER)
+            .unwrap();
+        w.u8(BEGIN_OBJECT).unwrap();
+        w.type_object(MEMORY_GRAPH_TYPE, 1, 0).unwrap();
+        w.i64(0).unwrap();
+        w.i32(0).unwrap();
+        w.i32(1).unwrap();
+        w.string(Some("T")).unwrap();
+        w.i32(8).unwrap();
+        w.string(None).unwrap();
+        w.i32(nodes).unwrap();
+        for _ in 0..nodes {
+            w.i32(0).unwrap();
+        }
+        let mut blob = Vec::new();
+        push_compressed(&mut blob, 0);
+        push_compressed(&mut blob, children);
+        for _ in 0..children {
+            push_compressed(&mut blob, 0);
+        }
+        w.i32(blob.len() as i32).unwrap();
+        w.bytes(&blob).unwrap();
+        w.i32(nodes).unwrap();
+        for i in 0..nodes {
+            w.i64(0x1000 + 8 * i64::from(i)).unwrap();
+        }
+        w.w
+    }
+
+    #[test]
+    fn nodes_sharing_a_record_cannot_hold_more_children_than_the_blob() {
+        // One node: its 3 children (itself) fit in the 5 bytes of the blob.
+        let d = read(&shared_record(1, 3)).unwrap();
+        assert_eq!(d.children(0), vec![0, 0, 0]);
+        assert_eq!(d.node(0), (0, 8, 0x1000));
+        assert_eq!(d.retained_stats()[0].retained, 8);
+        // 1,000 nodes sharing a record of 1,000 children would decode to a million.
+        let e = read(&shared_record(1000, 1000)).unwrap_err();
+        assert!(e.what.contains("more children in all"), "{}", e);
     }
 
     #[test]

@@ -36,12 +36,33 @@ use bulk::*;
 /// Bounds on what a [`HeapBuilder`] keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeapLimits {
-    /// Objects (GCBulkNode values); 24 bytes each.
+    /// Objects (GCBulkNode values); 24 bytes each. At most 2^32 - 3 whatever this says
+    /// (the graph's node indices are `u32`, with one for the roots and one for none).
     pub max_objects: usize,
-    /// References (GCBulkEdge values) and roots; 8 bytes each.
+    /// References (GCBulkEdge values) and roots; 8 bytes each. At most 2^32 - 1 whatever
+    /// this says (the graph's edges are counted in `u32`).
     pub max_edges: usize,
     /// Distinct types.
     pub max_types: usize,
+}
+
+/// The most objects a graph can hold, whatever [`HeapLimits::max_objects`] says: node
+/// indices are `u32`, `u32::MAX` meaning none and `u32::MAX - 1` the virtual root of
+/// [`HeapGraph::retained_stats`].
+const MAX_OBJECTS: usize = (u32::MAX - 2) as usize;
+/// The most references and roots a graph can hold, whatever [`HeapLimits::max_edges`]
+/// says: the adjacency's offsets are `u32`.
+const MAX_EDGES: usize = u32::MAX as usize;
+
+impl HeapLimits {
+    /// The limits the builder applies: these, within what the graph's `u32` indices hold.
+    fn effective(self) -> HeapLimits {
+        HeapLimits {
+            max_objects: self.max_objects.min(MAX_OBJECTS),
+            max_edges: self.max_edges.min(MAX_EDGES),
+            max_types: self.max_types,
+        }
+    }
 }
 
 impl Default for HeapLimits {
@@ -270,10 +291,11 @@ impl HeapBuilder {
         Self::with_limits(HeapLimits::default())
     }
 
-    /// A builder with `limits`.
+    /// A builder with `limits` (within what the graph's `u32` indices hold: see
+    /// [`HeapLimits`]).
     pub fn with_limits(limits: HeapLimits) -> Self {
         HeapBuilder {
-            limits,
+            limits: limits.effective(),
             pointer_size: 8,
             roles: MetadataTable::new(),
             walk: Walk::NotStarted,
@@ -664,15 +686,18 @@ impl HeapGraph {
     /// The object graph as adjacency lists over node indices: the objects in walk order
     /// (references to addresses the walk sent no object for left out), then one virtual
     /// root whose successors are the rooted objects. Returns it and the root's index.
+    /// Indices and offsets fit in `u32`: the builder holds at most 2^32 - 3 objects and
+    /// 2^32 - 1 references and roots.
     fn adjacency(&self) -> (retained::Csr, usize) {
         let index = self.address_index();
         let n = self.object_count();
-        let mut offsets = Vec::with_capacity(n + 2);
+        let mut offsets: Vec<u32> = Vec::with_capacity(n + 2);
+        // Room for every reference and root: what is left out (dangling) is never touched.
         let mut targets: Vec<u32> = Vec::with_capacity(self.edges.len() + self.roots.len());
         offsets.push(0);
         for refs in self.references() {
             targets.extend(refs.iter().filter_map(|&a| index.get(a)).map(|i| i as u32));
-            offsets.push(targets.len());
+            offsets.push(targets.len() as u32);
         }
         targets.extend(
             self.roots
@@ -680,19 +705,22 @@ impl HeapGraph {
                 .filter_map(|r| index.get(r.address))
                 .map(|i| i as u32),
         );
-        offsets.push(targets.len());
+        offsets.push(targets.len() as u32);
         (retained::Csr { offsets, targets }, n)
     }
 
     /// Objects, shallow and retained bytes per type name, biggest retained first: the
-    /// dominator tree from the roots (see [`RetainedStat`]). Memory: about 40 bytes an
-    /// object and 8 a reference on top of the graph.
+    /// dominator tree from the roots (see [`RetainedStat`]). Memory on top of the graph: the
+    /// adjacency (with its address index while it is made: 16 bytes an object), about 4
+    /// bytes an object and 4 a reference, freed once the depth-first search has read it;
+    /// then at most about 32 bytes an object reached and 4 a reference among them.
     pub fn retained_stats(&self) -> Vec<RetainedStat> {
         let (g, root) = self.adjacency();
+        let dfs = retained::Dfs::new(&g, root);
+        drop(g);
         let n = self.object_count();
         retained::type_retained(
-            &g,
-            root,
+            dfs,
             &|i| if i < n { self.sizes[i] } else { 0 },
             &|i| i < n,
             &|i| {
