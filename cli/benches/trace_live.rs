@@ -22,14 +22,13 @@ mod common;
 
 use std::time::Duration;
 
-use dsipc::nettrace::{Item, NettraceParser, Status};
 use dsipc_testkit::{Config, StreamSpec, TempDir};
 
 const TARGET: usize = 1 << 30;
 const RUNS: usize = 5;
 
 fn main() {
-    let valid = build_stream();
+    let valid = common::nettrace_stream(TARGET);
     let mut spoiled = valid.clone();
     spoiled[..8].copy_from_slice(b"Notrace!");
     let stream: &'static [u8] = Box::leak(valid.into_boxed_slice());
@@ -109,60 +108,4 @@ fn run(spec: StreamSpec, valid: bool, show: bool) -> f64 {
         }
         r.took.as_secs_f64()
     }
-}
-
-/// About [`TARGET`] bytes of valid nettrace built from the committed .NET 8 capture.
-fn build_stream() -> Vec<u8> {
-    let path = common::repo_root().join("tests/data/nettrace/net8.0.4-busy.nettrace");
-    let src = std::fs::read(&path).unwrap();
-    // (name, version, content) of every block, and where the first block starts.
-    let mut blocks: Vec<(Vec<u8>, i32, std::ops::Range<usize>)> = Vec::new();
-    let mut first_block = None;
-    let mut p = NettraceParser::new();
-    let mut at = 0;
-    loop {
-        let h = p.handle_input(&src[at..]).unwrap();
-        match h.status {
-            Status::Event(Item::Block(b)) => {
-                first_block.get_or_insert(b.offset as usize);
-                let start = b.content_offset as usize;
-                blocks.push((b.name.to_vec(), b.version, start..start + b.size as usize));
-            }
-            Status::Event(_) => {}
-            Status::Done => break,
-            Status::Partial { .. } => panic!("the capture is cut short"),
-        }
-        at += h.consumed;
-    }
-    // The header and trace object as recorded; then the blocks, re-framed.
-    let mut out = src[..first_block.unwrap()].to_vec();
-    let mut first = true;
-    while out.len() < TARGET {
-        for (name, version, range) in &blocks {
-            if !first && name.as_slice() == b"MetadataBlock" {
-                continue;
-            }
-            block(&mut out, name, *version, &src[range.clone()]);
-        }
-        first = false;
-    }
-    out.push(0x01); // end of stream
-    out
-}
-
-/// A V4/V5 block object: its type header, size, padding to 4 from the stream's start, the
-/// content and the end tag.
-fn block(out: &mut Vec<u8>, name: &[u8], version: i32, content: &[u8]) {
-    out.extend_from_slice(&[0x05, 0x05, 0x01]);
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&(name.len() as i32).to_le_bytes());
-    out.extend_from_slice(name);
-    out.push(0x06);
-    out.extend_from_slice(&(content.len() as i32).to_le_bytes());
-    while out.len() % 4 != 0 {
-        out.push(0);
-    }
-    out.extend_from_slice(content);
-    out.push(0x06);
 }

@@ -71,6 +71,7 @@ impl Answered {
             self.headers
         );
         let doc = self.json();
+        shapes::check(&doc, &shapes::VALIDATION_PROBLEM_DETAILS, "problem");
         assert_eq!(doc["status"].as_u64(), Some(status as u64));
         assert!(
             doc.to_string().contains(needle),
@@ -262,6 +263,7 @@ fn serve_routes_against_real_net8() {
         .unwrap()
         .starts_with("application/json"));
     let doc = list.json();
+    shapes::check_each(&doc, &shapes::PROCESS_IDENTIFIER, "/processes");
     let procs = doc.as_array().unwrap();
     assert_eq!(procs.len(), 1, "{}", doc);
     let p = &procs[0];
@@ -281,6 +283,7 @@ fn serve_routes_against_real_net8() {
 
     // /process by default, by pid, by uid, by name: the same.
     let info = serve.get("/process").json();
+    shapes::check(&info, &shapes::PROCESS_INFO, "/process");
     for q in [
         pid_q.clone(),
         format!("uid={}", uid),
@@ -314,6 +317,7 @@ fn serve_routes_against_real_net8() {
 
     // /info
     let i = serve.get("/info").json();
+    shapes::check(&i, &shapes::DOTNET_MONITOR_INFO, "/info");
     assert_eq!(i["diagnosticPortMode"], "Connect");
     assert!(i["capabilities"]
         .as_array()
@@ -332,6 +336,7 @@ fn serve_routes_against_real_net8() {
         js.headers
     );
     let stacks = js.json();
+    shapes::check(&stacks, &shapes::CALL_STACK_RESULT, "/stacks");
     let sleeper = stacks["stacks"]
         .as_array()
         .unwrap()
@@ -473,6 +478,7 @@ fn serve_routes_against_real_net8() {
         records
     );
     for r in &records {
+        shapes::check(r, &shapes::METRIC, "/livemetrics");
         for k in [
             "timestamp",
             "provider",
@@ -527,10 +533,12 @@ fn serve_routes_against_real_netcore31() {
     let (_host, pid, dir) = host("netcore31", &["--sleeping-thread"]);
     let serve = Serve::with_key(dir.path());
     let doc = serve.get("/processes").json();
+    shapes::check_each(&doc, &shapes::PROCESS_IDENTIFIER, "/processes");
     assert_eq!(doc[0]["pid"].as_u64(), Some(pid as u64));
     assert_eq!(doc[0]["uid"], "00000000-0000-0000-0000-000000000000");
     assert_eq!(doc[0]["isDefault"], true);
     let p = serve.get("/process").json();
+    shapes::check(&p, &shapes::PROCESS_INFO, "/process");
     assert_eq!(p["operatingSystem"], "unknown");
     assert!(
         p["commandLine"].as_str().unwrap().contains("host.py"),
@@ -868,6 +876,7 @@ fn wait_operation(serve: &Serve, location: &str, states: &[&str]) -> Value {
         let a = serve.curl_url(location, &[]);
         assert!(a.status == 200 || a.status == 201, "{}", a.text());
         let doc = a.json();
+        shapes::check(&doc, &shapes::OPERATION_STATUS, "/operations/{id}");
         let status = doc["status"].as_str().unwrap().to_string();
         if states.contains(&status.as_str()) {
             assert_eq!(
@@ -919,6 +928,7 @@ fn serve_egress_operations_stop_cancel_and_land_files() {
     );
     let id = location.rsplit('/').next().unwrap().to_string();
     let listed = serve.get("/operations").json();
+    shapes::check_each(&listed, &shapes::OPERATION_SUMMARY, "/operations");
     let op = listed
         .as_array()
         .unwrap()
@@ -1034,6 +1044,7 @@ fn serve_listen_mode_serves_runtimes_that_connect_to_it() {
         .pid;
 
     let info = serve.get("/info").json();
+    shapes::check(&info, &shapes::DOTNET_MONITOR_INFO, "/info");
     assert_eq!(info["diagnosticPortMode"], "Listen");
     assert_eq!(info["diagnosticPortName"].as_str(), port.to_str());
     // The runtime connects once its diagnostic server runs: wait for it to be listed.
@@ -1086,5 +1097,267 @@ fn serve_listen_mode_serves_runtimes_that_connect_to_it() {
         }
         assert!(Instant::now() < deadline, "still listed: {}", l);
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// dotnet-monitor's JSON shapes (its `openapi.json` and `definitions.md`), written down
+/// here: each answer is checked field by field (names, types, required members, and no
+/// member the schema does not have where it says `additionalProperties: false`).
+mod shapes {
+    use serde_json::Value;
+
+    /// A member's type.
+    pub enum T {
+        Int,
+        Num,
+        Bool,
+        Str,
+        /// A string or null.
+        NStr,
+        Uuid,
+        DateTime,
+        Enum(&'static [&'static str]),
+        Obj(&'static Shape),
+        /// An object or null.
+        NObj(&'static Shape),
+        Arr(&'static T),
+        /// An array or null.
+        NArr(&'static T),
+        /// An object whose every member is of this type.
+        Map(&'static T),
+    }
+
+    /// An object: (member, type, required); `open`: other members allowed.
+    pub struct Shape {
+        pub fields: &'static [(&'static str, T, bool)],
+        pub open: bool,
+    }
+
+    pub static PROCESS_IDENTIFIER: Shape = Shape {
+        fields: &[
+            ("pid", T::Int, true),
+            ("uid", T::Uuid, true),
+            ("name", T::NStr, false),
+            ("isDefault", T::Bool, true),
+        ],
+        open: false,
+    };
+    pub static PROCESS_INFO: Shape = Shape {
+        fields: &[
+            ("pid", T::Int, true),
+            ("uid", T::Uuid, true),
+            ("name", T::NStr, false),
+            ("commandLine", T::NStr, false),
+            ("operatingSystem", T::NStr, false),
+            ("processArchitecture", T::NStr, false),
+            ("managedEntryPointAssemblyName", T::NStr, false),
+        ],
+        open: false,
+    };
+    static CAPABILITY: Shape = Shape {
+        fields: &[("name", T::Str, true), ("enabled", T::Bool, true)],
+        open: false,
+    };
+    pub static DOTNET_MONITOR_INFO: Shape = Shape {
+        fields: &[
+            ("version", T::NStr, false),
+            ("runtimeVersion", T::NStr, false),
+            ("diagnosticPortMode", T::Enum(&["Connect", "Listen"]), false),
+            ("diagnosticPortName", T::NStr, false),
+            ("capabilities", T::NArr(&T::Obj(&CAPABILITY)), true),
+        ],
+        open: false,
+    };
+    pub static VALIDATION_PROBLEM_DETAILS: Shape = Shape {
+        fields: &[
+            ("type", T::NStr, false),
+            ("title", T::NStr, false),
+            ("status", T::Int, false),
+            ("detail", T::NStr, false),
+            ("instance", T::NStr, false),
+            ("errors", T::Map(&T::Arr(&T::Str)), false),
+        ],
+        open: true,
+    };
+    static OPERATION_PROCESS_INFO: Shape = Shape {
+        fields: &[
+            ("pid", T::Int, false),
+            ("uid", T::Uuid, false),
+            ("name", T::NStr, false),
+        ],
+        open: false,
+    };
+    static STATES: &[&str] = &[
+        "Starting",
+        "Running",
+        "Succeeded",
+        "Failed",
+        "Cancelled",
+        "Stopping",
+    ];
+    pub static OPERATION_SUMMARY: Shape = Shape {
+        fields: &[
+            ("operationId", T::Uuid, true),
+            ("createdDateTime", T::DateTime, true),
+            ("status", T::Enum(STATES), true),
+            ("process", T::NObj(&OPERATION_PROCESS_INFO), false),
+            ("egressProviderName", T::NStr, false),
+            ("isStoppable", T::Bool, false),
+            ("tags", T::NArr(&T::Str), false),
+        ],
+        open: false,
+    };
+    static OPERATION_ERROR: Shape = Shape {
+        fields: &[("code", T::NStr, false), ("message", T::NStr, false)],
+        open: false,
+    };
+    pub static OPERATION_STATUS: Shape = Shape {
+        fields: &[
+            ("resourceLocation", T::NStr, false),
+            ("error", T::NObj(&OPERATION_ERROR), false),
+            ("operationId", T::Uuid, true),
+            ("createdDateTime", T::DateTime, true),
+            ("status", T::Enum(STATES), true),
+            ("process", T::NObj(&OPERATION_PROCESS_INFO), false),
+            ("egressProviderName", T::NStr, false),
+            ("isStoppable", T::Bool, false),
+            ("tags", T::NArr(&T::Str), false),
+        ],
+        open: false,
+    };
+    static FRAME: Shape = Shape {
+        fields: &[
+            ("methodName", T::Str, true),
+            ("methodToken", T::Int, true),
+            ("parameterTypes", T::Arr(&T::Str), true),
+            ("typeName", T::Str, true),
+            ("moduleName", T::Str, true),
+            ("moduleVersionId", T::Uuid, true),
+        ],
+        open: false,
+    };
+    static STACK: Shape = Shape {
+        fields: &[
+            ("threadId", T::Int, true),
+            ("threadName", T::NStr, false),
+            ("frames", T::Arr(&T::Obj(&FRAME)), true),
+        ],
+        open: false,
+    };
+    pub static CALL_STACK_RESULT: Shape = Shape {
+        fields: &[("stacks", T::Arr(&T::Obj(&STACK)), true)],
+        open: false,
+    };
+    pub static METRIC: Shape = Shape {
+        fields: &[
+            ("timestamp", T::DateTime, true),
+            ("provider", T::Str, true),
+            ("name", T::Str, true),
+            ("displayName", T::Str, true),
+            ("unit", T::NStr, true),
+            ("counterType", T::Enum(&["Rate", "Metric"]), true),
+            ("tags", T::NStr, false),
+            ("value", T::Num, true),
+        ],
+        open: false,
+    };
+
+    fn is_uuid(s: &str) -> bool {
+        let b = s.as_bytes();
+        b.len() == 36
+            && b.iter().enumerate().all(|(i, &c)| match i {
+                8 | 13 | 18 | 23 => c == b'-',
+                _ => c.is_ascii_hexdigit(),
+            })
+    }
+
+    /// `2021-07-21T06:21:15.315861Z` or with an offset (`+00:00`).
+    fn is_date_time(s: &str) -> bool {
+        let b = s.as_bytes();
+        b.len() >= 20
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b[10] == b'T'
+            && b[13] == b':'
+            && b[16] == b':'
+            && (s.ends_with('Z') || s[19..].contains('+') || s[19..].contains('-'))
+    }
+
+    fn check_type(v: &Value, t: &T, at: &str) {
+        let ok = match t {
+            T::Int => v.is_i64() || v.is_u64(),
+            T::Num => v.is_number(),
+            T::Bool => v.is_boolean(),
+            T::Str => v.is_string(),
+            T::NStr => v.is_string() || v.is_null(),
+            T::Uuid => v.as_str().map_or(false, is_uuid),
+            T::DateTime => v.as_str().map_or(false, is_date_time),
+            T::Enum(names) => v.as_str().map_or(false, |s| names.contains(&s)),
+            T::Obj(shape) => {
+                check(v, shape, at);
+                true
+            }
+            T::NObj(shape) => {
+                if !v.is_null() {
+                    check(v, shape, at);
+                }
+                true
+            }
+            T::Arr(item) | T::NArr(item) => match v.as_array() {
+                Some(a) => {
+                    for (i, x) in a.iter().enumerate() {
+                        check_type(x, item, &format!("{}[{}]", at, i));
+                    }
+                    true
+                }
+                None => matches!(t, T::NArr(_)) && v.is_null(),
+            },
+            T::Map(item) => match v.as_object() {
+                Some(o) => {
+                    for (k, x) in o {
+                        check_type(x, item, &format!("{}.{}", at, k));
+                    }
+                    true
+                }
+                None => false,
+            },
+        };
+        assert!(ok, "{}: {} is not of its schema type", at, v);
+    }
+
+    /// Checks `v` against `shape`.
+    pub fn check(v: &Value, shape: &Shape, at: &str) {
+        let o = v
+            .as_object()
+            .unwrap_or_else(|| panic!("{}: not an object: {}", at, v));
+        for (name, t, required) in shape.fields {
+            match o.get(*name) {
+                Some(x) => check_type(x, t, &format!("{}.{}", at, name)),
+                None => assert!(!required, "{}: no {} in {}", at, name, v),
+            }
+        }
+        if !shape.open {
+            for k in o.keys() {
+                assert!(
+                    shape.fields.iter().any(|(n, _, _)| n == k),
+                    "{}: {} is not in the schema: {}",
+                    at,
+                    k,
+                    v
+                );
+            }
+        }
+    }
+
+    /// Checks every element of the array `v`.
+    pub fn check_each(v: &Value, shape: &Shape, at: &str) {
+        for (i, x) in v
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: not an array: {}", at, v))
+            .iter()
+            .enumerate()
+        {
+            check(x, shape, &format!("{}[{}]", at, i));
+        }
     }
 }
