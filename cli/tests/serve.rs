@@ -461,6 +461,14 @@ fn serve_routes_against_real_net8() {
         .unwrap()
         .starts_with("text/plain"));
     common::promtool_check(&text);
+    // A real Prometheus scrapes it and has dashboard 19297's CPU series.
+    let prom = common::Prometheus::start(&serve.metrics);
+    prom.poll(
+        "systemruntime_cpu_usage_ratio",
+        Duration::from_secs(60),
+        |r| r.contains("\"result\":[{"),
+    );
+    drop(prom);
     // /livemetrics: json-seq Metric records for the default providers (GET) and for a
     // configuration naming a meter (POST).
     let live = serve.get("/livemetrics?durationSeconds=3");
@@ -1360,4 +1368,44 @@ mod shapes {
             check(x, shape, &format!("{}[{}]", at, i));
         }
     }
+}
+
+/// A real runtime that exits while its trace streams: the body is cut (curl exit 18),
+/// never a clean end of a trace that is not whole; serve goes on answering.
+#[test]
+fn serve_trace_of_a_real_runtime_that_exits_mid_stream_is_a_cut_body() {
+    let (mut h, _pid, dir) = host("net8", &["--busy"]);
+    let serve = Serve::with_key(dir.path());
+    let key = serve.key.clone().unwrap();
+    let mut s = TcpStream::connect(&serve.api).unwrap();
+    write!(
+        s,
+        "GET /trace?profile=Cpu&durationSeconds=-1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+        key
+    )
+    .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    // The head and the first bytes of the stream: the session runs.
+    while !String::from_utf8_lossy(&got).contains("Nettrace") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    h.kill();
+    // Read to the end: the connection closes without the chunked terminator.
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("no end within 30 s: {}", e),
+        }
+    }
+    assert!(
+        !got.ends_with(b"0\r\n\r\n"),
+        "a cut trace must not end as a whole chunked body"
+    );
+    assert_eq!(serve.get("/info").status, 200);
 }
