@@ -20,10 +20,10 @@ set -a; . target/dotnet-venv/dsipc-runtimes.env; set +a
 
 # Debian packages go through sudo unless already root (the same rule everywhere).
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-step "tools the nettrace tests run (go tool pprof, unzip)"
-if ! command -v go >/dev/null || ! command -v unzip >/dev/null; then
+step "tools the tests run (go tool pprof, unzip; curl, serve's HTTP client)"
+if ! command -v go >/dev/null || ! command -v unzip >/dev/null || ! command -v curl >/dev/null; then
     $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go unzip
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go unzip curl
 fi
 step "Prometheus (Debian package; the counters export tests start a real server and promtool)"
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
