@@ -46,7 +46,7 @@ usage: dsipc serve [--urls URLS] [--metricUrls URLS] [--no-metrics]
                    [--api-key-file FILE | --temp-apikey | --no-auth]
                    [--default-process KEY=VALUE] [--egress NAME=DIR]
                    [--counter-interval SECS] [--dump-temp-folder DIR]
-                   [--diagnostic-port PATH]
+                   [--diagnostic-port PATH] [--send-timeout SECS]
        dsipc serve generatekey [-o FILE] [--force]
 
 dotnet-monitor's HTTP API for the runtimes on this machine, with its routes, parameters,
@@ -86,6 +86,9 @@ with Location: /operations/{id}; GET /operations, GET /operations/{id}, DELETE
                        listen mode: runtimes started with
                        DOTNET_DiagnosticPorts=PATH,connect connect to serve, which
                        serves them (and only them) through their connections
+  --send-timeout SECS   a client that takes nothing of a streamed answer (a trace,
+                       logs, a dump) for this long is treated as gone: its session
+                       stops and its permit returns (default 60)
   --dump-temp-folder DIR
                        where runtimes write dumps before they are sent and deleted
                        (default: a private folder serve makes and removes)

@@ -1409,3 +1409,63 @@ fn serve_trace_of_a_real_runtime_that_exits_mid_stream_is_a_cut_body() {
     );
     assert_eq!(serve.get("/info").status, 200);
 }
+
+/// A client that asks for a trace and reads nothing holds its session only for
+/// `--send-timeout`: then the session is stopped and its permit returns (three stalled
+/// clients do not lock /trace out).
+#[test]
+fn serve_trace_of_a_client_that_reads_nothing_is_stopped_after_the_send_timeout() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let rt = fake(
+        &dir,
+        Config::new().like_net8_0_4().stream(StreamSpec {
+            len: None,
+            chunk: 64 * 1024,
+            pause: Duration::ZERO,
+            end_marker: true,
+            content: None,
+        }),
+    );
+    let mut serve = Serve::start(dir.path(), &["--temp-apikey", "--send-timeout", "1"]);
+    let key = serve.key.clone().unwrap();
+    let stalled: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = TcpStream::connect(&serve.api).unwrap();
+            write!(
+                s,
+                "GET /trace?durationSeconds=-1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+                key
+            )
+            .unwrap();
+            s
+        })
+        .collect();
+    // Each is stopped once the socket buffers are full and a second passed.
+    for _ in 0..3 {
+        serve
+            .live
+            .stderr_line("took nothing for", Duration::from_secs(60));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let stops = rt
+            .received()
+            .iter()
+            .filter(|r| r.command == Some(Cmd::StopTracing))
+            .count();
+        if stops == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} stops: {:?}",
+            stops,
+            rt.received()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The permits came back: a fourth trace runs.
+    let t = serve.get("/trace?durationSeconds=1");
+    assert_eq!(t.status, 200, "{}", t.text());
+    drop(stalled);
+}

@@ -6,6 +6,7 @@
 //! stream: a trace is sent as the runtime writes it (a chunked body; a client that goes away
 //! stops the session), a dump is read from serve's storage folder and deleted once sent.
 
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -372,6 +373,8 @@ pub struct Api {
     pub stacks: Arc<Semaphore>,
     pub live_metrics: Arc<Semaphore>,
     pub logs: Arc<Semaphore>,
+    /// How long a streamed answer waits for its reader to take a chunk (`--send-timeout`).
+    pub send_timeout: Duration,
     /// Seconds between two counter publications (`/metrics`, `/livemetrics`).
     pub counter_interval: f64,
 }
@@ -745,6 +748,7 @@ impl Api {
             session,
             duration,
             permit,
+            self.send_timeout,
             pid,
             "trace",
             session::Nettrace::default(),
@@ -851,7 +855,7 @@ impl Api {
         };
         // Unlinked at once: the open file is all that is left, gone when it is closed.
         let _ = std::fs::remove_file(&path);
-        let (tx, body) = http::channel(4);
+        let (tx, body) = http::channel(4, self.send_timeout);
         tokio::spawn(async move {
             let _permit = permit;
             loop {
@@ -860,12 +864,18 @@ impl Api {
                     Ok(0) => break,
                     Ok(n) => {
                         buf.truncate(n);
-                        if tx.send(Ok(Bytes::from(buf))).await.is_err() {
+                        if let Err(g) = tx.send(Bytes::from(buf)).await {
+                            if g == http::Gone::Stalled {
+                                tx.fail(io::Error::new(
+                                    io::ErrorKind::TimedOut,
+                                    "the client stalled",
+                                ));
+                            }
                             break;
                         }
                     }
                     Err(e) => {
-                        let _ = tx.send(Err(e)).await;
+                        tx.fail(e);
                         break;
                     }
                 }

@@ -44,16 +44,77 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
         .boxed()
 }
 
-/// A body streamed from a channel: each `Ok` is a chunk, an `Err` ends the response
-/// abnormally (the client sees a cut chunked body, never a clean end), the sender's drop
-/// ends it cleanly.
-pub fn channel(capacity: usize) -> (mpsc::Sender<io::Result<Bytes>>, Body) {
+/// How long a streamed body waits for its reader to take a chunk by default
+/// (`--send-timeout`): a reader that takes nothing for this long is treated as gone (its
+/// session stops, its permit returns).
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A body streamed from a channel, and its sending half, which waits at most
+/// `send_timeout` for the reader to take a chunk.
+pub fn channel(capacity: usize, send_timeout: Duration) -> (BodySender, Body) {
     let (tx, rx) = mpsc::channel(capacity);
-    (tx, ChannelBody { rx }.boxed())
+    let failure = Arc::new(Mutex::new(None));
+    (
+        BodySender {
+            tx,
+            failure: Arc::clone(&failure),
+            send_timeout,
+        },
+        ChannelBody { rx, failure }.boxed(),
+    )
+}
+
+/// Why a chunk was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gone {
+    /// The reader went away (the client disconnected, or the response was dropped).
+    Closed,
+    /// The reader took nothing for the send timeout.
+    Stalled,
+}
+
+/// The sending half of a streamed body. Dropping it ends the body cleanly;
+/// [`fail`](Self::fail) ends it abnormally (the client sees a cut body, never a whole one).
+pub struct BodySender {
+    tx: mpsc::Sender<io::Result<Bytes>>,
+    failure: Arc<Mutex<Option<io::Error>>>,
+    send_timeout: Duration,
+}
+
+impl BodySender {
+    /// Sends a chunk, waiting at most the send timeout for room.
+    pub async fn send(&self, data: Bytes) -> Result<(), Gone> {
+        match tokio::time::timeout(self.send_timeout, self.tx.send(Ok(data))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Gone::Closed),
+            Err(_) => Err(Gone::Stalled),
+        }
+    }
+
+    /// Ends the body with `e` after what was sent.
+    pub fn fail(self, e: io::Error) {
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+
+    /// Waits until the reader went away.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+
+    /// Whether the reader went away.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// The send timeout.
+    pub fn send_timeout(&self) -> Duration {
+        self.send_timeout
+    }
 }
 
 struct ChannelBody {
     rx: mpsc::Receiver<io::Result<Bytes>>,
+    failure: Arc<Mutex<Option<io::Error>>>,
 }
 
 impl HttpBody for ChannelBody {
@@ -64,9 +125,17 @@ impl HttpBody for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        self.rx
-            .poll_recv(cx)
-            .map(|chunk| chunk.map(|r| r.map(Frame::data)))
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(None) => {
+                let failed = self
+                    .failure
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take();
+                Poll::Ready(failed.map(Err))
+            }
+            other => other.map(|chunk| chunk.map(|r| r.map(Frame::data))),
+        }
     }
 }
 

@@ -70,6 +70,7 @@ pub(super) async fn route(
         session,
         duration,
         permit,
+        api.send_timeout,
         runtime.pid,
         "livemetrics",
         Metrics {

@@ -109,6 +109,7 @@ pub(super) async fn route(
         session,
         duration,
         permit,
+        api.send_timeout,
         pid,
         "logs",
         LogsSink::new(format),

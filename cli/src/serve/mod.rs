@@ -57,6 +57,7 @@ const VALUES: &[&str] = &[
     "--counter-interval",
     "--default-process",
     "--diagnostic-port",
+    "--send-timeout",
     "-o",
     "--output",
 ];
@@ -134,6 +135,16 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
             d.as_secs_f64()
         }
     };
+    let send_timeout = match p.value_os("--send-timeout") {
+        None => http::SEND_TIMEOUT,
+        Some(v) => {
+            let d = args::duration("--send-timeout", v)?;
+            if d.is_zero() {
+                return Err(CliError::Usage("--send-timeout must be more than 0".into()));
+            }
+            d
+        }
+    };
     let egress = match p.value_text("--egress")? {
         None => Vec::new(),
         Some(list) => operations::parse_egress(list).map_err(CliError::Usage)?,
@@ -188,6 +199,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         live_metrics: Arc::new(Semaphore::new(api::MAX_LIVE_METRICS)),
         logs: Arc::new(Semaphore::new(logs::MAX_LOGS)),
         counter_interval,
+        send_timeout,
     });
     let result = rt.block_on(run(
         Arc::clone(&api),

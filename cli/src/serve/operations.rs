@@ -496,15 +496,11 @@ mod file_tests {
     #[test]
     fn egress_of_a_cut_artifact_fails_and_leaves_nothing() {
         let dir = temp();
-        let (tx, body) = super::super::http::channel(2);
+        let (tx, body) = super::super::http::channel(2, std::time::Duration::from_secs(5));
         let writer = std::thread::spawn(move || {
             block_on(async move {
-                tx.send(Ok(bytes::Bytes::from_static(b"part")))
-                    .await
-                    .unwrap();
-                tx.send(Err(io::Error::new(io::ErrorKind::UnexpectedEof, "cut")))
-                    .await
-                    .unwrap();
+                tx.send(bytes::Bytes::from_static(b"part")).await.unwrap();
+                tx.fail(io::Error::new(io::ErrorKind::UnexpectedEof, "cut"));
             })
         });
         let e = block_on(write_file(body, &dir, "c.nettrace")).unwrap_err();

@@ -17,7 +17,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit};
 
 use dsipc_tokio::TraceSession;
 
-use super::http::{self, Body};
+use super::http::{self, Body, Gone};
 
 /// What a route makes of a session's bytes.
 pub trait Sink: Send + 'static {
@@ -34,11 +34,12 @@ pub fn stream<S: Sink>(
     mut session: TraceSession,
     duration: Option<Duration>,
     permit: OwnedSemaphorePermit,
+    send_timeout: Duration,
     pid: u32,
     what: &'static str,
     mut sink: S,
 ) -> (Body, Arc<Notify>) {
-    let (tx, body) = http::channel(4);
+    let (tx, body) = http::channel(4, send_timeout);
     let stop_asked = Arc::new(Notify::new());
     let stop_signal = Arc::clone(&stop_asked);
     tokio::spawn(async move {
@@ -46,30 +47,38 @@ pub fn stream<S: Sink>(
         let stop = session.stop_handle();
         let deadline = duration.map(|d| tokio::time::Instant::now() + d);
         let mut stopping: Option<tokio::task::JoinHandle<()>> = None;
+        // Set when the reader went away or stalled: nothing more is sent.
+        let mut gone: Option<Gone> = None;
+        let mut failure: Option<io::Error> = None;
         loop {
             let ask_stop = tokio::select! {
                 chunk = session.next_chunk() => match chunk {
                     None => {
                         match sink.end() {
-                            Ok(Some(last)) => {
-                                let _ = tx.send(Ok(last)).await;
+                            Ok(Some(last)) if gone.is_none() => {
+                                let _ = tx.send(last).await;
                             }
-                            Ok(None) => {}
+                            Ok(_) => {}
                             Err(e) => {
                                 eprintln!("dsipc: serve: pid {}: {}: {}", pid, what, crate::term::clean(&e.to_string()));
-                                let _ = tx.send(Err(e)).await;
+                                failure = Some(e);
                             }
                         }
                         break;
                     }
                     Some(Ok(data)) => match sink.chunk(data) {
-                        // A send that fails: the client went away.
-                        Some(out) => tx.send(Ok(out)).await.is_err(),
-                        None => false,
+                        Some(out) if gone.is_none() => match tx.send(out).await {
+                            Ok(()) => false,
+                            Err(g) => {
+                                gone = Some(g);
+                                true
+                            }
+                        },
+                        _ => false,
                     },
                     Some(Err(e)) => {
                         eprintln!("dsipc: serve: pid {}: {}: {}", pid, what, crate::term::clean(&e.to_string()));
-                        let _ = tx.send(Err(io::Error::new(io::ErrorKind::Other, e.to_string()))).await;
+                        failure = Some(io::Error::new(io::ErrorKind::Other, e.to_string()));
                         break;
                     }
                 },
@@ -83,11 +92,26 @@ pub fn stream<S: Sink>(
                     let _ = stop.stop().await;
                 }));
             }
-            if tx.is_closed() && stopping.is_some() {
+            if (tx.is_closed() || gone.is_some()) && stopping.is_some() {
                 // Nobody reads the rest: the stop was asked; closing the stream ends the
                 // session in the runtime either way.
+                if gone == Some(Gone::Stalled) {
+                    eprintln!(
+                        "dsipc: serve: pid {}: {}: the client took nothing for {:.1} s; its session is stopped",
+                        pid,
+                        what,
+                        tx.send_timeout().as_secs_f64()
+                    );
+                    failure = Some(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the client stalled",
+                    ));
+                }
                 break;
             }
+        }
+        if let Some(e) = failure {
+            tx.fail(e);
         }
         if let Some(s) = stopping {
             let _ = s.await;
