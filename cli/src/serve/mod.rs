@@ -183,6 +183,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
             tmpdir: common.tmpdir.clone(),
             pool,
             default_filter,
+            cache: Default::default(),
         },
         auth,
         dump_dir: dump_dir.path.clone(),

@@ -113,38 +113,42 @@ fn proc_command_line(pid: u32) -> Option<String> {
 }
 
 /// Every runtime that answers ProcessInfo within [`PROBE_TIMEOUT`], in pid order.
-async fn list(tmpdir: Option<&Path>) -> Result<Vec<Runtime>, ApiError> {
+/// Every runtime endpoint in `tmpdir` (or where each runtime says).
+async fn endpoints(tmpdir: Option<&Path>) -> Result<Vec<(u32, Target)>, ApiError> {
     let tmp = tmpdir.map(Path::to_path_buf);
     let endpoints = tokio::task::spawn_blocking(move || dsipc_std::list_processes(tmp.as_deref()))
         .await
         .map_err(|e| ApiError::internal(format!("listing processes: {}", e)))?
         .map_err(|e| ApiError::internal(format!("listing processes: {}", e)))?;
-    probe_all(
-        endpoints
-            .into_iter()
-            .map(|ep| (ep.pid, Target::Endpoint(ep.endpoint)))
-            .collect(),
-    )
-    .await
+    Ok(endpoints
+        .into_iter()
+        .map(|ep| (ep.pid, Target::Endpoint(ep.endpoint)))
+        .collect())
 }
 
 /// The runtimes connected to `pool`.
-async fn list_pooled(pool: &Arc<RuntimePool>) -> Result<Vec<Runtime>, ApiError> {
-    probe_all(
-        pool.runtimes()
-            .into_iter()
-            .filter_map(|r| {
-                let pid = u32::try_from(r.pid).ok()?;
-                Some((pid, Target::Pooled(Arc::clone(pool), r.cookie)))
-            })
-            .collect(),
-    )
-    .await
+fn pooled(pool: &Arc<RuntimePool>) -> Vec<(u32, Target)> {
+    pool.runtimes()
+        .into_iter()
+        .filter_map(|r| {
+            let pid = u32::try_from(r.pid).ok()?;
+            Some((pid, Target::Pooled(Arc::clone(pool), r.cookie)))
+        })
+        .collect()
+}
+
+/// What identifies a runtime across listings: its pid and endpoint (the socket's name
+/// holds the process's start time), or its pid and cookie in listen mode.
+fn cache_key(pid: u32, target: &Target) -> (u32, String) {
+    match target {
+        Target::Endpoint(p) => (pid, p.to_string_lossy().into_owned()),
+        Target::Pooled(_, cookie) => (pid, cookie.to_string()),
+    }
 }
 
 /// Asks each runtime for ProcessInfo (all at once, each within [`PROBE_TIMEOUT`]); the
-/// ones that answer, in pid order.
-async fn probe_all(targets: Vec<(u32, Target)>) -> Result<Vec<Runtime>, ApiError> {
+/// ones that answer.
+async fn probe_all(targets: Vec<(u32, Target)>) -> Vec<Runtime> {
     let mut probes = Vec::with_capacity(targets.len());
     for (pid, target) in targets {
         probes.push(tokio::spawn(probe(pid, target)));
@@ -155,8 +159,7 @@ async fn probe_all(targets: Vec<(u32, Target)>) -> Result<Vec<Runtime>, ApiError
             out.push(r);
         }
     }
-    out.sort_by_key(|r| r.pid);
-    Ok(out)
+    out
 }
 
 async fn probe(pid: u32, target: Target) -> Option<Runtime> {
@@ -254,15 +257,43 @@ pub struct Discovery {
     pub pool: Option<Arc<RuntimePool>>,
     /// `--default-process`; without it the default is the only runtime there is.
     pub default_filter: Option<DefaultFilter>,
+    /// What each runtime answered when first listed (ProcessInfo does not change while a
+    /// runtime lives), so a listing asks only runtimes it has not seen.
+    pub cache: std::sync::Mutex<std::collections::HashMap<(u32, String), Runtime>>,
 }
 
 impl Discovery {
     /// Every runtime that answers.
     pub async fn list(&self) -> Result<Vec<Runtime>, ApiError> {
-        match &self.pool {
-            Some(pool) => list_pooled(pool).await,
-            None => list(self.tmpdir.as_deref()).await,
+        let targets = match &self.pool {
+            Some(pool) => pooled(pool),
+            None => endpoints(self.tmpdir.as_deref()).await?,
+        };
+        let keys: Vec<(u32, String)> = targets.iter().map(|(p, t)| cache_key(*p, t)).collect();
+        let (mut known, unknown): (Vec<Runtime>, Vec<(u32, Target)>) = {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let mut known = Vec::new();
+            let mut unknown = Vec::new();
+            for (key, (pid, target)) in keys.iter().zip(targets) {
+                match cache.get(key) {
+                    Some(r) => known.push(r.clone()),
+                    None => unknown.push((pid, target)),
+                }
+            }
+            (known, unknown)
+        };
+        let probed = probe_all(unknown).await;
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            for r in &probed {
+                cache.insert(cache_key(r.pid, &r.target), r.clone());
+            }
+            // Runtimes no longer listed are forgotten.
+            cache.retain(|k, _| keys.contains(k));
         }
+        known.extend(probed);
+        known.sort_by_key(|r| r.pid);
+        Ok(known)
     }
 
     /// The default process among `all` (see [`DefaultFilter`]).
