@@ -1,6 +1,7 @@
-//! A small command-line parser: positionals, `--name VALUE` / `--name=VALUE` options and
-//! flags, `--` ending the options. Arguments are `OsString`s: any byte sequence is taken,
-//! and a value that must be text says so with a usage error (never a panic).
+//! The command-line parser every command uses: positionals, `--name VALUE` /
+//! `--name=VALUE` options and flags, `--` ending the options. lexopt splits the arguments
+//! ([`parse_os`] adds the rules on top). Arguments are `OsString`s: any byte sequence is
+//! taken, and a value that must be text says so with a usage error (never a panic).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -38,8 +39,9 @@ pub fn show(arg: &OsStr) -> String {
 }
 
 /// `-` then a digit: a negative number given where a positional is expected (a PID).
-fn negative_number(arg: &str) -> bool {
-    let mut c = arg.chars();
+fn negative_number(arg: &OsStr) -> bool {
+    let lossy = arg.to_string_lossy();
+    let mut c = lossy.chars();
     c.next() == Some('-') && c.next().map_or(false, |d| d.is_ascii_digit())
 }
 
@@ -55,84 +57,73 @@ pub fn parse(
 
 /// Parses `args` with the option names `values` (take a value) and `flags` (do not).
 /// Short names are spelled in the lists too (`-o`).
+///
+/// lexopt splits the arguments; the rules on top of it: `-` alone is a positional, `--`
+/// ends the options, `-` then a digit is a positional (a negative PID, refused later by
+/// [`pid`]), a short option is a whole argument (`-o FILE`; `-ofile`, `-o=file` and `-ab`
+/// are unknown options), a flag takes no `=VALUE`, and an option given twice is an error.
 pub fn parse_os(
     args: &[OsString],
     values: &[&'static str],
     flags: &[&'static str],
 ) -> Result<Parsed, UsageError> {
     let mut out = Parsed::default();
-    let mut i = 0;
-    let mut options_done = false;
-    while i < args.len() {
-        let raw = &args[i];
-        i += 1;
-        let lossy = raw.to_string_lossy();
-        if options_done || lossy == "-" || !lossy.starts_with('-') || negative_number(&lossy) {
-            out.positionals.push(raw.clone());
-            continue;
-        }
-        if lossy == "--" {
-            options_done = true;
-            continue;
-        }
-        // The option name is text; a value given inline keeps its bytes.
-        let (name, inline): (String, Option<OsString>) = match split_inline(raw) {
-            Some((n, v)) => (n, Some(v)),
-            None => (lossy.into_owned(), None),
+    let mut parser = lexopt::Parser::from_args(args.iter().cloned());
+    loop {
+        // Every argument before this one was used up whole (options are whole arguments),
+        // so the next one is at hand: a negative number is taken as it is, and anything
+        // else is kept for messages (the option as typed, `=VALUE` and all).
+        let raw = match parser.try_raw_args() {
+            Some(mut rest) => {
+                if let Some(number) = rest.next_if(negative_number) {
+                    out.positionals.push(number);
+                    continue;
+                }
+                rest.peek().map(OsStr::to_os_string).unwrap_or_default()
+            }
+            None => OsString::new(),
         };
-        if let Some(&known) = values
+        let (name, short) = match parser.next() {
+            Ok(None) => break,
+            Ok(Some(lexopt::Arg::Value(v))) => {
+                out.positionals.push(v);
+                continue;
+            }
+            Ok(Some(lexopt::Arg::Long(long))) => (format!("--{}", long), false),
+            Ok(Some(lexopt::Arg::Short(short))) => (format!("-{}", short), true),
+            Err(e) => return usage(e.to_string()),
+        };
+        // `-ab`, `-ofile`, `-o=file`: lexopt would go on inside the argument; a short
+        // option is a whole argument here (the argument is then an unknown option).
+        let partial = short && parser.try_raw_args().is_none();
+        let known_value = values
             .iter()
             .chain(GLOBAL_VALUES.iter())
-            .find(|&&v| v == name)
-        {
-            let value = match inline {
-                Some(v) => v,
-                None => {
-                    if i >= args.len() {
-                        return usage(format!("{} needs a value", name));
+            .find(|&&v| v == name);
+        let known_flag = flags.iter().find(|&&f| f == name);
+        match (known_value, known_flag) {
+            (Some(&known), _) if !partial => {
+                let value = match parser.value() {
+                    Ok(v) => v,
+                    Err(lexopt::Error::MissingValue { .. }) => {
+                        return usage(format!("{} needs a value", name))
                     }
-                    i += 1;
-                    args[i - 1].clone()
+                    Err(e) => return usage(e.to_string()),
+                };
+                if out.values.insert(known, value).is_some() {
+                    return usage(format!("{} given more than once", known));
                 }
-            };
-            if out.values.insert(known, value).is_some() {
-                return usage(format!("{} given more than once", known));
             }
-        } else if let Some(&known) = flags.iter().find(|&&f| f == name) {
-            if inline.is_some() {
-                return usage(format!("{} takes no value", name));
+            (None, Some(&known)) if !partial => {
+                if parser.optional_value().is_some() {
+                    return usage(format!("{} takes no value", name));
+                }
+                out.flags.insert(known);
             }
-            out.flags.insert(known);
-        } else {
-            return usage(format!("unknown option {}", show(raw)));
+            _ => return usage(format!("unknown option {}", show(&raw))),
         }
     }
     Ok(out)
-}
-
-/// `--name=VALUE` split at the first `=` (the name must be text), else `None`.
-fn split_inline(arg: &OsStr) -> Option<(String, OsString)> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let bytes = arg.as_bytes();
-        if !bytes.starts_with(b"--") {
-            return None;
-        }
-        let eq = bytes.iter().position(|&b| b == b'=')?;
-        let name = std::str::from_utf8(&bytes[..eq]).ok()?.to_string();
-        Some((name, OsStr::from_bytes(&bytes[eq + 1..]).to_os_string()))
-    }
-    #[cfg(not(unix))]
-    {
-        let s = arg.to_str()?;
-        let (n, v) = s.split_once('=')?;
-        if n.starts_with("--") {
-            Some((n.to_string(), OsString::from(v)))
-        } else {
-            None
-        }
-    }
 }
 
 /// A process id: a positive integer.
@@ -335,6 +326,64 @@ mod tests {
         let long = "x".repeat(100_000);
         assert!(show(OsStr::new(&long)).len() < 200);
         assert!(show(OsStr::new(&"é".repeat(150))).ends_with("(300 bytes in all)"));
+    }
+
+    #[test]
+    fn edge_cases_of_the_split() {
+        let err = |args: &[&str], values: &[&'static str], flags: &[&'static str]| {
+            parse(&v(args), values, flags).unwrap_err().0
+        };
+        // `-` alone is a positional (stdout); so is anything after `--`, and a negative
+        // number, also after `--` and between options.
+        let p = parse(&v(&["-", "-5", "--", "-o", "-7"]), &["-o"], &[]).unwrap();
+        assert_eq!(
+            p.positionals,
+            v(&["-", "-5", "-o", "-7"])
+                .iter()
+                .map(OsString::from)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(p.value("-o"), None);
+        // A value is the next argument whatever it looks like.
+        let p = parse(&v(&["-o", "--", "--timeout", "-x", "1"]), &["-o"], &[]).unwrap();
+        assert_eq!(p.value("-o"), Some("--"));
+        assert_eq!(p.value("--timeout"), Some("-x"));
+        assert_eq!(p.positionals, vec![OsString::from("1")]);
+        // `--name=` is an empty value, not a missing one.
+        let p = parse(&v(&["--timeout="]), &[], &[]).unwrap();
+        assert_eq!(p.value("--timeout"), Some(""));
+        assert_eq!(
+            err(&["1", "--timeout"], &[], &[]),
+            "--timeout needs a value"
+        );
+        assert_eq!(err(&["-o"], &["-o"], &[]), "-o needs a value");
+        // Flags take no value; a repeated flag is the flag.
+        assert_eq!(
+            err(&["--json=1"], &[], &["--json"]),
+            "--json takes no value"
+        );
+        assert!(parse(&v(&["--json", "--json"]), &[], &["--json"])
+            .unwrap()
+            .flag("--json"));
+        // Unknown options are named as typed, value and all.
+        assert_eq!(
+            err(&["--bogus=x"], &[], &[]),
+            "unknown option \"--bogus=x\""
+        );
+        assert_eq!(err(&["-x"], &[], &[]), "unknown option \"-x\"");
+        assert_eq!(err(&["---"], &[], &[]), "unknown option \"---\"");
+        assert_eq!(err(&["--=1"], &[], &[]), "unknown option \"--=1\"");
+        // A short option is a whole argument: no `-ofile`, `-o=file` or `-fg` clusters.
+        for bad in ["-ofile", "-o=file", "-fg", "-f=1", "-of"] {
+            assert_eq!(
+                err(&[bad], &["-o"], &["-f", "-g"]),
+                format!("unknown option \"{}\"", bad)
+            );
+        }
+        // A name in the value list takes a value; `-o` given as `-o` and `--output` is
+        // two options (value_alias refuses the pair).
+        let p = parse(&v(&["-o", "a", "--output", "b"]), &["-o", "--output"], &[]).unwrap();
+        assert!(p.value_alias("-o", "--output").is_err());
     }
 
     #[cfg(unix)]

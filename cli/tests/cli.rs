@@ -314,12 +314,19 @@ fn each_command_has_its_own_help_and_unknown_ones_are_usage_errors() {
         "{}",
         r.stdout
     );
+    // serve has its own help; a command that does not exist is a usage error.
     for args in [&["serve", "--help"][..], &["help", "serve"]] {
+        let r = dsipc_limit(args, LIMIT);
+        assert_eq!(r.code, Some(0), "{:?}: {}", args, r.stderr);
+        assert!(r.stdout.contains("usage: dsipc serve"), "{}", r.stdout);
+        assert!(!r.stdout.contains("commands:"), "{}", r.stdout);
+    }
+    for args in [&["nosuch", "--help"][..], &["help", "nosuch"]] {
         let r = dsipc_limit(args, LIMIT);
         assert_eq!(r.code, Some(2), "{:?}", args);
         assert!(r.stdout.is_empty());
         assert!(
-            r.stderr.contains("unknown command \"serve\""),
+            r.stderr.contains("unknown command \"nosuch\""),
             "{}",
             r.stderr
         );
