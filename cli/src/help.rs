@@ -52,8 +52,8 @@ usage: dsipc serve [--urls URLS] [--metricUrls URLS] [--no-metrics]
 dotnet-monitor's HTTP API for the runtimes on this machine, with its routes, parameters,
 content types and JSON shapes: GET /processes, /process, /env, /info, /trace (profile=
 Cpu,Http,Logs,Metrics,GcCollect; durationSeconds=N, -1 until the client goes away),
-POST /trace (an EventPipeConfiguration body), GET /stacks (application/json or
-text/plain by Accept), /gcdump, /dump (type=Mini|Full|WithHeap|Triage), /metrics. A
+POST /trace (an EventPipeConfiguration body), GET /stacks (application/json,
+text/plain or application/speedscope+json by Accept), /gcdump, /dump (type=Mini|Full|WithHeap|Triage), /metrics. A
 process is named by pid, uid (its runtime instance cookie) or name; without one, the only
 process there is (or the one --default-process names). Errors are
 application/problem+json; a kind of operation past its limit (3 traces, 3 stacks, 3 live

@@ -353,6 +353,26 @@ fn serve_routes_against_real_net8() {
         "{}",
         txt.text()
     );
+    let sp = serve.get_with("/stacks", &["-H", "Accept: application/speedscope+json"]);
+    assert_eq!(sp.status, 200, "{}", sp.text());
+    assert_eq!(
+        sp.header("content-type").as_deref(),
+        Some("application/speedscope+json")
+    );
+    let doc = sp.json();
+    assert_eq!(
+        doc["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    assert!(doc["shared"]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["name"] == "System.Private.CoreLib!System.Threading.Thread.Sleep(int32)"));
+    assert_eq!(
+        doc["profiles"].as_array().unwrap().len(),
+        stacks["stacks"].as_array().unwrap().len()
+    );
     let none = serve.get_with("/stacks", &["-H", "Accept: image/png"]);
     assert_eq!(none.status, 406);
 

@@ -8,7 +8,9 @@
 //! and take [`TraceAnalyzer::finish_stacks`].
 
 use super::hash::FxHashMap;
-use super::profile::{LastSample, ProfileBuilder, SampleKind};
+use super::profile::{
+    LastSample, Profile, ProfileBuilder, SampleKind, ThreadProfile, ThreadSamples,
+};
 use super::symbols::{MethodName, SymbolTable};
 
 /// What `dotnet-stack report` prints for a run of frames no managed method covers (native
@@ -72,6 +74,52 @@ pub struct StackSnapshot {
 }
 
 impl StackSnapshot {
+    /// The snapshot as a profile of one sample per thread (so the profile formats, such as
+    /// speedscope for dotnet-monitor's `/stacks`, write it): frames named as
+    /// [`StackFrame::display_name`], each thread's stack leaf first.
+    pub fn to_profile(&self) -> Profile {
+        let mut frames: Vec<String> = Vec::new();
+        let mut index: FxHashMap<String, u32> = FxHashMap::default();
+        let mut stacks = Vec::with_capacity(self.threads.len());
+        let mut threads = Vec::with_capacity(self.threads.len());
+        for t in &self.threads {
+            let stack: Vec<u32> = t
+                .frames
+                .iter()
+                .map(|f| {
+                    let name = f.display_name();
+                    match index.get(&name) {
+                        Some(&i) => i,
+                        None => {
+                            let i = frames.len() as u32;
+                            frames.push(name.clone());
+                            index.insert(name, i);
+                            i
+                        }
+                    }
+                })
+                .collect();
+            threads.push(ThreadProfile {
+                thread_id: t.thread_id,
+                first_timestamp: t.timestamp,
+                last_timestamp: t.timestamp,
+                samples: vec![ThreadSamples {
+                    stack: stacks.len() as u32,
+                    kind: t.kind,
+                    count: 1,
+                }],
+            });
+            stacks.push(stack);
+        }
+        Profile {
+            frames,
+            stacks,
+            threads,
+            distinct_ips: self.distinct_ips,
+            unresolved_ips: self.unresolved_ips,
+        }
+    }
+
     /// Resolves the latest sample of every thread `profile` holds.
     pub fn from_profile(profile: ProfileBuilder) -> StackSnapshot {
         let (symbols, last) = profile.into_last_samples();
@@ -181,6 +229,19 @@ mod tests {
         assert_eq!(t8.frames.len(), 1);
         assert_eq!(s.distinct_ips, 4);
         assert_eq!(s.unresolved_ips, 2);
+
+        // As a profile: one sample per thread, leaf first, frames shared.
+        let p = s.to_profile();
+        assert_eq!(p.threads.len(), 2);
+        assert_eq!(p.total_samples(), 2);
+        assert_eq!(p.frames.len(), 3);
+        let leaf_first: Vec<&str> = p.stacks[0]
+            .iter()
+            .map(|&f| p.frames[f as usize].as_str())
+            .collect();
+        assert_eq!(leaf_first, names);
+        assert_eq!(p.stacks[1], vec![2]);
+        assert_eq!((p.distinct_ips, p.unresolved_ips), (4, 2));
     }
 
     #[test]

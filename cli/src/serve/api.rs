@@ -780,6 +780,29 @@ impl Api {
                 })),
                 stop: None,
             },
+            StackFormat::Speedscope => {
+                let name = artifact_name(pid, "stacks.json");
+                let mut out = Vec::new();
+                dsipc_trace::format::ProfileFormat::Speedscope
+                    .write(
+                        &snapshot.to_profile(),
+                        dsipc_trace::format::Selection {
+                            managed_only: false,
+                        },
+                        &dsipc_trace::format::ProfileMeta {
+                            name: name.clone(),
+                            info: None,
+                        },
+                        &mut out,
+                    )
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                Artifact {
+                    name,
+                    content_type: "application/speedscope+json",
+                    body: http::full(out),
+                    stop: None,
+                }
+            }
             StackFormat::Text => Artifact {
                 name: artifact_name(pid, "stacks.txt"),
                 content_type: "text/plain",
@@ -942,12 +965,13 @@ pub(super) fn artifact_name(pid: u32, ext: &str) -> String {
 enum StackFormat {
     Json,
     Text,
+    Speedscope,
 }
 
 impl StackFormat {
     /// dotnet-monitor's negotiation: an exact media type first (text/plain, then
-    /// application/json), then a wildcard in the same order; no `Accept` is JSON.
-    /// `application/speedscope+json` is not offered yet: alone it is 406.
+    /// application/json, then application/speedscope+json), then a wildcard in the same
+    /// order; no `Accept` is JSON.
     fn from_accept(req: &Request<Incoming>) -> Result<StackFormat, ApiError> {
         let accept = match req.headers().get(hyper::header::ACCEPT) {
             None => return Ok(StackFormat::Json),
@@ -966,6 +990,7 @@ impl StackFormat {
         let offered = [
             ("text/plain", StackFormat::Text),
             ("application/json", StackFormat::Json),
+            ("application/speedscope+json", StackFormat::Speedscope),
         ];
         for (m, f) in offered {
             if media.iter().any(|x| x == m) {
