@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the windows/ workspace with Debian's rustc 1.63 for x86_64-pc-windows-gnu: the core,
 # the std adapter with its named-pipe transport (dsipc-std, a path dependency), dsipc.exe
-# (the CLI, cli/src/main.rs, as a binary of windows/pipe-tests) and the Windows tests; then
-# runs every test executable under wine64: the pipe tests (every command, a 64 MiB stream,
-# busy pipes, vanishing servers, the reverse-port flow), dsipc.exe ps/info/monitor against a
-# fake runtime, and the unit tests of dsipc-std and of the CLI. Any failure fails the script.
+# (the CLI, cli/src/main.rs, as a binary of windows/pipe-tests, with its `serve` feature) and
+# the Windows tests; then runs every test executable under wine64: the pipe tests (every
+# command, a 64 MiB stream, busy pipes, vanishing servers, the reverse-port flow), dsipc.exe
+# ps/info/monitor against a fake runtime, dsipc.exe serve answering GET /processes and
+# /process over loopback TCP (tests/serve.rs), and the unit tests of dsipc-std and of the CLI.
+# Any failure fails the script.
 #
 #   scripts/build-windows.sh                 vendor, build, test --no-run, run tests under wine
 #   scripts/build-windows.sh --vendor-only   only vendor crates and write the cargo config

@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
 # Proves that the std adapter (adapters/std), the tokio adapter (adapters/tokio), the
-# socket-file helpers (adapters/sockfile) and
-# the fake runtime (tests/testkit) build with Rust 1.63 for Linux (all targets, tests
-# included), and that the CLI (cli/) checks with Rust 1.63 for x86_64-pc-windows-gnu when
-# the Windows std is installed: Debian's rustc 1.63 + cargo 1.65
+# socket-file helpers (adapters/sockfile), the fake runtime (tests/testkit) and the CLI
+# (cli/) with its `serve` feature build with Rust 1.63 for Linux (all targets, tests
+# included), and that the CLI (with `serve`) checks with Rust 1.63 for
+# x86_64-pc-windows-gnu when the Windows std is installed: Debian's rustc 1.63 + cargo 1.65
 # (scripts/install-windows-toolchain.sh installs them), offline from vendored crates.
 #
-# The CLI's Linux build is not checked here: on Unix its monitor runs on dsipc-mio (mio 1.x
-# needs a newer Rust). Its 1.63 code paths (the thread-per-connection monitor and the rest)
-# are compiled for Linux by scripts/msrv.sh (the windows/ workspace builds cli/src as
-# dsipc) and for Windows below and by scripts/build-windows.sh.
+# The CLI is built here without its `mio` feature (on Unix its default monitor runs on
+# dsipc-mio, and mio 1.x needs a newer Rust: without it the monitor serves each connection
+# on its own thread, as on Windows) and without `pprof` (prost needs a newer Rust).
 #
 # cargo 1.65 cannot read the root workspace as it is (its dev-dependencies pull crates of
 # the 2024 edition), so this copies these crates into target/msrv-ws without the core's
 # dev-dependencies and benches and without the CLI's dsipc-mio dependency (and `mio`
-# feature), pins the proc-macro crates to versions that support 1.63, and vendors with
-# rustup's cargo.
+# feature; its default features become `serve` alone), pins the proc-macro crates and the
+# crates below to versions that support 1.63, and vendors with rustup's cargo.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,7 +28,8 @@ rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli" "$W/trace"
 mkdir -p "$W/adapters" "$W/tests"
 cp -r "$ROOT/src" "$W/"
 cp -r "$ROOT/adapters/std" "$ROOT/adapters/sockfile" "$ROOT/adapters/tokio" "$W/adapters/"
-cp -r "$ROOT/tests/testkit" "$ROOT/tests/common" "$W/tests/"
+# tests/data: the CLI's tests include captures from it.
+cp -r "$ROOT/tests/testkit" "$ROOT/tests/common" "$ROOT/tests/data" "$W/tests/"
 cp -r "$ROOT/cli" "$ROOT/trace" "$W/"
 rm -rf "$W/adapters/std/target" "$W/adapters/sockfile/target" "$W/adapters/tokio/target" "$W/tests/testkit/target" "$W/cli/target" "$W/trace/target"
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
@@ -47,14 +47,24 @@ python3 - "$W/cli/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
 s = re.sub(r"(?m)^dsipc-mio = .*\n", "", s)
-s = re.sub(r"\n\[features\]\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
+s, n = re.subn(r"(?m)^mio = .*\n", "", s)
+assert n == 1, "cli/Cargo.toml: no `mio` feature to remove"
+s, n = re.subn(r"(?m)^default = \[.*\]$", 'default = ["serve"]', s)
+assert n == 1, "cli/Cargo.toml: no default features to replace"
 open(sys.argv[1], "w").write(s)
 EOF
 cp "$ROOT/Cargo.lock" "$W/Cargo.lock"
 cd "$W"
 # Versions known to build with 1.63 (the same as windows/Cargo.lock).
 # Each entry: package spec (name@major when several majors are locked), version.
-for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177" "anyhow 1.0.99" "backtrace 0.3.69"; do
+# For `serve` (the newest versions whose rust-version is at most 1.63, as cargo's
+# fallback resolver picks them for windows/Cargo.lock): hyper-util 0.1.19 (0.1.21 is
+# edition 2024, rust-version 1.85), serde_json 1.0.145 (1.0.154 wants 1.71), itoa 1.0.15
+# (serde_json's and http's; 1.0.18 wants 1.68), ryu 1.0.20 (serde_json 1.0.145's; 1.0.23
+# wants 1.71). hyper 1.x, http 1.x, http-body(-util),
+# bytes, sha2 0.10, getrandom 0.2 and tokio 1.38 build with 1.63 as the root lock has them.
+for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177" "anyhow 1.0.99" "backtrace 0.3.69" \
+    "hyper-util 0.1.19" "serde_json 1.0.145" "itoa 1.0.15" "ryu 1.0.20"; do
     set -- $pin
     cargo update -q -p "$1" --precise "$2"
 done
@@ -71,10 +81,10 @@ HOST="$($RUSTC_163 -vV | sed -n 's/^host: //p')"
 echo "msrv-std: $($RUSTC_163 --version), $($CARGO_OLD --version)"
 t0=$(date +%s)
 RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml build --offline --locked \
-    -p dsipc-trace -p dsipc-std -p dsipc-sockfile -p dsipc-testkit -p dsipc-tokio --all-targets --target "$HOST"
-echo "msrv-std: dsipc-trace, dsipc-std, dsipc-sockfile, dsipc-testkit and dsipc-tokio build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
+    -p dsipc-trace -p dsipc-std -p dsipc-sockfile -p dsipc-testkit -p dsipc-tokio -p dsipc-cli --all-targets --target "$HOST"
+echo "msrv-std: dsipc-trace, dsipc-std, dsipc-sockfile, dsipc-testkit, dsipc-tokio and dsipc-cli (with serve) build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
 if [ -d /usr/lib/rustlib/x86_64-pc-windows-gnu ]; then
     RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml check --offline --locked \
         -p dsipc-std -p dsipc-cli -p dsipc-tokio --target x86_64-pc-windows-gnu
-    echo "msrv-std: dsipc-std, dsipc-cli and dsipc-tokio check with Rust 1.63 for x86_64-pc-windows-gnu"
+    echo "msrv-std: dsipc-std, dsipc-cli (with serve) and dsipc-tokio check with Rust 1.63 for x86_64-pc-windows-gnu"
 fi

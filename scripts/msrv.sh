@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves the 1.63 build on the Linux host: builds the windows/ workspace (the core and the
-# Windows test crate, all targets) with Debian's rustc 1.63 and cargo 1.65, offline, from the
-# crates vendored by scripts/build-windows.sh --vendor-only.
+# Windows test crate, all targets, with dsipc from cli/src and its `serve` feature) with
+# Debian's rustc 1.63 and cargo 1.65, offline, from the crates vendored by
+# scripts/build-windows.sh --vendor-only.
 #
 # Needs scripts/install-windows-toolchain.sh first and rustup's cargo on PATH (for vendoring).
 set -euo pipefail
