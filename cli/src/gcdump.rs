@@ -12,6 +12,11 @@
 //! whole then). The graph is dsipc-trace's [`HeapGraph`]; this module runs the sessions
 //! and prints.
 //!
+//! Both `collect` and `report --pid` close with the runtime's own pause for the walk on
+//! stderr (`dsipc: the runtime paused 29.1 ms for the heap walk (GC 28.9 ms)`, from the
+//! GC events of the walked GC: [`HeapGraph::pause`]), which dotnet-gcdump does not say;
+//! nothing when those events did not come. The `.gcdump` file does not hold it.
+//!
 //! Text: dotnet-gcdump report's table (`Object Bytes`, `Count`, `Type`, biggest first)
 //! under the heap's totals. JSON: one line, an array of `{"type","count","bytes"}`,
 //! biggest first.
@@ -23,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime};
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::format::json_string;
 use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
-use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, RetainedStat, TypeStat, Walk};
+use dsipc_trace::heap::{GcPause, HeapError, HeapGraph, HeapStream, RetainedStat, TypeStat, Walk};
 
 use crate::args::{parse_os, show};
 use crate::collect::{self, Collect, End, Request};
@@ -112,10 +117,13 @@ fn report(rest: &[OsString]) -> CliResult {
         Some(v) => Some(args::pid(v)?),
         None => None,
     };
+    // The live runtime's pause, said once the report is out.
+    let mut pause = None;
     let (stats, totals) = match (pid, p.positionals.len()) {
         (Some(pid), 0) => {
             let client = common.client(pid, DEFAULT_TIMEOUT)?;
             let graph = collect(&client, pid, started)?;
+            pause = graph.pause;
             let rows = if with_retained {
                 retained_rows(graph.retained_stats())
             } else {
@@ -165,7 +173,21 @@ fn report(rest: &[OsString]) -> CliResult {
         Format::Text => text(totals, shown),
         Format::Json => json(shown),
     };
-    print_out(&out)
+    print_out(&out)?;
+    if let Some(line) = pause.as_ref().map(pause_note) {
+        note!("{}", line);
+    }
+    Ok(())
+}
+
+/// The closing note on the runtime's pause for the heap walk.
+fn pause_note(p: &GcPause) -> String {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    format!(
+        "dsipc: the runtime paused {:.1} ms for the heap walk (GC {:.1} ms)",
+        ms(p.total_ns),
+        ms(p.gc_ns)
+    )
 }
 
 /// One line of the report.
@@ -325,6 +347,9 @@ fn collect_file(rest: &[OsString]) -> CliResult {
         graph.object_count(),
         graph.total_bytes()
     );
+    if let Some(p) = &graph.pause {
+        note!("{}", pause_note(p));
+    }
     Ok(())
 }
 
@@ -626,6 +651,20 @@ mod tests {
                 retained: None,
             },
         ]
+    }
+
+    #[test]
+    fn the_pause_note_in_milliseconds() {
+        let p = GcPause {
+            gc: 1,
+            suspend_ns: Some(9_870),
+            gc_ns: 28_921_341,
+            total_ns: 29_112_143,
+        };
+        assert_eq!(
+            pause_note(&p),
+            "dsipc: the runtime paused 29.1 ms for the heap walk (GC 28.9 ms)"
+        );
     }
 
     #[test]

@@ -87,6 +87,7 @@ fn check_runtime(runtime: &str) {
     let r = dsipc(&["gcdump", "report", "--pid", &held_pid]);
     ok(&r);
     assert!(r.took < Duration::from_secs(10), "took {:?}", r.took);
+    assert_pause(&r.stderr);
     let held_rows = rows(&r.stdout);
     let (count, bytes) = count_of(&held_rows, "System.Version");
     assert_eq!(bytes, count * 32);
@@ -136,8 +137,11 @@ fn check_runtime(runtime: &str) {
     let c = dsipc(&["gcdump", "collect", &held_pid, "-o", s(&file)]);
     ok(&c);
     assert!(c.stderr.contains("dsipc: wrote"), "{}", c.stderr);
+    assert_pause(&c.stderr);
     let r = dsipc(&["gcdump", "report", s(&file)]);
     ok(&r);
+    // A file's report has no live runtime to have paused.
+    assert!(!r.stderr.contains("paused"), "{}", r.stderr);
     let from_file = rows(&r.stdout);
     let (count, bytes) = count_of(&from_file, "System.Version");
     assert_eq!((count - baseline, bytes), (10_000, count * 32));
@@ -160,6 +164,26 @@ fn check_runtime(runtime: &str) {
     assert!(list.3 >= 32 + 80_024, "{:?}", list);
     let v = field_of(&r.stdout, "System.Version");
     assert_eq!(v.3, v.2, "{:?}", v);
+}
+
+/// The closing note's pause (`dsipc: the runtime paused P ms for the heap walk (GC G ms)`):
+/// positive, below the whole command's time, the GC within it. Returns (P, G) in ms.
+fn assert_pause(stderr: &str) -> (f64, f64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("dsipc: the runtime paused "))
+        .unwrap_or_else(|| panic!("no pause note in {}", stderr));
+    let nums: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter(|w| !w.is_empty() && w.chars().any(|c| c.is_ascii_digit()))
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert_eq!(nums.len(), 2, "{}", line);
+    assert!(line.ends_with(" ms)"), "{}", line);
+    let (pause, gc) = (nums[0], nums[1]);
+    assert!(pause > 0.0 && pause < 30_000.0, "{}", line);
+    assert!(gc <= pause, "{}", line);
+    (pause, gc)
 }
 
 /// The JSON report's entry for `name`: (type, count, bytes, retained).
@@ -215,9 +239,9 @@ fn capture(name: &str) -> &'static [u8] {
 
 #[test]
 fn a_recorded_heap_walk_served_by_the_fake() {
-    for (name, version) in [
-        ("heap-net8.0.4.nettrace.gz", 10_002u64),
-        ("heap-netcore3.1.23.nettrace.gz", 10_002),
+    for (name, version, pause) in [
+        ("heap-net8.0.4.nettrace.gz", 10_002u64, (29.1, 28.9)),
+        ("heap-netcore3.1.23.nettrace.gz", 10_002, (25.4, 24.6)),
     ] {
         let dir = TempDir::new("dsipc-gcdump-fake").unwrap();
         let _rt = fake(
@@ -234,6 +258,9 @@ fn a_recorded_heap_walk_served_by_the_fake() {
             "{}",
             name
         );
+        // The runtime's pause, from the recorded GC events (on stderr, not in the report).
+        assert_eq!(assert_pause(&r.stderr), pause, "{}", name);
+        assert!(!r.stdout.contains("paused"), "{}", r.stdout);
         let r = dsipc_in(
             dir.path(),
             &["gcdump", "report", "--pid", &me(), "--format", "json"],
@@ -265,6 +292,7 @@ fn collect_writes_a_gcdump_whose_report_is_the_live_one() {
     let file = dir.path().join("out.gcdump");
     let c = dsipc_in(dir.path(), &["gcdump", "collect", &me(), "-o", s(&file)]);
     ok(&c);
+    assert_eq!(assert_pause(&c.stderr), (29.1, 28.9));
     let bytes = std::fs::read(&file).unwrap();
     assert_eq!(&bytes[4..24], b"!FastSerialization.1");
     for format in ["text", "json"] {

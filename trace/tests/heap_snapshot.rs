@@ -200,3 +200,69 @@ fn past_the_object_limit_is_a_typed_error() {
         HeapError::TooManyEdges { limit: 1000 }
     );
 }
+
+/// The trace's span: its first and last event timestamps, in nanoseconds.
+fn span_ns(data: &[u8]) -> u64 {
+    use dsipc::nettrace::Item;
+    use dsipc_trace::TraceStream;
+    let (mut first, mut last, mut freq) = (i64::MAX, i64::MIN, 0i64);
+    let mut each = |item: &Item<'_>| match item {
+        Item::Trace(h) => freq = h.qpc_frequency,
+        Item::Event(e) => {
+            first = first.min(e.timestamp);
+            last = last.max(e.timestamp);
+        }
+        _ => {}
+    };
+    let mut s = TraceStream::new();
+    s.feed(data, &mut each).unwrap();
+    s.finish(&mut each).unwrap();
+    assert!(freq > 0 && last > first);
+    ((i128::from(last) - i128::from(first)) * 1_000_000_000 / i128::from(freq)) as u64
+}
+
+#[test]
+fn the_runtime_pause_is_placed_around_the_walked_gc() {
+    for name in CAPTURES {
+        let data = capture(name);
+        let g = build(&data, data.len());
+        let p = g
+            .pause
+            .unwrap_or_else(|| panic!("{}: no pause from the GC events", name));
+        let span = span_ns(&data);
+        assert!(p.total_ns > 0, "{}: {:?}", name, p);
+        assert!(p.total_ns < span, "{}: {:?} vs span {} ns", name, p, span);
+        assert!(p.gc_ns > 0 && p.gc_ns <= p.total_ns, "{}: {:?}", name, p);
+        if let Some(s) = p.suspend_ns {
+            assert!(s + p.gc_ns <= p.total_ns, "{}: {:?}", name, p);
+        }
+        assert_eq!(Walk::Done { gc: p.gc }, g.walk, "{}", name);
+        eprintln!("{}: {:?} (trace span {} ns)", name, p, span);
+        // Slicing changes nothing.
+        for slice in [97, 1000, 4093, 1 << 16] {
+            assert_eq!(build(&data, slice).pause, g.pause, "{} / {}", name, slice);
+        }
+    }
+}
+
+#[test]
+fn a_stream_cut_before_the_restart_has_no_pause() {
+    let data = capture(CAPTURES[0]);
+    // Whatever the cut, the pause is the whole stream's or none (never a partial one).
+    let whole = build(&data, data.len()).pause;
+    for cut in [data.len() / 2, data.len() * 9 / 10, data.len() - 1] {
+        let mut s = HeapStream::new();
+        s.feed(&data[..cut]).unwrap();
+        let _ = s.finish();
+        let g = s.into_graph().unwrap();
+        assert!(
+            g.pause.is_none() || g.pause == whole,
+            "{}: {:?}",
+            cut,
+            g.pause
+        );
+        if !matches!(g.walk, Walk::Done { .. }) {
+            assert_eq!(g.pause, None, "{}", cut);
+        }
+    }
+}

@@ -16,11 +16,18 @@
 //! Depth 2 and a Type other than background); its objects, edges and roots are the events
 //! between its GCStart and its GCEnd. GCBulkType events are taken whenever they come (types
 //! a node names may be described before or after it).
+//!
+//! The runtime's pause for the walk ([`HeapGraph::pause`]): the GC keyword the session
+//! enables brings the suspension's events too (GCSuspendEEBegin, GCSuspendEEEnd,
+//! GCRestartEEEnd); their timestamps around the walked GC's GCStart and GCEnd give how long
+//! the runtime's threads were stopped (see [`GcPause`]).
 
 mod bulk;
 pub mod gcdump;
+mod pause;
 mod retained;
 
+pub use pause::GcPause;
 pub use retained::RetainedStat;
 
 use std::fmt;
@@ -249,6 +256,9 @@ pub struct TypeStat {
 enum Role {
     GcStart(u32),
     GcStop(u32),
+    SuspendBegin,
+    SuspendEnd,
+    RestartEnd,
     Type,
     Node,
     Edge,
@@ -263,8 +273,11 @@ enum Role {
 pub struct HeapBuilder {
     limits: HeapLimits,
     pointer_size: u8,
+    /// The trace header's QPC ticks a second (0 until the header came).
+    qpc_frequency: i64,
     roles: MetadataTable<Role>,
     walk: Walk,
+    pause: pause::PauseTracker,
     types: Vec<HeapType>,
     type_index: FxHashMap<u64, u32>,
     addresses: Vec<u64>,
@@ -297,8 +310,10 @@ impl HeapBuilder {
         HeapBuilder {
             limits: limits.effective(),
             pointer_size: 8,
+            qpc_frequency: 0,
             roles: MetadataTable::new(),
             walk: Walk::NotStarted,
+            pause: pause::PauseTracker::default(),
             types: Vec::new(),
             type_index: FxHashMap::default(),
             addresses: Vec::new(),
@@ -340,7 +355,10 @@ impl HeapBuilder {
             return;
         }
         match item {
-            Item::Trace(h) => self.pointer_size = h.pointer_size,
+            Item::Trace(h) => {
+                self.pointer_size = h.pointer_size;
+                self.qpc_frequency = h.qpc_frequency;
+            }
             Item::Metadata(m) => {
                 let m = match m.record() {
                     Ok(m) => m,
@@ -351,6 +369,9 @@ impl HeapBuilder {
                     match m.event_id {
                         clr::GC_START => Role::GcStart(m.version),
                         clr::GC_STOP => Role::GcStop(m.version),
+                        clr::GC_SUSPEND_EE_START => Role::SuspendBegin,
+                        clr::GC_SUSPEND_EE_STOP => Role::SuspendEnd,
+                        clr::GC_RESTART_EE_STOP => Role::RestartEnd,
                         BULK_TYPE => Role::Type,
                         BULK_NODE => Role::Node,
                         BULK_EDGE => Role::Edge,
@@ -404,6 +425,7 @@ impl HeapBuilder {
                 };
                 if self.walk == Walk::NotStarted && s.depth == Some(2) && s.gc_type != Some(1) {
                     self.walk = Walk::Running { gc: s.count };
+                    self.pause.on_gc_start(s.count, e.timestamp);
                 }
             }
             Role::GcStop(v) => {
@@ -413,8 +435,13 @@ impl HeapBuilder {
                 };
                 if self.walk == (Walk::Running { gc: s.count }) {
                     self.walk = Walk::Done { gc: s.count };
+                    self.pause.on_gc_end(e.timestamp);
                 }
             }
+            // Only their timestamps matter (their payloads are not read).
+            Role::SuspendBegin => self.pause.on_suspend_begin(e.timestamp),
+            Role::SuspendEnd => self.pause.on_suspend_end(e.timestamp),
+            Role::RestartEnd => self.pause.on_restart_end(e.timestamp),
             Role::Type => {
                 let values = bulk_types(e.payload).map_err(bad("GCBulkType"))?;
                 for t in values {
@@ -543,6 +570,7 @@ impl HeapBuilder {
         }
         let declared: u64 = self.edge_counts.iter().map(|&c| u64::from(c)).sum();
         Ok(HeapGraph {
+            pause: self.pause.result(self.qpc_frequency),
             pointer_size: self.pointer_size,
             walk: self.walk,
             types: self.types,
@@ -617,6 +645,11 @@ pub struct HeapGraph {
     pub ignored_events: u64,
     /// Events of the stream the runtime dropped (see [`HeapBuilder::lost_events`]).
     pub lost_events: u64,
+    /// How long the runtime stopped its threads for the walked GC, and the GC's own
+    /// duration, from its GC events (see [`GcPause`]); `None` if those events did not all
+    /// come (a stream cut before the threads were restarted, a trace without the GC
+    /// keyword) or do not fit together.
+    pub pause: Option<GcPause>,
 }
 
 /// One object of a [`HeapGraph`].
