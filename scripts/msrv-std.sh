@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Proves that the std adapter (adapters/std), the tokio adapter (adapters/tokio), the
 # socket-file helpers (adapters/sockfile), the fake runtime (tests/testkit) and the CLI
-# (cli/) with its `serve` feature build with Rust 1.63 for Linux (all targets, tests
-# included), and that the CLI (with `serve`) checks with Rust 1.63 for
+# (cli/, `serve` included) build with Rust 1.63 for Linux (all targets, tests
+# included), and that the CLI checks with Rust 1.63 for
 # x86_64-pc-windows-gnu when the Windows std is installed: Debian's rustc 1.63 + cargo 1.65
 # (scripts/install-windows-toolchain.sh installs them), offline from vendored crates.
 #
@@ -13,7 +13,7 @@
 # cargo 1.65 cannot read the root workspace as it is (its dev-dependencies pull crates of
 # the 2024 edition), so this copies these crates into target/msrv-ws without the core's
 # dev-dependencies and benches and without the CLI's dsipc-mio dependency (and `mio`
-# feature; its default features become `serve` alone), pins the proc-macro crates and the
+# feature; no default features), pins the proc-macro crates and the
 # crates below to versions that support 1.63, and vendors with rustup's cargo.
 set -euo pipefail
 
@@ -49,7 +49,7 @@ s = open(sys.argv[1]).read()
 s = re.sub(r"(?m)^dsipc-mio = .*\n", "", s)
 s, n = re.subn(r"(?m)^mio = .*\n", "", s)
 assert n == 1, "cli/Cargo.toml: no `mio` feature to remove"
-s, n = re.subn(r"(?m)^default = \[.*\]$", 'default = ["serve"]', s)
+s, n = re.subn(r"(?m)^default = \[.*\]$", 'default = []', s)
 assert n == 1, "cli/Cargo.toml: no default features to replace"
 open(sys.argv[1], "w").write(s)
 EOF
@@ -82,9 +82,9 @@ echo "msrv-std: $($RUSTC_163 --version), $($CARGO_OLD --version)"
 t0=$(date +%s)
 RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml build --offline --locked \
     -p dsipc-trace -p dsipc-std -p dsipc-sockfile -p dsipc-testkit -p dsipc-tokio -p dsipc-cli --all-targets --target "$HOST"
-echo "msrv-std: dsipc-trace, dsipc-std, dsipc-sockfile, dsipc-testkit, dsipc-tokio and dsipc-cli (with serve) build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
+echo "msrv-std: dsipc-trace, dsipc-std, dsipc-sockfile, dsipc-testkit, dsipc-tokio and dsipc-cli build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
 if [ -d /usr/lib/rustlib/x86_64-pc-windows-gnu ]; then
     RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml check --offline --locked \
         -p dsipc-std -p dsipc-cli -p dsipc-tokio --target x86_64-pc-windows-gnu
-    echo "msrv-std: dsipc-std, dsipc-cli (with serve) and dsipc-tokio check with Rust 1.63 for x86_64-pc-windows-gnu"
+    echo "msrv-std: dsipc-std, dsipc-cli and dsipc-tokio check with Rust 1.63 for x86_64-pc-windows-gnu"
 fi

@@ -7,12 +7,12 @@ mod counters;
 mod error;
 mod gcdump;
 mod help;
+mod http;
 mod json;
 mod monitor;
 mod output;
 mod providers;
 mod ps;
-#[cfg(feature = "serve")]
 mod serve;
 mod stack;
 mod term;
@@ -173,7 +173,6 @@ fn run(argv: Vec<OsString>) -> CliResult {
         "convert" => convert::cmd_convert(&texts("every convert argument", &rest)?),
         "report" => convert::cmd_report(&texts("every report argument", &rest)?),
         "counters" => counters::cmd_counters(&texts("every counters argument", &rest)?),
-        #[cfg(feature = "serve")]
         "serve" => serve::cmd_serve(&rest),
         // Subcommands to come go here, each as a `cmd_*` function taking the arguments
         // after the command name.

@@ -23,12 +23,12 @@ use dsipc::payload::{DumpType, Provider};
 use dsipc::wire::Text;
 
 use super::auth::Verifier;
-use super::http::{self, Body};
 use super::metrics::Metrics;
 use super::operations::{DeleteError, Egress, Operations, ProcessRef};
 use super::procs::{Discovery, Runtime, Selector};
 use super::profiles::{self, TraceProfile};
 use super::session;
+use crate::http::{self, Body};
 use crate::json;
 use crate::providers::ProviderSpec;
 

@@ -12,7 +12,6 @@
 mod api;
 mod auth;
 mod collect;
-mod http;
 mod livemetrics;
 mod logs;
 mod metrics;
@@ -33,6 +32,7 @@ use hyper::{Request, Response};
 use tokio::sync::Semaphore;
 
 use crate::args::{self, parse_os};
+use crate::http;
 use crate::output::{display, Output};
 use crate::{print_out, CliError, CliResult, Common};
 

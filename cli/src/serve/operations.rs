@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 
-use super::http::Body;
+use crate::http::Body;
 use crate::json;
 
 /// Operations kept for `GET /operations` (the oldest finished ones go first).
@@ -470,7 +470,7 @@ mod file_tests {
         let dir = temp();
         std::fs::write(dir.join("a.nettrace"), b"theirs").unwrap();
         let e = block_on(write_file(
-            super::super::http::full(&b"ours"[..]),
+            crate::http::full(&b"ours"[..]),
             &dir,
             "a.nettrace",
         ))
@@ -478,7 +478,7 @@ mod file_tests {
         assert!(e.contains("exists; not replacing it"), "{}", e);
         assert_eq!(std::fs::read(dir.join("a.nettrace")).unwrap(), b"theirs");
         let landed = block_on(write_file(
-            super::super::http::full(&b"ours"[..]),
+            crate::http::full(&b"ours"[..]),
             &dir,
             "b.nettrace",
         ))
@@ -496,7 +496,7 @@ mod file_tests {
     #[test]
     fn egress_of_a_cut_artifact_fails_and_leaves_nothing() {
         let dir = temp();
-        let (tx, body) = super::super::http::channel(2, std::time::Duration::from_secs(5));
+        let (tx, body) = crate::http::channel(2, std::time::Duration::from_secs(5));
         let writer = std::thread::spawn(move || {
             block_on(async move {
                 tx.send(bytes::Bytes::from_static(b"part")).await.unwrap();

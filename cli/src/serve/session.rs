@@ -17,7 +17,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit};
 
 use dsipc_tokio::TraceSession;
 
-use super::http::{self, Body, Gone};
+use crate::http::{self, Body, Gone};
 
 /// What a route makes of a session's bytes.
 pub trait Sink: Send + 'static {
