@@ -20,14 +20,16 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dsipc::payload::Provider;
 use dsipc::wire::Text;
 use dsipc_std::{Chunk, DiagnosticsClient, Endpoint, Error, TraceSession};
 
-use crate::convert::live::{self, LiveCounts, LiveProfile, ProfileFormat};
+use crate::convert::live::{self, LiveCounter, LiveCounts, LiveProfile, ProfileFormat};
 use crate::convert::Selection;
 use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
@@ -46,6 +48,190 @@ enum Ending {
 
 /// How often the drain wakes up without data (progress line, Ctrl-C, duration).
 const TICK: Duration = Duration::from_millis(200);
+
+/// Without `--format` the stream is counted on a second thread, pipelined with the write:
+/// the bytes go there in slices of about this size (large, so that few blocks straddle two
+/// slices: the parser reads the others in place)...
+const SLICE: usize = 1 << 20;
+/// ... at most this many at a time (memory stays bounded: a slower parser slows the reading
+/// down, as parsing on this thread would).
+const SLICES_QUEUED: usize = 4;
+/// A slice not yet full is handed over after this long anyway (the progress line).
+const SLICE_DELAY: Duration = Duration::from_millis(100);
+
+/// The stream's counts, parsed on a second thread (see [`SLICE`]): the same counts, the
+/// same end-of-stream decision and the same errors as parsing it here.
+struct Counting {
+    slice: Vec<u8>,
+    since: Instant,
+    to_parser: Option<mpsc::SyncSender<Vec<u8>>>,
+    recycled: mpsc::Receiver<Vec<u8>>,
+    shared: Arc<Shared>,
+    parser: Option<JoinHandle<LiveCounter>>,
+}
+
+/// What the parsing thread shows the progress line.
+#[derive(Default)]
+struct Shared {
+    events: AtomicU64,
+    samples: AtomicU64,
+    lost: AtomicU64,
+    failed: AtomicBool,
+}
+
+impl Counting {
+    fn start() -> io::Result<Counting> {
+        let (to_parser, slices) = mpsc::sync_channel::<Vec<u8>>(SLICES_QUEUED);
+        let (recycle, recycled) = mpsc::channel::<Vec<u8>>();
+        let shared = Arc::new(Shared::default());
+        let seen = Arc::clone(&shared);
+        let parser = std::thread::Builder::new()
+            .name("dsipc-parse".into())
+            .spawn(move || {
+                let mut counter = LiveCounter::new();
+                for mut slice in slices {
+                    let failed = counter.feed(&slice).is_err();
+                    let c = counter.counts();
+                    seen.events.store(c.events, Ordering::Relaxed);
+                    seen.samples.store(c.samples, Ordering::Relaxed);
+                    seen.lost.store(c.lost, Ordering::Relaxed);
+                    seen.failed.store(failed, Ordering::Relaxed);
+                    slice.clear();
+                    let _ = recycle.send(slice);
+                }
+                counter
+            })?;
+        Ok(Counting {
+            slice: Vec::new(),
+            since: Instant::now(),
+            to_parser: Some(to_parser),
+            recycled,
+            shared,
+            parser: Some(parser),
+        })
+    }
+
+    /// The next bytes of the stream.
+    fn feed(&mut self, data: &[u8]) {
+        if self.shared.failed.load(Ordering::Relaxed) {
+            // The stream did not parse: later bytes are not the parser's (it only counts
+            // them), the error it met is its answer.
+            return;
+        }
+        if self.slice.capacity() == 0 {
+            self.slice = self
+                .recycled
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(SLICE));
+            self.since = Instant::now();
+        }
+        self.slice.extend_from_slice(data);
+        if self.slice.len() + (SLICE >> 3) > SLICE || self.since.elapsed() >= SLICE_DELAY {
+            self.hand_over();
+        }
+    }
+
+    /// Hands a slice waiting for more bytes over once it has waited long enough.
+    fn tick(&mut self) {
+        if !self.slice.is_empty() && self.since.elapsed() >= SLICE_DELAY {
+            self.hand_over();
+        }
+    }
+
+    fn hand_over(&mut self) {
+        let slice = std::mem::take(&mut self.slice);
+        if slice.is_empty() {
+            return;
+        }
+        if let Some(tx) = &self.to_parser {
+            // Fails only if the parsing thread is gone (it panicked: `finish` says so).
+            let _ = tx.send(slice);
+        }
+    }
+
+    fn counts(&self) -> (LiveCounts, bool) {
+        let s = &self.shared;
+        (
+            LiveCounts {
+                events: s.events.load(Ordering::Relaxed),
+                samples: s.samples.load(Ordering::Relaxed),
+                lost: s.lost.load(Ordering::Relaxed),
+            },
+            !s.failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Every byte was fed: the parser, once it parsed them all.
+    fn finish(mut self) -> LiveCounter {
+        self.hand_over();
+        self.to_parser = None;
+        match self.parser.take().map(JoinHandle::join) {
+            Some(Ok(counter)) => counter,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => LiveCounter::new(),
+        }
+    }
+}
+
+/// The stream's parser: a profile built here (`--format`), or counts on a second thread.
+enum Live {
+    Profile(Box<LiveProfile>),
+    Counting(Counting),
+}
+
+impl Live {
+    fn feed(&mut self, data: &[u8]) {
+        match self {
+            Live::Profile(p) => {
+                let _ = p.feed(data);
+            }
+            Live::Counting(c) => c.feed(data),
+        }
+    }
+
+    fn tick(&mut self) {
+        if let Live::Counting(c) = self {
+            c.tick();
+        }
+    }
+
+    /// The counts so far, and whether parsing goes on.
+    fn progress(&self) -> (LiveCounts, bool) {
+        match self {
+            Live::Profile(p) => (p.counts(), p.error().is_none()),
+            Live::Counting(c) => c.counts(),
+        }
+    }
+}
+
+/// The stream's parser once every byte was fed.
+enum Parsed {
+    Profile(Box<LiveProfile>),
+    Counted(Box<LiveCounter>),
+}
+
+impl Parsed {
+    fn finish(&mut self) -> Result<(), dsipc_trace::StreamError> {
+        match self {
+            Parsed::Profile(p) => p.finish(),
+            Parsed::Counted(c) => c.finish(),
+        }
+    }
+
+    fn counts(&self) -> LiveCounts {
+        match self {
+            Parsed::Profile(p) => p.counts(),
+            Parsed::Counted(c) => c.counts(),
+        }
+    }
+
+    fn error(&self) -> Option<dsipc_trace::StreamError> {
+        match self {
+            Parsed::Profile(p) => p.error(),
+            Parsed::Counted(c) => c.error(),
+        }
+    }
+}
 
 /// The progress line, to be written after `\r` (it ends by clearing the rest of the line).
 fn progress_line(secs: f64, bytes: u64, counts: LiveCounts, parsing: bool) -> String {
@@ -238,21 +424,25 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     let mut last_print = start;
     let mut stop_asked = false;
     let mut write_error: Option<io::Error> = None;
-    let mut live = LiveProfile::new();
+    let mut live = if format.is_some() {
+        Live::Profile(Box::new(LiveProfile::new()))
+    } else {
+        match Counting::start() {
+            Ok(c) => Live::Counting(c),
+            // No second thread: parse here.
+            Err(_) => Live::Profile(Box::new(LiveProfile::new())),
+        }
+    };
     // The pull API: one loop, no shared state between callbacks.
     let result: Result<u64, Error> = loop {
         let now = Instant::now();
         if tty && now.duration_since(last_print) >= Duration::from_millis(250) {
             last_print = now;
             let secs = now.duration_since(start).as_secs_f64();
+            let (counts, parsing) = live.progress();
             note_inline!(
                 "\r{}",
-                progress_line(
-                    secs,
-                    session.bytes_received(),
-                    live.counts(),
-                    live.error().is_none()
-                )
+                progress_line(secs, session.bytes_received(), counts, parsing)
             );
         }
         if term::interrupts() >= 2 {
@@ -271,14 +461,14 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         }
         match session.next_chunk(TICK) {
             Ok(Chunk::Data(data)) => {
-                let _ = live.feed(data);
+                live.feed(data);
                 if let Err(e) = out.writer().write_all(data) {
                     let kept = io::Error::new(e.kind(), e.to_string());
                     write_error = Some(e);
                     break Err(Error::Io(kept));
                 }
             }
-            Ok(Chunk::Quiet) => {}
+            Ok(Chunk::Quiet) => live.tick(),
             Ok(Chunk::End) => break Ok(session.bytes_received()),
             Ok(_) => {}
             Err(e) => break Err(e),
@@ -286,6 +476,10 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     };
     let elapsed = start.elapsed().as_secs_f64();
     let received = session.bytes_received();
+    let mut live = match live {
+        Live::Profile(p) => Parsed::Profile(p),
+        Live::Counting(c) => Parsed::Counted(Box::new(c.finish())),
+    };
     let ending = match live.finish() {
         Ok(()) => Ending::Clean,
         // Cut short, even before its header was whole (a runtime killed at once).
@@ -322,8 +516,10 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         (stop_asked, ending),
         write_error,
     );
-    let profiled = match (format, profile_dest, profile_out) {
-        (Some(format), Some(dest), Some(o)) => write_profile(live, format, o, &dest, &output),
+    let profiled = match (format, profile_dest, profile_out, live) {
+        (Some(format), Some(dest), Some(o), Parsed::Profile(live)) => {
+            write_profile(*live, format, o, &dest, &output)
+        }
         _ => {
             if let Some(problem) = &parse_problem {
                 note!(

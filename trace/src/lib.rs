@@ -55,7 +55,7 @@ mod symbols;
 mod time;
 
 pub use analyzer::{AnalyzerLimits, ProviderCount, TraceAnalyzer, TraceInfo};
-pub use live::{LiveCounts, LiveProfile};
+pub use live::{LiveCounter, LiveCounts, LiveProfile};
 pub use lost::{LostEvents, MAX_CAPTURE_THREADS};
 pub use metadata::{EventMetadata, MetadataTable};
 pub use order::TimeOrder;

@@ -2,8 +2,15 @@
 //! for `dsipc trace --format`, the tokio `top` example, or an agent of your own. Memory:
 //! one block of the stream plus distinct metadata, methods and stacks, never its length.
 
+use dsipc::nettrace::clr::{self, ClrProvider};
+use dsipc::nettrace::{Event, Item};
+
 use crate::format::ProfileMeta;
-use crate::{Profile, StackSnapshot, StreamError, TraceAnalyzer, TraceStream};
+use crate::hash::FxHashMap;
+use crate::{
+    AnalyzerLimits, LostEvents, MetadataTable, Profile, StackSnapshot, StreamError, TraceAnalyzer,
+    TraceStream,
+};
 
 /// Counters of what was parsed so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -84,5 +91,144 @@ impl LiveProfile {
     /// Every thread's latest sample, resolved (see [`StackSnapshot`]).
     pub fn into_stacks(self) -> StackSnapshot {
         self.analyzer.finish_stacks()
+    }
+}
+
+/// What [`LiveCounter`] keeps: the counts of a [`TraceAnalyzer`] with default limits, without
+/// what only a profile needs (symbols, stacks, per-provider tables).
+#[derive(Default)]
+struct Counter {
+    limits: AnalyzerLimits,
+    /// Metadata id -> is it a SampleProfiler sample.
+    metadata: MetadataTable<bool>,
+    lost: LostEvents,
+    events: u64,
+    samples: u64,
+    /// Sampled threads (the analyzer's thread limit).
+    threads: FxHashMap<u64, ()>,
+    /// A profile limit was passed: the analyzer stops counting samples there.
+    limited: bool,
+}
+
+impl Counter {
+    #[inline]
+    fn on_item(&mut self, item: &Item<'_>) {
+        match item {
+            Item::Event(e) => self.on_event(e),
+            other => self.on_other(other),
+        }
+    }
+
+    #[inline]
+    fn on_event(&mut self, e: &Event<'_>) {
+        self.events += 1;
+        self.lost.on_event(e.capture_thread_id, e.sequence_number);
+        if self.metadata.get(e.metadata_id) == Some(&true) {
+            self.on_sample(e.thread_id);
+        }
+    }
+
+    #[inline(never)]
+    fn on_sample(&mut self, thread: u64) {
+        if self.limited {
+            return;
+        }
+        if !self.threads.contains_key(&thread) {
+            if self.threads.len() >= self.limits.profile.max_threads {
+                self.limited = true;
+                return;
+            }
+            self.threads.insert(thread, ());
+        }
+        self.samples += 1;
+    }
+
+    /// As [`TraceAnalyzer::on_item`] does for everything but events.
+    #[inline(never)]
+    fn on_other(&mut self, item: &Item<'_>) {
+        match item {
+            Item::Metadata(m) => {
+                let m = match m.record() {
+                    Ok(m) => m,
+                    Err(_) => return,
+                };
+                if !self.metadata.contains(m.metadata_id)
+                    && self.metadata.len() >= self.limits.max_metadata
+                {
+                    return;
+                }
+                let sample = matches!(
+                    ClrProvider::from_name(&m.provider_name),
+                    Some(ClrProvider::SampleProfiler)
+                ) && m.event_id == clr::THREAD_SAMPLE;
+                self.metadata.insert(m.metadata_id, sample);
+            }
+            // The analyzer's stack-frame limit.
+            Item::Stacks(b)
+                if !self.limited
+                    && b.iter()
+                        .any(|s| s.len() > self.limits.profile.max_stack_frames) =>
+            {
+                self.limited = true;
+            }
+            Item::SequencePoint(sp) => {
+                for t in sp.threads() {
+                    self.lost.on_sequence_point(t.thread_id, t.sequence_number);
+                }
+                if sp.flushes_metadata() {
+                    self.metadata.clear();
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The counts of a nettrace stream fed in slices of any size (what `dsipc trace` shows
+/// without `--format`): the same [`LiveCounts`] as a [`LiveProfile`] of the same bytes, the
+/// same end-of-stream decision and the same errors, without building a profile. Memory: one
+/// block of the stream, the metadata ids, capture and sampled threads.
+#[derive(Default)]
+pub struct LiveCounter {
+    stream: TraceStream,
+    counter: Counter,
+}
+
+impl LiveCounter {
+    /// Waiting for the stream's first byte.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses `data`, the next bytes of the stream. After an error (returned, and kept for
+    /// [`error`](Self::error)) bytes are only counted.
+    pub fn feed(&mut self, data: &[u8]) -> Result<(), StreamError> {
+        let counter = &mut self.counter;
+        self.stream.feed(data, |item| counter.on_item(item))
+    }
+
+    /// The stream is over: `Ok` only if it ended with its end-of-stream object.
+    pub fn finish(&mut self) -> Result<(), StreamError> {
+        let counter = &mut self.counter;
+        self.stream.finish(|item| counter.on_item(item))
+    }
+
+    /// What was parsed so far.
+    pub fn counts(&self) -> LiveCounts {
+        LiveCounts {
+            events: self.counter.events,
+            samples: self.counter.samples,
+            lost: self.counter.lost.lost(),
+        }
+    }
+
+    /// The error that stopped parsing (naming its offset), if any.
+    pub fn error(&self) -> Option<StreamError> {
+        self.stream.error()
+    }
+
+    /// The stream driver (bytes fed, buffer peak, end of stream seen).
+    pub fn stream(&self) -> &TraceStream {
+        &self.stream
     }
 }

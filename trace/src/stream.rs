@@ -30,7 +30,7 @@
 
 use std::fmt;
 
-use dsipc::nettrace::{Item, NettraceError, NettraceParser};
+use dsipc::nettrace::{Item, NettraceError, NettraceParser, Status};
 use dsipc::recv::{BufferTooSmall, Poll, RecvBuffer, RecvError};
 
 /// The largest block the trace layer accepts: runtimes write blocks of about 100 KB, so a
@@ -146,6 +146,11 @@ impl TraceStream {
     /// Parses `data`, the next bytes of the stream, handing every complete item to `each`.
     /// After an error (returned, and kept for [`error`](Self::error)) bytes are only
     /// counted.
+    ///
+    /// Items are parsed straight from `data` (no copy) while nothing is pending: only an
+    /// object cut by the end of `data` is kept (copied), and completed from the next call's
+    /// bytes by exactly what the parser asks for, after which parsing goes back to the
+    /// caller's slice. Items, errors and offsets are the same however the stream is cut.
     pub fn feed<F: FnMut(&Item<'_>)>(
         &mut self,
         data: &[u8],
@@ -156,19 +161,81 @@ impl TraceStream {
             return Err(e);
         }
         let mut rest = data;
-        while !rest.is_empty() {
-            match self.rx.push(rest) {
+        // An object left pending: complete it with what the parser asked for, no more.
+        while !rest.is_empty() && !self.rx.pending().is_empty() {
+            let want = self
+                .rx
+                .needed()
+                .saturating_sub(self.rx.pending().len())
+                .max(1)
+                .min(rest.len());
+            match self.rx.push(&rest[..want]) {
                 Ok(n) => rest = &rest[n..],
                 Err(e) => return Err(self.fail_buffer(e)),
             }
             self.peak = self.peak.max(self.rx.capacity());
             self.drain(&mut each)?;
         }
+        if !rest.is_empty() {
+            let used = self.parse_direct(rest, &mut each)?;
+            rest = &rest[used..];
+            if !rest.is_empty() {
+                // Keep the incomplete tail (less than the parser asked for: within the bound).
+                while !rest.is_empty() {
+                    match self.rx.push(rest) {
+                        Ok(n) => rest = &rest[n..],
+                        Err(e) => return Err(self.fail_buffer(e)),
+                    }
+                    self.peak = self.peak.max(self.rx.capacity());
+                }
+                // The buffer learns what the parser needs (the next feed completes exactly
+                // that).
+                self.drain(&mut each)?;
+            }
+        }
         // A long run of small blocks must not keep a large allocation around.
         if self.rx.pending().is_empty() && self.rx.capacity() > (4 << 20) {
             self.rx = RecvBuffer::with_limit(Vec::new(), self.parser.max_needed());
         }
         Ok(())
+    }
+
+    /// Parses items straight from `input` (nothing is pending in the receive buffer) until
+    /// the parser wants more than is there; returns the bytes consumed.
+    #[inline]
+    fn parse_direct<F: FnMut(&Item<'_>)>(
+        &mut self,
+        input: &[u8],
+        each: &mut F,
+    ) -> Result<usize, StreamError> {
+        let mut at = 0;
+        loop {
+            let r = self.parser.handle_input(&input[at..]);
+            let h = match &r {
+                Ok(h) => h,
+                Err(e) => {
+                    let e = StreamError::Malformed(*e);
+                    self.error = Some(e);
+                    return Err(e);
+                }
+            };
+            match &h.status {
+                Status::Event(item) => {
+                    at += h.consumed;
+                    each(item);
+                }
+                Status::Partial { needed } => {
+                    // What the receive buffer would refuse, refused the same way.
+                    let needed = (*needed).max(1);
+                    if needed > self.rx.limit() {
+                        let limit = self.rx.limit();
+                        return Err(self.fail_buffer(BufferTooSmall { needed, limit }));
+                    }
+                    return Ok(at);
+                }
+                Status::Done => return Ok(at),
+            }
+        }
     }
 
     /// Room to read the stream's next bytes into (no copy: report them with

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 pub use dsipc_trace::format::ProfileFormat;
 use dsipc_trace::format::Selection;
-pub use dsipc_trace::{LiveCounts, LiveProfile};
+pub use dsipc_trace::{LiveCounter, LiveCounts, LiveProfile};
 
 use crate::error::CliError;
 use crate::output::{self, Output};
@@ -139,6 +139,40 @@ mod tests {
         p.feed(&bytes[..bytes.len() - 1]).unwrap();
         let e = p.finish().unwrap_err();
         assert!(e.is_truncation(), "{:?}", e);
+    }
+
+    /// `dsipc trace` without `--format` counts with a [`LiveCounter`]: the same counts, end
+    /// of stream and errors (with their offsets) as a [`LiveProfile`], however the stream is
+    /// cut (the parser reads in place and keeps only a cut object).
+    #[test]
+    fn the_counter_counts_as_the_profile_does() {
+        let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|d| d.join("tests/data/nettrace/net8.0.4-busy.nettrace"))
+            .find(|p| p.is_file())
+            .expect("tests/data/nettrace/net8.0.4-busy.nettrace above the crate");
+        let bytes = std::fs::read(&trace).unwrap();
+        let mut spoiled = bytes.clone();
+        spoiled[bytes.len() / 2] ^= 0x5A;
+        let mut trailing = bytes.clone();
+        trailing.extend_from_slice(&[0xAA, 0xBB]);
+        let cut = &bytes[..bytes.len() * 2 / 3];
+        for stream in [&bytes[..], &spoiled[..], &trailing[..], cut] {
+            for slice in [1usize, 7, 4096, 65536, 100_003, stream.len()] {
+                let (mut p, mut c) = (LiveProfile::new(), LiveCounter::new());
+                for chunk in stream.chunks(slice) {
+                    assert_eq!(p.feed(chunk), c.feed(chunk));
+                    assert_eq!(p.counts(), c.counts());
+                }
+                assert_eq!(p.finish(), c.finish());
+                assert_eq!(p.counts(), c.counts());
+                assert_eq!(p.error(), c.error());
+            }
+        }
+        let mut c = LiveCounter::new();
+        c.feed(&bytes).unwrap();
+        c.finish().unwrap();
+        assert!(c.counts().samples > 0 && c.counts().events > c.counts().samples);
     }
 
     #[test]
