@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use dsipc::payload::Provider;
-use dsipc::wire::Text;
 use dsipc_std::{Chunk, DiagnosticsClient, Error};
 
 use crate::providers::ProviderSpec;
@@ -27,12 +26,7 @@ impl Request {
     pub fn providers(&self) -> Vec<Provider<'_>> {
         self.providers
             .iter()
-            .map(|s| Provider {
-                keywords: s.keywords,
-                log_level: s.level,
-                provider_name: Text::Str(&s.name),
-                arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
-            })
+            .map(ProviderSpec::as_provider)
             .collect()
     }
 }

@@ -9,6 +9,21 @@ pub struct ProviderSpec {
     pub args: Option<String>,
 }
 
+impl ProviderSpec {
+    /// The core's provider, borrowing from this one.
+    pub fn as_provider(&self) -> dsipc::payload::Provider<'_> {
+        dsipc::payload::Provider {
+            keywords: self.keywords,
+            log_level: self.level,
+            provider_name: dsipc::wire::Text::Str(&self.name),
+            arguments: self
+                .args
+                .as_deref()
+                .map_or(dsipc::wire::Text::Null, dsipc::wire::Text::Str),
+        }
+    }
+}
+
 /// dotnet-trace's default keywords (0) and level (4, Informational) for `--providers`.
 const DEFAULT_KEYWORDS: u64 = 0;
 const DEFAULT_LEVEL: u32 = 4;

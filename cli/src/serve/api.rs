@@ -20,7 +20,6 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use dsipc::payload::{DumpType, Provider};
-use dsipc::wire::Text;
 
 use super::auth::Verifier;
 use super::metrics::Metrics;
@@ -731,15 +730,7 @@ impl Api {
     ) -> Result<Artifact, ApiError> {
         let permit = Api::permit(&self.traces, "trace", MAX_TRACES)?;
         let client = runtime.client(COMMAND_TIMEOUT);
-        let providers: Vec<Provider<'_>> = specs
-            .iter()
-            .map(|s| Provider {
-                keywords: s.keywords,
-                log_level: s.level,
-                provider_name: Text::Str(&s.name),
-                arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
-            })
-            .collect();
+        let providers: Vec<Provider<'_>> = specs.iter().map(ProviderSpec::as_provider).collect();
         let session = client
             .collect_tracing(&providers, buffer_mb, rundown)
             .await?;
@@ -1018,6 +1009,42 @@ fn not_found() -> Response<Body> {
     let mut r = Response::new(http::full(Bytes::new()));
     *r.status_mut() = StatusCode::NOT_FOUND;
     r
+}
+
+/// A JSON request body that must be one object (`what`: its schema's name, for messages).
+/// ASP.NET's binder takes member names ignoring case: see [`member`].
+pub(super) fn json_object(
+    body: &[u8],
+    what: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+    let doc: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(
+            "$",
+            format!(
+                "The body is not JSON: {} (line {}, column {}).",
+                e,
+                e.line(),
+                e.column()
+            ),
+        )
+    })?;
+    match doc {
+        serde_json::Value::Object(o) => Ok(o),
+        _ => Err(ApiError::invalid(
+            "$",
+            format!("The body must be a {} object.", what),
+        )),
+    }
+}
+
+/// `obj`'s member `name`, ignoring case.
+pub(super) fn member<'a>(
+    obj: &'a serde_json::Map<String, serde_json::Value>,
+    name: &str,
+) -> Option<&'a serde_json::Value> {
+    obj.iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v)
 }
 
 /// The request body, at most [`MAX_BODY`] bytes.

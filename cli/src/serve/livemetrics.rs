@@ -18,7 +18,9 @@ use serde_json::Value;
 
 use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Decoder, Sample};
 
-use super::api::{artifact_name, read_body, Api, ApiError, ApiResult, Artifact, Params};
+use super::api::{
+    artifact_name, json_object, member, read_body, Api, ApiError, ApiResult, Artifact, Params,
+};
 use super::session::{self, Sink};
 use crate::json;
 
@@ -56,12 +58,7 @@ pub(super) async fn route(
         super::api::MAX_LIVE_METRICS,
     )?;
     let client = runtime.client(super::api::COMMAND_TIMEOUT);
-    let major = runtime
-        .info
-        .clr_version
-        .as_deref()
-        .and_then(|v| v.split('.').next())
-        .and_then(|m| m.parse().ok());
+    let major = runtime.major_version();
     let config = CountersConfig::new(counters, api.counter_interval, major);
     let owned = config.providers();
     let providers: Vec<_> = owned.iter().map(|p| p.as_provider()).collect();
@@ -93,25 +90,8 @@ pub(super) async fn route(
 
 /// The counters an EventMetricsConfiguration names.
 fn configuration(body: &[u8]) -> Result<CounterSet, ApiError> {
-    let doc: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::invalid(
-            "$",
-            format!(
-                "The body is not JSON: {} (line {}, column {}).",
-                e,
-                e.line(),
-                e.column()
-            ),
-        )
-    })?;
-    let obj = doc.as_object().ok_or_else(|| {
-        ApiError::invalid("$", "The body must be an EventMetricsConfiguration object.")
-    })?;
-    let member = |name: &str| {
-        obj.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
-    };
+    let obj = &json_object(body, "EventMetricsConfiguration")?;
+    let member = |name: &str| member(obj, name);
     let mut spec: Vec<String> = Vec::new();
     match member("includeDefaultProviders") {
         None | Some(Value::Null) | Some(Value::Bool(true)) => {

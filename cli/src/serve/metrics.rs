@@ -48,12 +48,7 @@ impl Metrics {
         if !lock(&self.store).try_add_runtime(pid) {
             return;
         }
-        let major = runtime
-            .info
-            .clr_version
-            .as_deref()
-            .and_then(|v| v.split('.').next())
-            .and_then(|m| m.parse().ok());
+        let major = runtime.major_version();
         let config = CountersConfig::new(self.counters.clone(), self.interval, major);
         let client = runtime.client(START_TIMEOUT);
         let store = Arc::clone(&self.store);

@@ -42,6 +42,15 @@ pub enum Target {
 }
 
 impl Runtime {
+    /// Its runtime's major version (ProcessInfo2+; `None` for .NET Core 3.x).
+    pub fn major_version(&self) -> Option<u32> {
+        self.info
+            .clr_version
+            .as_deref()
+            .and_then(|v| v.split('.').next())
+            .and_then(|m| m.parse().ok())
+    }
+
     /// A client for it with `timeout`.
     pub fn client(&self, timeout: Duration) -> DiagnosticsClient {
         match &self.target {

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::api::ApiError;
+use super::api::{json_object, member, ApiError};
 use crate::providers::ProviderSpec;
 
 const RUNTIME: &str = "Microsoft-Windows-DotNETRuntime";
@@ -163,13 +163,6 @@ pub struct EventPipeConfiguration {
     pub buffer_mb: u32,
 }
 
-/// A member of `obj` by name, case-insensitive (as ASP.NET binds JSON).
-fn member<'a>(obj: &'a serde_json::Map<String, Value>, name: &str) -> Option<&'a Value> {
-    obj.iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v)
-}
-
 /// `"0x1F"` (hex) or `"31"` (decimal), as dotnet-monitor reads Keywords.
 fn keywords(k: &str) -> Result<u64, String> {
     let k = k.trim();
@@ -211,20 +204,7 @@ fn event_level(v: &Value) -> Result<u32, String> {
 impl EventPipeConfiguration {
     /// Parses and validates a body; errors name the member.
     pub fn parse(body: &[u8]) -> Result<EventPipeConfiguration, ApiError> {
-        let doc: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::invalid(
-                "$",
-                format!(
-                    "The body is not JSON: {} (line {}, column {}).",
-                    e,
-                    e.line(),
-                    e.column()
-                ),
-            )
-        })?;
-        let obj = doc.as_object().ok_or_else(|| {
-            ApiError::invalid("$", "The body must be an EventPipeConfiguration object.")
-        })?;
+        let obj = &json_object(body, "EventPipeConfiguration")?;
         let providers = match member(obj, "providers") {
             Some(Value::Array(a)) if !a.is_empty() => a,
             Some(Value::Array(_)) => return Err(ApiError::invalid(
