@@ -437,6 +437,47 @@ fn library_session_rate_and_clean_stop() {
     assert_eq!(end.stats.stream_error, None);
 }
 
+/// `CounterRun`: the session driven on the caller's thread, events to the caller's sink;
+/// stopped from another thread by its StopHandle, it ends cleanly with the rates seen.
+#[test]
+fn library_run_hands_events_to_a_sink_and_stops_from_another_thread() {
+    let h = host("net8", &["--counters", "--meter-rate", "50"]);
+    let client = dsipc_std::DiagnosticsClient::for_pid(h.pid())
+        .unwrap()
+        .with_timeout(Duration::from_secs(10));
+    let config = CountersConfig::new(CounterSet::parse("MyMeter").unwrap(), 1.0, Some(8));
+    let run = dsipc_std::counters::CounterRun::start(&client, &config).expect("start");
+    let stop = run.stop_handle();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let runner = std::thread::spawn(move || {
+        let mut rates = Vec::new();
+        let end = run.run(&mut |ev| {
+            if let CounterEvent::Sample(x) = ev {
+                if x.name == "requests" {
+                    rates.push(x.value);
+                    let _ = tx.send(());
+                }
+            }
+        });
+        (end, rates)
+    });
+    // Three rates came through the sink: stop from here.
+    for _ in 0..3 {
+        rx.recv_timeout(LIMIT).expect("a rate within the limit");
+    }
+    stop.stop().expect("StopTracing answered");
+    let (end, rates) = runner.join().unwrap();
+    assert!(end.stopped, "{:?}", end);
+    assert!(end.error.is_none(), "{:?}", end);
+    assert!(!end.stats.truncated, "{:?}", end.stats);
+    assert!(rates.len() >= 3, "{:?}", rates);
+    assert!(
+        rates[1..3].iter().all(|r| (40.0..=60.0).contains(r)),
+        "{:?}",
+        rates
+    );
+}
+
 #[test]
 fn library_session_surfaces_limit_and_multiple_session_errors() {
     let h = host("net8", &["--counters", "--meter-rate", "50"]);

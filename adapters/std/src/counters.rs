@@ -1,6 +1,11 @@
-//! A running counters session: the EventPipe session, drained on a thread and decoded by
+//! A running counters session: the EventPipe session, decoded by
 //! [`dsipc_trace::counters::Decoder`] (the trace layer holds the decoding; this module only
 //! runs the session).
+//!
+//! - [`CounterRun`]: the session driven on the caller's thread, each event handed to a sink
+//!   the caller gives as it is decoded (one thread per runtime, no queue).
+//! - [`CounterSession`]: the same run on a thread of its own, its events queued for
+//!   [`recv_timeout`](CounterSession::recv_timeout).
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -67,36 +72,24 @@ impl<T: Transport + Send + Sync + 'static> CounterSession<T> {
     where
         T::Conn: Send + 'static,
     {
-        let owned = config.providers();
-        let providers: Vec<Provider<'_>> = owned.iter().map(|p| p.as_provider()).collect();
-        let mut session = client.collect_tracing(&providers, BUFFER_MB, false)?;
-        let stop = session.stop_handle();
+        let run = CounterRun::start(client, config)?;
+        let stop = run.stop_handle();
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let shared = Arc::new(Mutex::new(Shared {
             stats: DecodeStats::default(),
         }));
         let shared2 = Arc::clone(&shared);
-        let mut decoder = Decoder::new(config);
-        let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("dsipc-counters".into())
             .spawn(move || {
-                let mut send = |ev: CounterEvent| {
-                    // A consumer that went away: keep draining, drop the events.
-                    let _ = tx.send(ev);
-                };
-                let result = session.drain(
-                    |data| {
-                        decoder.feed(data, &mut send);
-                        lock(&shared2).stats = decoder.stats().clone();
-                        Ok(())
+                let end = run.run_observed(
+                    &mut |ev: CounterEvent| {
+                        // A consumer that went away: keep draining, drop the events.
+                        let _ = tx.send(ev);
                     },
-                    |_| false,
+                    &mut |stats| lock(&shared2).stats = stats.clone(),
                 );
-                decoder.finish(&mut send);
-                lock(&shared2).stats = decoder.stats().clone();
-                let bytes = session.bytes_received();
-                (stop2.is_requested(), bytes, result.err())
+                (end.stopped, end.bytes, end.error)
             })?;
         Ok(CounterSession {
             stop,
@@ -171,6 +164,76 @@ impl<T: Transport + Send + Sync + 'static> CounterSession<T> {
             stats: self.stats(),
             bytes,
             error: error.or(if stopped { None } else { stop_error }),
+        }
+    }
+}
+
+/// A counters session driven on the caller's thread: [`run`](Self::run) hands every event
+/// to the caller's sink as soon as it is decoded, until the runtime ends the stream (it
+/// exits) or a [`StopHandle`] from [`stop_handle`](Self::stop_handle) stops it (from any
+/// thread: StopTracing, then the stream is drained to its end).
+pub struct CounterRun<T: Transport + Send + Sync + 'static> {
+    session: crate::TraceSession<T>,
+    decoder: Decoder,
+}
+
+impl<T: Transport + Send + Sync + 'static> std::fmt::Debug for CounterRun<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CounterRun")
+            .field("session_id", &self.session.session_id())
+            .finish()
+    }
+}
+
+impl<T: Transport + Send + Sync + 'static> CounterRun<T> {
+    /// Starts the EventPipe session `config` describes (CollectTracing2, no rundown).
+    pub fn start(client: &DiagnosticsClient<T>, config: &CountersConfig) -> Result<Self, Error> {
+        let owned = config.providers();
+        let providers: Vec<Provider<'_>> = owned.iter().map(|p| p.as_provider()).collect();
+        let session = client.collect_tracing(&providers, BUFFER_MB, false)?;
+        Ok(CounterRun {
+            session,
+            decoder: Decoder::new(config),
+        })
+    }
+
+    /// The runtime's id for this session.
+    pub fn session_id(&self) -> u64 {
+        self.session.session_id()
+    }
+
+    /// A handle that stops the session from another thread.
+    pub fn stop_handle(&self) -> StopHandle<T> {
+        self.session.stop_handle()
+    }
+
+    /// Drives the session to its end on this thread, each event to `sink`; how it ended.
+    pub fn run(self, sink: &mut dyn FnMut(CounterEvent)) -> SessionEnd {
+        self.run_observed(sink, &mut |_| {})
+    }
+
+    /// [`run`](Self::run), also handing the decoder's figures to `stats` after each chunk.
+    fn run_observed(
+        mut self,
+        sink: &mut dyn FnMut(CounterEvent),
+        stats: &mut dyn FnMut(&DecodeStats),
+    ) -> SessionEnd {
+        let decoder = &mut self.decoder;
+        let result = self.session.drain(
+            |data| {
+                decoder.feed(data, sink);
+                stats(decoder.stats());
+                Ok(())
+            },
+            |_| false,
+        );
+        decoder.finish(sink);
+        stats(decoder.stats());
+        SessionEnd {
+            stopped: self.session.stop_handle().is_requested(),
+            stats: decoder.stats().clone(),
+            bytes: self.session.bytes_received(),
+            error: result.err(),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use dsipc_std::counters::CounterSession;
+use dsipc_std::counters::{CounterRun, CounterSession};
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Notice};
 
@@ -181,12 +181,18 @@ fn runtime_major(client: &DiagnosticsClient) -> Option<u32> {
     v.split('.').next()?.parse().ok()
 }
 
-/// Connects to `pid` and starts its counters session.
-fn start(o: &Options, pid: u32) -> Result<CounterSession<dsipc_std::Endpoint>> {
+/// Connects to `pid` and says what its counters session asks for.
+fn session_config(o: &Options, pid: u32) -> Result<(DiagnosticsClient, CountersConfig)> {
     let client = DiagnosticsClient::for_pid_in(pid, o.tmpdir.as_deref())?.with_timeout(o.timeout);
     let mut config = CountersConfig::new(o.counters.clone(), o.interval, runtime_major(&client));
     config.max_time_series = o.caps.series;
     config.max_histograms = o.caps.histograms;
+    Ok((client, config))
+}
+
+/// Connects to `pid` and starts its counters session (events queued for the caller).
+fn start(o: &Options, pid: u32) -> Result<CounterSession<dsipc_std::Endpoint>> {
+    let (client, config) = session_config(o, pid)?;
     Ok(CounterSession::start(&client, &config)?)
 }
 
@@ -526,8 +532,14 @@ fn export(args: &[String]) -> Result<()> {
 pub struct Collector {
     store: Arc<Mutex<Store>>,
     stop: Arc<AtomicBool>,
-    workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    workers: Mutex<Vec<Worker>>,
     options: Options,
+}
+
+/// One runtime's session, run on a thread of its own straight into the store.
+struct Worker {
+    thread: std::thread::JoinHandle<()>,
+    stop: dsipc_std::StopHandle<dsipc_std::Endpoint>,
 }
 
 impl Collector {
@@ -545,22 +557,36 @@ impl Collector {
         if !lock(&self.store).try_add_runtime(pid) {
             return Ok(());
         }
-        let session = match start(&self.options, pid) {
-            Ok(s) => s,
+        let run = match session_config(&self.options, pid)
+            .and_then(|(client, config)| Ok(CounterRun::start(&client, &config)?))
+        {
+            Ok(r) => r,
             Err(e) => {
                 lock(&self.store).remove(pid);
                 return Err(e);
             }
         };
         eprintln!("dsipc: pid {}: counters session started", pid);
+        let stop = run.stop_handle();
         let store = Arc::clone(&self.store);
-        let stop = Arc::clone(&self.stop);
-        let worker = std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name(format!("counters-{}", pid))
-            .spawn(move || pump(pid, session, &store, &stop))?;
+            .spawn(move || {
+                let end = run.run(&mut |ev| match ev {
+                    CounterEvent::Sample(s) => lock(&store).record(pid, &s),
+                    CounterEvent::Notice(n) => {
+                        eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()))
+                    }
+                });
+                report_end(pid, &end);
+                lock(&store).remove(pid);
+                if !end.stopped {
+                    eprintln!("dsipc: pid {}: runtime exited; its series are dropped", pid);
+                }
+            })?;
         let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
-        workers.retain(|w| !w.is_finished());
-        workers.push(worker);
+        workers.retain(|w| !w.thread.is_finished());
+        workers.push(Worker { thread, stop });
         Ok(())
     }
 
@@ -569,17 +595,21 @@ impl Collector {
         lock(&self.store).render()
     }
 
-    /// A flag that, once set, ends every session.
+    /// A flag that, once set, ends the serving of an [`Exporter`].
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.stop)
     }
 
-    /// Stops every session and waits for their threads.
+    /// Stops every session (StopTracing, each drained to its end) and waits for them.
     pub fn finish(&self) {
         self.stop.store(true, Ordering::SeqCst);
         let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in &workers {
+            // A runtime that exited meanwhile cannot be asked; its stream ended anyway.
+            let _ = w.stop.stop();
+        }
         for w in workers {
-            let _ = w.join();
+            let _ = w.thread.join();
         }
     }
 }
@@ -640,35 +670,6 @@ impl Exporter {
 
 fn lock(m: &Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Moves one runtime's samples into the store until it exits or we stop.
-pub fn pump(
-    pid: u32,
-    session: CounterSession<dsipc_std::Endpoint>,
-    store: &Mutex<Store>,
-    stop: &AtomicBool,
-) {
-    loop {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        match session.recv_timeout(Duration::from_millis(200)) {
-            Ok(CounterEvent::Sample(s)) => lock(store).record(pid, &s),
-            Ok(CounterEvent::Notice(n)) => {
-                eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()))
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let stopped_by_us = stop.load(Ordering::SeqCst);
-    let end = session.stop();
-    report_end(pid, &end);
-    lock(store).remove(pid);
-    if !stopped_by_us {
-        eprintln!("dsipc: pid {}: runtime exited; its series are dropped", pid);
-    }
 }
 
 /// `dsipc monitor --metrics ADDR [--counters LIST] [--refresh-interval SECS]`: an
