@@ -558,8 +558,11 @@ fn serve_routes_against_real_net8() {
 /// a 400 naming the runtime's refusal.
 #[test]
 fn serve_routes_against_real_netcore31() {
-    let (_host, pid, dir) = host("netcore31", &["--sleeping-thread"]);
-    let serve = Serve::with_key(dir.path());
+    let (_host, pid, dir) = host(
+        "netcore31",
+        &["--sleeping-thread", "--hold", "3000", "--counters"],
+    );
+    let serve = Serve::start(dir.path(), &["--temp-apikey", "--counter-interval", "1"]);
     let doc = serve.get("/processes").json();
     shapes::check_each(&doc, &shapes::PROCESS_IDENTIFIER, "/processes");
     assert_eq!(doc[0]["pid"].as_u64(), Some(pid as u64));
@@ -581,6 +584,70 @@ fn serve_routes_against_real_netcore31() {
     let txt = serve.get_with("/stacks", &["-H", "Accept: text/plain"]);
     assert_eq!(txt.status, 200, "{}", txt.text());
     assert!(txt.text().contains("Thread.Sleep"), "{}", txt.text());
+    let js = serve.get_with("/stacks", &["-H", "Accept: application/json"]);
+    shapes::check(&js.json(), &shapes::CALL_STACK_RESULT, "/stacks");
+
+    // /gcdump: the held System.Version objects (Core 3.1 names its types too).
+    let g = serve.get("/gcdump");
+    assert_eq!(g.status, 200, "{}", g.text());
+    let file = save(&g, serve.files.path(), "heap31.gcdump");
+    let rep = common::dsipc(&[
+        "gcdump",
+        "report",
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(rep.code, Some(0), "{}", rep.stderr);
+    let rows: Value = serde_json::from_str(rep.stdout.trim()).unwrap();
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["type"] == "System.Version" && r["count"].as_u64().unwrap() >= 3000),
+        "{}",
+        rows
+    );
+
+    // /dump: a Mini dump, an ELF core.
+    let d = serve.get("/dump?type=Mini");
+    assert_eq!(d.status, 200, "{}", d.text());
+    assert_eq!(&d.body[..4], b"\x7fELF", "a core file");
+
+    // /livemetrics: Core 3.1's EventCounters.
+    let live = serve.get("/livemetrics?durationSeconds=4");
+    assert_eq!(live.status, 200, "{}", live.text());
+    let records = json_seq(&live.body);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["provider"] == "System.Runtime" && r["name"] == "cpu-usage"),
+        "{:?}",
+        records
+    );
+    for r in &records {
+        shapes::check(r, &shapes::METRIC, "/livemetrics");
+    }
+
+    // /logs: the session runs its duration (no ILogger in this host) and ends whole.
+    let logs = serve.get_with(
+        "/logs?durationSeconds=1",
+        &["-H", "Accept: application/x-ndjson"],
+    );
+    assert_eq!(logs.status, 200, "{}", logs.text());
+    assert_eq!(logs.curl, 0);
+
+    // /metrics: the default process's counters.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let m = serve.scrape();
+        if m.text().contains("systemruntime_cpu_usage_ratio") {
+            common::promtool_check(&m.text());
+            break;
+        }
+        assert!(Instant::now() < deadline, "no counters: {}", m.text());
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// No key, a wrong key, the right key; no key configured; --no-auth.
