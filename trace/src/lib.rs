@@ -65,4 +65,4 @@ pub use profile::{
 pub use stacks::{StackFrame, StackSnapshot, ThreadStack, NATIVE_FRAMES};
 pub use stream::{StreamError, TraceStream, MAX_BLOCK};
 pub use symbols::{MethodName, MethodRecord, SymbolTable, UNRESOLVED_FRAME};
-pub use time::sync_time_utc;
+pub use time::{sync_time_utc, TraceClock};

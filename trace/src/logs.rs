@@ -43,11 +43,12 @@
 //! let _ = decoder.finish(&mut |entry| LogFormat::NdJson.write(&entry, &mut text));
 //! ```
 
+use crate::TraceClock;
 use std::collections::HashMap;
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use dsipc::nettrace::{Format, Item, MetadataRecord, TraceHeader, Value as V};
+use dsipc::nettrace::{Format, Item, MetadataRecord, Value as V};
 
 use crate::format::push_json_string;
 use crate::{MetadataTable, StreamError, TraceStream};
@@ -387,38 +388,6 @@ struct Meta {
     format: Format,
 }
 
-/// The trace's clock: UTC at the sync point, and QPC ticks.
-#[derive(Debug, Clone, Copy)]
-struct Clock {
-    sync_utc: SystemTime,
-    sync_qpc: i64,
-    freq: i64,
-}
-
-impl Clock {
-    fn new(h: &TraceHeader<'_>) -> Clock {
-        Clock {
-            sync_utc: crate::sync_time_utc(h),
-            sync_qpc: h.sync_time_qpc,
-            freq: h.qpc_frequency,
-        }
-    }
-
-    fn time(&self, ts: i64) -> SystemTime {
-        if self.freq <= 0 {
-            return self.sync_utc;
-        }
-        let delta = i128::from(ts) - i128::from(self.sync_qpc);
-        let nanos = delta * 1_000_000_000 / i128::from(self.freq);
-        let abs = Duration::from_nanos(nanos.unsigned_abs().min(u128::from(u64::MAX)) as u64);
-        if nanos >= 0 {
-            self.sync_utc.checked_add(abs).unwrap_or(self.sync_utc)
-        } else {
-            self.sync_utc.checked_sub(abs).unwrap_or(self.sync_utc)
-        }
-    }
-}
-
 /// An open scope.
 #[derive(Debug)]
 struct Scope {
@@ -436,7 +405,7 @@ pub struct LogDecoder {
 #[derive(Debug)]
 struct State {
     metadata: MetadataTable<Meta>,
-    clock: Option<Clock>,
+    clock: Option<TraceClock>,
     stats: LogStats,
     last_formatted: String,
     /// Open scopes by thread, innermost last.
@@ -517,7 +486,7 @@ fn kind_of(provider: &str, event_id: u32) -> Option<Kind> {
 impl State {
     fn item(&mut self, item: &Item<'_>, out: &mut dyn FnMut(LogEntry)) {
         match item {
-            Item::Trace(h) => self.clock = Some(Clock::new(h)),
+            Item::Trace(h) => self.clock = Some(TraceClock::new(h)),
             Item::Metadata(m) => {
                 if let Ok(m) = m.record() {
                     self.on_metadata(&m);
@@ -1380,6 +1349,7 @@ fn write_text(e: &LogEntry, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn templates_as_log_values_formatter() {

@@ -4,6 +4,42 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dsipc::nettrace::TraceHeader;
 
+/// The trace's clock: wall time (UTC) at the header's sync point, and the QPC ticks events
+/// carry, so an event's timestamp becomes a `SystemTime`.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceClock {
+    sync_utc: SystemTime,
+    sync_qpc: i64,
+    freq: i64,
+}
+
+impl TraceClock {
+    /// The clock `header` describes.
+    pub fn new(header: &TraceHeader<'_>) -> TraceClock {
+        TraceClock {
+            sync_utc: sync_time_utc(header),
+            sync_qpc: header.sync_time_qpc,
+            freq: header.qpc_frequency,
+        }
+    }
+
+    /// The wall time of the event timestamp `ts` (QPC ticks); the sync point itself when the
+    /// header's frequency is not positive, saturating far from it.
+    pub fn time(&self, ts: i64) -> SystemTime {
+        if self.freq <= 0 {
+            return self.sync_utc;
+        }
+        let delta = i128::from(ts) - i128::from(self.sync_qpc);
+        let nanos = delta * 1_000_000_000 / i128::from(self.freq);
+        let abs = Duration::from_nanos(nanos.unsigned_abs().min(u128::from(u64::MAX)) as u64);
+        if nanos >= 0 {
+            self.sync_utc.checked_add(abs).unwrap_or(self.sync_utc)
+        } else {
+            self.sync_utc.checked_sub(abs).unwrap_or(self.sync_utc)
+        }
+    }
+}
+
 /// When the trace's clocks were synchronised (`sync_time_utc`, a UTC SYSTEMTIME) as a
 /// `SystemTime`; the Unix epoch when the fields are nonsense (a month of 13, an hour of 25).
 pub fn sync_time_utc(header: &TraceHeader<'_>) -> SystemTime {

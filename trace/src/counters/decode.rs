@@ -1,10 +1,11 @@
 //! The nettrace stream of a counters session, decoded with [`dsipc::nettrace`] into
 //! counter events.
 
+use crate::TraceClock;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use dsipc::nettrace::{Format, Item, MetadataRecord, PayloadFields, TraceHeader, Value as V};
+use dsipc::nettrace::{Format, Item, MetadataRecord, PayloadFields, Value as V};
 
 use crate::{MetadataTable, TraceStream};
 
@@ -69,40 +70,8 @@ struct State {
     stats: DecodeStats,
     limits: SeriesLimits,
     metadata: MetadataTable<Meta>,
-    clock: Option<Clock>,
+    clock: Option<TraceClock>,
     latest: Option<SystemTime>,
-}
-
-/// The trace's clock: UTC at the sync point, and QPC ticks.
-#[derive(Debug, Clone, Copy)]
-struct Clock {
-    sync_utc: SystemTime,
-    sync_qpc: i64,
-    freq: i64,
-}
-
-impl Clock {
-    fn time(&self, ts: i64) -> SystemTime {
-        if self.freq <= 0 {
-            return self.sync_utc;
-        }
-        let delta = i128::from(ts) - i128::from(self.sync_qpc);
-        let nanos = delta * 1_000_000_000 / i128::from(self.freq);
-        let abs = Duration::from_nanos(nanos.unsigned_abs().min(u128::from(u64::MAX)) as u64);
-        if nanos >= 0 {
-            self.sync_utc.checked_add(abs).unwrap_or(self.sync_utc)
-        } else {
-            self.sync_utc.checked_sub(abs).unwrap_or(self.sync_utc)
-        }
-    }
-}
-
-fn clock(h: &TraceHeader<'_>) -> Clock {
-    Clock {
-        sync_utc: crate::sync_time_utc(h),
-        sync_qpc: h.sync_time_qpc,
-        freq: h.qpc_frequency,
-    }
 }
 
 /// The fields of a payload by name, nested objects flattened into the list (EventCounters
@@ -205,7 +174,7 @@ impl Decoder {
 impl State {
     fn item(&mut self, item: &Item<'_>, out: &mut dyn FnMut(CounterEvent)) {
         match item {
-            Item::Trace(h) => self.clock = Some(clock(h)),
+            Item::Trace(h) => self.clock = Some(TraceClock::new(h)),
             Item::Metadata(m) => {
                 if let Ok(m) = m.record() {
                     self.on_metadata(&m);
