@@ -138,8 +138,9 @@ pub(crate) fn ps(common: &Common) -> CliResult {
     print_table(if cfg!(windows) { "PIPE" } else { "SOCKET" }, &rows)
 }
 
+/// The command line from `/proc/PID/cmdline`, arguments joined by spaces (Linux).
 #[cfg(unix)]
-fn proc_cmdline(pid: u32) -> Option<String> {
+pub(crate) fn proc_cmdline(pid: u32) -> Option<String> {
     let raw = std::fs::read(format!("/proc/{}/cmdline", pid)).ok()?;
     let parts: Vec<String> = raw
         .split(|&b| b == 0)
@@ -155,6 +156,6 @@ fn proc_cmdline(pid: u32) -> Option<String> {
 
 /// The command line from `/proc` (Linux; `None` elsewhere).
 #[cfg(not(unix))]
-fn proc_cmdline(_pid: u32) -> Option<String> {
+pub(crate) fn proc_cmdline(_pid: u32) -> Option<String> {
     None
 }

@@ -106,21 +106,6 @@ fn process_name(pid: u32, command_line: &str) -> String {
     }
 }
 
-/// `/proc/PID/cmdline`, arguments joined by spaces.
-fn proc_command_line(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{}/cmdline", pid)).ok()?;
-    let args: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    if args.is_empty() {
-        None
-    } else {
-        Some(args.join(" "))
-    }
-}
-
 /// Every runtime that answers ProcessInfo within [`PROBE_TIMEOUT`], in pid order.
 /// Every runtime endpoint in `tmpdir` (or where each runtime says).
 async fn endpoints(tmpdir: Option<&Path>) -> Result<Vec<(u32, Target)>, ApiError> {
@@ -195,7 +180,7 @@ async fn probe(pid: u32, target: Target) -> Option<Runtime> {
         // "unknown" where it has no answer), its command line from /proc. In listen mode
         // its Advertise named its cookie.
         Err(dsipc_tokio::Error::NotSupported { .. }) => {
-            r.info.command_line = proc_command_line(pid).unwrap_or_else(|| "unknown".into());
+            r.info.command_line = crate::ps::proc_cmdline(pid).unwrap_or_else(|| "unknown".into());
             if let Target::Pooled(_, cookie) = &r.target {
                 r.info.cookie = *cookie;
             }
