@@ -9,115 +9,29 @@ mod common;
 #[path = "../../trace/tests/common_logs/mod.rs"]
 mod common_logs;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use common::{configure_python, Live};
+use common::configure_python;
+use common::serve::{Answered, Serve};
 use dsipc::Command as Cmd;
 use dsipc_testkit::{Config, FakeRuntime, HostOptions, HostedRuntime, StreamSpec, TempDir};
 use serde_json::Value;
 
-const START: Duration = Duration::from_secs(20);
-
-struct Serve {
-    _live: Live,
-    api: String,
-    key: String,
-    files: TempDir,
+/// `args` then the path on `serve`'s API, with its key; curl must succeed.
+fn curl(serve: &Serve, path: &str, args: &[&str]) -> Answered {
+    let a = serve.get_with(path, args);
+    assert_eq!(a.curl, 0, "curl exit {} for {}", a.curl, path);
+    a
 }
 
-struct Answered {
-    status: u16,
-    headers: String,
-    body: Vec<u8>,
-}
-
-impl Answered {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            if k.trim().eq_ignore_ascii_case(name) {
-                Some(v.trim().to_string())
-            } else {
-                None
-            }
-        })
-    }
-}
-
-impl Serve {
-    fn start(tmpdir: &Path) -> Serve {
-        let files = TempDir::new("dsipc-serve-logs").unwrap();
-        let mut cmd = Command::new(common::bin());
-        cmd.args([
-            "serve",
-            "--urls",
-            "http://127.0.0.1:0",
-            "--metricUrls",
-            "http://127.0.0.1:0",
-            "--tmpdir",
-        ])
-        .arg(tmpdir)
-        .arg("--temp-apikey");
-        let mut live = Live::spawn(cmd);
-        let line = live.stderr_line("Authorization: Bearer ", START);
-        let key = line.rsplit(' ').next().unwrap().to_string();
-        let api = live.stderr_line("dsipc: API on http://", START);
-        Serve {
-            api: api.rsplit("http://").next().unwrap().to_string(),
-            _live: live,
-            key,
-            files,
-        }
-    }
-
-    fn curl(&self, path: &str, args: &[&str]) -> Answered {
-        let head = self.files.path().join("head");
-        let body = self.files.path().join("body");
-        let _ = std::fs::remove_file(&head);
-        let _ = std::fs::remove_file(&body);
-        let out = Command::new("curl")
-            .args(["-s", "--max-time", "90", "-D"])
-            .arg(&head)
-            .arg("-o")
-            .arg(&body)
-            .arg("-H")
-            .arg(format!("Authorization: Bearer {}", self.key))
-            .args(args)
-            .arg(format!("http://{}{}", self.api, path))
-            .output()
-            .expect("curl (apt-get install curl)");
-        assert!(out.status.success(), "curl: {:?}", out);
-        let headers = std::fs::read_to_string(&head).unwrap_or_default();
-        let status = headers
-            .lines()
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        Answered {
-            status,
-            headers,
-            body: std::fs::read(&body).unwrap_or_default(),
-        }
-    }
-}
-
+/// A fake runtime, listed by discovery, streaming `bytes`.
 fn fake(dir: &TempDir, bytes: &'static [u8]) -> FakeRuntime {
-    let me = std::process::id();
-    Config::new()
-        .like_net8_0_4()
-        .stream(StreamSpec::content(bytes))
-        .pid(u64::from(me))
-        .key(dsipc_std::unix::start_key(me).expect("start key"))
-        .listen_in(dir.path())
-        .start()
-        .expect("fake runtime")
+    common::serve::fake(
+        dir,
+        Config::new()
+            .like_net8_0_4()
+            .stream(StreamSpec::content(bytes)),
+    )
 }
 
 fn utf16(s: &str) -> Vec<u8> {
@@ -147,10 +61,11 @@ fn serve_logs_streams_entries_in_each_format_from_the_fake_runtime() {
     let trace: &'static [u8] = Box::leak(common_logs::sample().bytes().into_boxed_slice());
     let dir = TempDir::new("dsipc-svl").unwrap();
     let rt = fake(&dir, trace);
-    let serve = Serve::start(dir.path());
+    let serve = Serve::start(dir.path(), &["--temp-apikey"]);
 
     // ndjson: one LogEntry per line.
-    let nd = serve.curl(
+    let nd = curl(
+        &serve,
         "/logs?durationSeconds=30",
         &["-H", "Accept: application/x-ndjson"],
     );
@@ -202,7 +117,7 @@ fn serve_logs_streams_entries_in_each_format_from_the_fake_runtime() {
     assert!(contains(&reqs[0], &utf16("FilterSpecs=UseAppFilters\0")));
 
     // json-seq: the same records, each after 0x1E.
-    let seq = serve.curl("/logs", &["-H", "Accept: application/json-seq"]);
+    let seq = curl(&serve, "/logs", &["-H", "Accept: application/json-seq"]);
     assert_eq!(seq.status, 200);
     assert_eq!(
         seq.header("content-type").as_deref(),
@@ -212,7 +127,7 @@ fn serve_logs_streams_entries_in_each_format_from_the_fake_runtime() {
     assert_eq!(seq.text(), want);
 
     // curl's */*: text, as dotnet-monitor picks it.
-    let t = serve.curl("/logs?level=Warning", &[]);
+    let t = curl(&serve, "/logs?level=Warning", &[]);
     assert_eq!(t.status, 200, "{}", t.text());
     assert_eq!(t.header("content-type").as_deref(), Some("text/plain"));
     assert!(
@@ -230,7 +145,8 @@ fn serve_logs_streams_entries_in_each_format_from_the_fake_runtime() {
     );
 
     // POST with a LogsConfiguration.
-    let p = serve.curl(
+    let p = curl(
+        &serve,
         "/logs?durationSeconds=5",
         &[
             "-X",
@@ -256,16 +172,17 @@ fn serve_logs_streams_entries_in_each_format_from_the_fake_runtime() {
     );
 
     // Refusals: 406 without a body, 400 naming the parameter or member.
-    let n = serve.curl("/logs", &["-H", "Accept: image/png"]);
+    let n = curl(&serve, "/logs", &["-H", "Accept: image/png"]);
     assert_eq!(n.status, 406);
     assert!(n.body.is_empty());
-    let bad = serve.curl("/logs?level=Loud", &["-H", "Accept: text/plain"]);
+    let bad = curl(&serve, "/logs?level=Loud", &["-H", "Accept: text/plain"]);
     assert_eq!(bad.status, 400);
     let doc: Value = serde_json::from_slice(&bad.body).unwrap();
     assert_eq!(doc["errors"]["level"][0], "The value 'Loud' is not valid.");
-    let none = serve.curl("/logs?level=None", &["-H", "Accept: text/plain"]);
+    let none = curl(&serve, "/logs?level=None", &["-H", "Accept: text/plain"]);
     assert_eq!(none.status, 400);
-    let bad = serve.curl(
+    let bad = curl(
+        &serve,
         "/logs",
         &[
             "-X",
@@ -290,9 +207,10 @@ fn serve_logs_against_real_net8_runs_its_duration_and_ends() {
     let mut host = HostedRuntime::spawn(&opts).expect("spawn host");
     host.wait_ready(Duration::from_secs(90))
         .expect("host READY");
-    let serve = Serve::start(dir.path());
+    let serve = Serve::start(dir.path(), &["--temp-apikey"]);
     let started = std::time::Instant::now();
-    let a = serve.curl(
+    let a = curl(
+        &serve,
         "/logs?durationSeconds=1",
         &["-H", "Accept: application/x-ndjson"],
     );

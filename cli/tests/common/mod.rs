@@ -3,6 +3,8 @@
 //! configuration. Each test file uses a part of it.
 #![allow(dead_code)]
 
+pub mod serve;
+
 use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
