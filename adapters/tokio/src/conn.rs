@@ -88,7 +88,37 @@ impl Target {
     }
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
+mod imp {
+    use super::*;
+    use std::time::Duration;
+
+    /// A non-blocking connect, used at once. On Linux a Unix stream socket is connected
+    /// when `connect` returns (there is no "in progress"), so the request can be written
+    /// without waiting for the socket to report writable: that wait, and the `SO_ERROR`
+    /// check after it, are a scheduler round trip and a system call per command in
+    /// `tokio::net::UnixStream::connect`. A full accept backlog is `EAGAIN` (where tokio's
+    /// connect fails): retried until the caller's timeout.
+    pub(super) async fn connect(path: &Path) -> io::Result<BoxStream> {
+        use socket2::{Domain, SockAddr, Socket, Type};
+        let addr = SockAddr::unix(path)?;
+        loop {
+            let socket = Socket::new(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;
+            match socket.connect(&addr) {
+                Ok(()) => {
+                    let std = std::os::unix::net::UnixStream::from(socket);
+                    return Ok(Box::new(tokio::net::UnixStream::from_std(std)?));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    tokio::time::sleep(Duration::from_millis(1)).await
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
 mod imp {
     use super::*;
 

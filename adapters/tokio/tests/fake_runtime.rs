@@ -587,3 +587,63 @@ fn futures_are_send() {
     send(&client.collect_tracing(&[], 1, false));
     send(&client.resume_runtime());
 }
+
+/// A server whose accept backlog is full refuses a non-blocking connect with `EAGAIN`
+/// (tokio's own `UnixStream::connect` returns that as an error). A command retries the
+/// connect within its timeout, and is answered once the server accepts again.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn commands_wait_out_a_full_accept_backlog() {
+    use dsipc::fixtures;
+    use std::io::{Read, Write};
+
+    let dir = TempDir::new("tokio-backlog").unwrap();
+    let path = dir.path().join("dotnet-diagnostic-4242-1-socket");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    // Fill the backlog: connections nobody accepts, until the kernel refuses the next.
+    let mut fillers = Vec::new();
+    loop {
+        match tokio::net::UnixStream::connect(&path).await {
+            Ok(s) => fillers.push(s),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the backlog: {}", e),
+        }
+        assert!(fillers.len() < 100_000, "the backlog never filled");
+    }
+    let client = DiagnosticsClient::new(&path).with_timeout(TIMEOUT);
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let c = client.clone();
+            tokio::spawn(async move { c.process_info_basic().await })
+        })
+        .collect();
+    // Each call runs to its first connect (refused: the backlog is full) and waits.
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    assert!(calls.iter().all(|c| !c.is_finished()));
+    // The server accepts again: the fillers (closed) read as EOF, the calls are answered.
+    drop(fillers);
+    let reply = fixtures::response_for(Command::ProcessInfo).unwrap();
+    let mut out = vec![0u8; reply.encoded_len()];
+    let n = reply.encode(&mut out).unwrap();
+    let server = std::thread::spawn(move || {
+        let mut answered = 0;
+        while answered < 3 {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut head = [0u8; 20];
+            if conn.read_exact(&mut head).is_ok() {
+                conn.write_all(&out[..n]).unwrap();
+                answered += 1;
+            }
+        }
+    });
+    for c in calls {
+        let info = c
+            .await
+            .unwrap()
+            .expect("ProcessInfo after the backlog drained");
+        assert_eq!(info.pid, fixtures::PROCESS_INFO2.process_id);
+    }
+    server.join().unwrap();
+}

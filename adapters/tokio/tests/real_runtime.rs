@@ -1,7 +1,7 @@
 //! dsipc-tokio against a REAL .NET 8.0.4 runtime (CoreCLR hosted by
 //! `tests/runtime/host.py`): ProcessInfo, the environment, a trace session stopped from a
-//! second connection whose nettrace stream dsipc-trace parses to its end, and the `top`
-//! example against a busy runtime.
+//! second connection whose nettrace stream dsipc-trace parses to its end, a thousand
+//! concurrent calls, and the `top` example against a busy runtime.
 //!
 //! Needs `DSIPC_PYTHON` (scripts/setup-runtimes.sh, then source
 //! target/dotnet-venv/dsipc-runtimes.env; scripts/test.sh does both): without it these
@@ -62,6 +62,32 @@ fn net8_process_info_and_environment() {
     let _serial = serial();
     let (_host, pid) = host(&[]);
     block_on(process_info_and_environment(pid));
+}
+
+/// A thousand ProcessInfo calls at once on one tokio thread: the runtime accepts one
+/// connection at a time from a backlog of 255, so most connects are refused with `EAGAIN`
+/// at first; every call waits its turn and is answered.
+#[test]
+fn net8_answers_a_thousand_concurrent_process_info_calls() {
+    let _serial = serial();
+    let (_host, pid) = host(&[]);
+    let client = client(pid).with_timeout(Duration::from_secs(60));
+    let answered = block_on(async {
+        let calls: Vec<_> = (0..1000)
+            .map(|_| {
+                let c = client.clone();
+                tokio::spawn(async move { c.process_info_basic().await })
+            })
+            .collect();
+        let mut answered = 0;
+        for call in calls {
+            let info = call.await.unwrap().expect("ProcessInfo");
+            assert_eq!(info.pid, u64::from(pid));
+            answered += 1;
+        }
+        answered
+    });
+    assert_eq!(answered, 1000);
 }
 
 async fn process_info_and_environment(pid: u32) {
