@@ -15,6 +15,10 @@
 //!   client on one tokio runtime thread (current_thread): 1,000 concurrent ProcessInfo
 //!   exchanges per round, and the 1 GiB continuation read through `TraceSession::next_chunk`
 //!   (dsipc-tokio against dsipc-mio in the same run).
+//! - `concurrent-tokio-bare`: the floor under `concurrent-tokio`: the same 1,000 concurrent
+//!   exchanges as bare tokio tasks (`tokio::net::UnixStream`, the request's bytes encoded
+//!   once, the reply read by its header's size, no timeout, no parsing): what any tokio
+//!   client pays before dsipc-tokio adds anything.
 //! - `runtimes20`: twenty real .NET 8 runtimes started suspended on one reverse port;
 //!   time for one mio thread to resume them all (needs DSIPC_PYTHON, else skipped).
 
@@ -41,6 +45,7 @@ const SCENARIOS: &[&str] = &[
     "stream",
     "stream-1t",
     "concurrent-tokio",
+    "concurrent-tokio-bare",
     "stream-tokio",
     "runtimes20",
 ];
@@ -59,6 +64,7 @@ fn main() {
             "stream" => stream(false),
             "stream-1t" => stream(true),
             "concurrent-tokio" => concurrent_tokio(),
+            "concurrent-tokio-bare" => concurrent_tokio_bare(),
             "stream-tokio" => stream_tokio(),
             "runtimes20" => runtimes20(),
             other => panic!("unknown scenario {}", other),
@@ -536,6 +542,74 @@ fn concurrent_tokio() {
          on one tokio thread, the same mio server thread: {:.0} exchanges/s; round median \
          {:.1} ms, worst {:.1} ms; CPU per exchange: server thread {:.1} µs, client thread \
          {:.1} µs; peak RSS {:.1} MiB",
+        ROUNDS,
+        CONNS,
+        (CONNS * ROUNDS) as f64 / total.as_secs_f64(),
+        rounds[rounds.len() / 2].as_secs_f64() * 1e3,
+        rounds[rounds.len() - 1].as_secs_f64() * 1e3,
+        per(server_cpu),
+        per(client_cpu),
+        peak_rss_mib()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The floor under `concurrent-tokio`: bare tokio tasks, same server, same rounds.
+fn concurrent_tokio_bare() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const CONNS: u64 = 1000;
+    const ROUNDS: u64 = 10;
+    let dir = temp_dir("conc-tokio-bare");
+    let path = dir.join("dotnet-diagnostic-12814-1-socket");
+    let server = ServerThread::start(&path, 0, CONNS as usize);
+    let rt = tokio_thread();
+    let mut machine = dsipc::ClientConnection::new();
+    let mut request = vec![0u8; 64];
+    let n = machine.send_request(&ProcessInfo, &mut request).unwrap();
+    request.truncate(n);
+    let request: Arc<[u8]> = request.into();
+    let path: Arc<Path> = path.into();
+    let mut rounds = Vec::new();
+    let cpu0 = thread_cpu();
+    let t0 = Instant::now();
+    let mut bytes = 0u64;
+    for _ in 0..ROUNDS {
+        let tr = Instant::now();
+        bytes += rt.block_on(async {
+            let tasks: Vec<_> = (0..CONNS)
+                .map(|_| {
+                    let (path, request) = (Arc::clone(&path), Arc::clone(&request));
+                    tokio::spawn(async move {
+                        let mut s = tokio::net::UnixStream::connect(&*path).await?;
+                        s.write_all(&request).await?;
+                        let mut head = [0u8; 20];
+                        s.read_exact(&mut head).await?;
+                        let size = u16::from_le_bytes([head[14], head[15]]) as usize;
+                        let mut body = vec![0u8; size.saturating_sub(20)];
+                        s.read_exact(&mut body).await?;
+                        Ok::<u64, std::io::Error>(size as u64)
+                    })
+                })
+                .collect();
+            let mut sum = 0u64;
+            for t in tasks {
+                sum += t.await.unwrap().expect("bare exchange");
+            }
+            sum
+        });
+        rounds.push(tr.elapsed());
+    }
+    let total = t0.elapsed();
+    let client_cpu = (thread_cpu() - cpu0).as_secs_f64();
+    let server_cpu = server.finish();
+    assert!(bytes > 20 * CONNS * ROUNDS);
+    rounds.sort();
+    let per = |cpu: f64| cpu * 1e6 / (CONNS * ROUNDS) as f64;
+    println!(
+        "concurrent-tokio-bare: {} rounds of {} concurrent ProcessInfo exchanges, bare tokio \
+         tasks (no dsipc-tokio) on one tokio thread, the same mio server thread: {:.0} \
+         exchanges/s; round median {:.1} ms, worst {:.1} ms; CPU per exchange: server thread \
+         {:.1} µs, client thread {:.1} µs; peak RSS {:.1} MiB",
         ROUNDS,
         CONNS,
         (CONNS * ROUNDS) as f64 / total.as_secs_f64(),
