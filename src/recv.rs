@@ -440,17 +440,19 @@ impl<S: RecvStorage> RecvBuffer<S> {
         &mut self,
         parser: &mut NettraceParser,
     ) -> Result<Poll<Item<'_>>, RecvError<NettraceError>> {
-        self.poll_nettrace_with(parser, |item| *item)
+        self.poll_nettrace_with(parser, |item, _| *item)
     }
 
     /// [`poll_nettrace`](Self::poll_nettrace) handing the item to `f` by reference, where
     /// the parser built it, and returning what `f` returns: the fast way through a trace
-    /// (an item is moved nowhere, and a move of a few dozen bytes per event shows).
+    /// (an item is moved nowhere, and a move of a few dozen bytes per event shows). `f`
+    /// also sees the parser, for what an event does not carry (its
+    /// [`activity_ids`](NettraceParser::activity_ids)).
     #[inline]
     pub fn poll_nettrace_with<'s, R>(
         &'s mut self,
         parser: &mut NettraceParser,
-        f: impl FnOnce(&Item<'s>) -> R,
+        f: impl FnOnce(&Item<'s>, &NettraceParser) -> R,
     ) -> Result<Poll<R>, RecvError<NettraceError>> {
         let cur = &mut self.cur;
         if cur.ended {
@@ -466,7 +468,7 @@ impl<S: RecvStorage> RecvBuffer<S> {
             nettrace::Status::Event(item) => {
                 debug_assert!(handled.consumed <= cur.end - cur.start);
                 cur.start += handled.consumed;
-                Ok(Poll::Event(f(item)))
+                Ok(Poll::Event(f(item, parser)))
             }
             nettrace::Status::Done => cur.step(handled.consumed, None),
             nettrace::Status::Partial { needed } => {

@@ -109,12 +109,18 @@ fn serve_logs_streams_entries_in_each_format_from_the_fake_runtime() {
         .starts_with("System.InvalidOperationException: boom"));
     assert!(b.get("Scopes").is_none());
 
-    // The session asked for: the provider, FormattedMessage|JsonMessage, the app's filters.
+    // The session asked for: the provider, FormattedMessage|JsonMessage, the app's filters;
+    // and TplEventSource's TasksFlowActivityIds (0x80) at Informational, for the scopes.
     let reqs = collect_requests(&rt);
     assert_eq!(reqs.len(), 1);
     assert!(contains(&reqs[0], &utf16("Microsoft-Extensions-Logging")));
     assert!(contains(&reqs[0], &0xCu64.to_le_bytes()));
     assert!(contains(&reqs[0], &utf16("FilterSpecs=UseAppFilters\0")));
+    let mut tpl = 0x80u64.to_le_bytes().to_vec();
+    tpl.extend_from_slice(&4u32.to_le_bytes());
+    tpl.extend_from_slice(&(38u32).to_le_bytes());
+    tpl.extend_from_slice(&utf16("System.Threading.Tasks.TplEventSource\0"));
+    assert!(contains(&reqs[0], &tpl), "TplEventSource 0x80 at level 4");
 
     // json-seq: the same records, each after 0x1E.
     let seq = curl(&serve, "/logs", &["-H", "Accept: application/json-seq"]);

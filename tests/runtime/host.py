@@ -145,6 +145,32 @@ def start_meter(rate):
     log("Meter MyMeter: Counter<long> requests at %g/s, Histogram latency, UpDownCounter queue" % rate)
 
 
+def start_activities():
+    """Nested Start/Stop events on a self-describing EventSource, from a Python thread."""
+    from System.Diagnostics.Tracing import EventSource, EventSourceOptions, EventOpcode, EventLevel
+
+    source = EventSource("Dsipc-Activities")
+    start_activities.source = source
+
+    def options(opcode):
+        o = EventSourceOptions()
+        o.Level = EventLevel.Informational
+        o.Opcode = opcode
+        return o
+    start, stop, info = options(EventOpcode.Start), options(EventOpcode.Stop), options(EventOpcode.Info)
+
+    def loop():
+        while True:
+            source.Write("Request", start)
+            source.Write("Step", start)
+            source.Write("Work", info)
+            source.Write("Step", stop)
+            source.Write("Request", stop)
+            time.sleep(0.02)
+    threading.Thread(target=loop, daemon=True).start()
+    log("writing nested activities on EventSource Dsipc-Activities")
+
+
 def start_clock_gauge():
     import clr
     clr.AddReference("System.Diagnostics.DiagnosticSource")
@@ -183,6 +209,12 @@ def main():
     ap.add_argument("--sleeping-thread", action="store_true",
                     help="start a managed thread named 'dsipc-sleeper' that sits in "
                          "Thread.Sleep(Timeout.Infinite) until exit")
+    ap.add_argument("--activities", action="store_true",
+                    help="after READY, until exit, every ~20 ms: on EventSource 'Dsipc-Activities' "
+                         "write 'Request' (opcode Start), 'Step' (Start), 'Work' (Info), "
+                         "'Step' (Stop), 'Request' (Stop): nested activities whose ids the "
+                         "runtime assigns when a session turns TplEventSource's "
+                         "TasksFlowActivityIds (0x80) on")
     ap.add_argument("--max-seconds", type=float, default=600.0)
     ap.add_argument("--ready-file", help="also write the READY line to this file (atomically)")
     ap.add_argument("--dotnet-root", help="override the dotnet root of the chosen runtime")
@@ -293,6 +325,9 @@ def main():
         _ready_file = args.ready_file
     os.write(ready_fd, line.encode())
     os.close(ready_fd)
+
+    if args.activities:
+        start_activities()
 
     if args.regex:
         clr.AddReference("System.Text.RegularExpressions")

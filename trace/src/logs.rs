@@ -15,12 +15,15 @@
 //!   does); without one, the members as they are and the message of the `FormattedMessage`
 //!   event before it;
 //! - its exception is the `ExceptionJson`'s `VerboseMessage` (`{}`: none);
-//! - its scopes are the scopes open on the thread that logged it, outermost first.
-//!   dotnet-monitor follows activity ids (its session turns TplEventSource's
-//!   TasksFlowActivityIds on) so that scopes flow across `await`s; this decoder keys them by
-//!   thread, since the items the stream driver hands on do not carry activity ids: a scope
-//!   opened before an `await` that resumes on another thread is missing from entries logged
-//!   after it.
+//! - its scopes, outermost first, follow activity ids as dotnet-monitor's do: the session
+//!   also turns on TplEventSource's `TasksFlowActivityIds` ([`SESSION_PROVIDERS`]), so each
+//!   `ActivityJsonStart` branches a new activity id whose related id is the enclosing scope's,
+//!   and an entry logged in a scope (after any number of `await`s, on any thread) carries the
+//!   innermost scope's activity id. The entry's scopes are that scope and its ancestors (found
+//!   by its activity id, else its related id); a scope is forgotten at its
+//!   `ActivityJsonStop` (by activity id). Events without activity ids (V6 streams carry them
+//!   in label lists, which this decoder does not read; a session without the TPL keyword)
+//!   fall back to the scopes open on the logging thread.
 //!
 //! Bounds: a string field longer than [`MAX_STRING`], an argument list or scope larger than
 //! [`MAX_ARGUMENTS`] members, JSON nested deeper than [`MAX_JSON_DEPTH`] is malformed (the
@@ -48,7 +51,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dsipc::nettrace::{Format, Item, MetadataRecord, Value as V};
+use std::sync::Arc;
+
+use dsipc::nettrace::{Format, Item, MetadataRecord, NettraceParser, Value as V};
+use dsipc::wire::Guid;
 
 use crate::format::push_json_string;
 use crate::{MetadataTable, StreamError, TraceStream};
@@ -65,6 +71,16 @@ pub const KEYWORD_FORMATTED_MESSAGE: u64 = 4;
 pub const KEYWORD_JSON_MESSAGE: u64 = 8;
 /// The keywords dotnet-monitor's `/logs` session enables (FormattedMessage | JsonMessage).
 pub const SESSION_KEYWORDS: u64 = KEYWORD_FORMATTED_MESSAGE | KEYWORD_JSON_MESSAGE;
+/// The runtime's task library event source: its [`TPL_TASKS_FLOW_ACTIVITY_IDS`] keyword makes
+/// the runtime give every Start event a new activity id that flows across `await`s.
+pub const TPL_PROVIDER: &str = "System.Threading.Tasks.TplEventSource";
+/// TplEventSource's `TasksFlowActivityIds` keyword (no events of its own).
+pub const TPL_TASKS_FLOW_ACTIVITY_IDS: u64 = 0x80;
+/// The session's providers besides the logging provider itself (whose level and filter specs
+/// come from the request): `(name, keywords, level)`. TplEventSource at Informational, the
+/// level the runtime's activity tracker asks for.
+pub const SESSION_PROVIDERS: [(&str, u64, u32); 1] =
+    [(TPL_PROVIDER, TPL_TASKS_FLOW_ACTIVITY_IDS, 4)];
 
 /// Longest string field taken, in UTF-16 code units (a message, an exception's text).
 pub const MAX_STRING: usize = 1 << 20;
@@ -72,9 +88,9 @@ pub const MAX_STRING: usize = 1 << 20;
 pub const MAX_ARGUMENTS: usize = 1024;
 /// Deepest JSON nesting read in `ArgumentsJson` and `ExceptionJson`.
 pub const MAX_JSON_DEPTH: usize = 32;
-/// Most scopes held open at once (all threads).
+/// Most scopes held open at once (all activities and threads; dotnet-monitor's scope limit).
 pub const MAX_OPEN_SCOPES: usize = 10_000;
-/// Most scopes held open on one thread.
+/// Most scopes one entry can be in (nested on one activity chain or one thread).
 pub const MAX_SCOPE_DEPTH: usize = 64;
 /// Most distinct metadata records kept.
 pub const MAX_METADATA: usize = 4096;
@@ -388,11 +404,21 @@ struct Meta {
     format: Format,
 }
 
-/// An open scope.
+/// An open scope on a thread (events without activity ids).
 #[derive(Debug)]
 struct Scope {
     id: i64,
     values: LogValues,
+}
+
+/// A scope opened under an activity id: its values and the scope it branched from (kept
+/// alive by its children after its own stop, as dotnet-monitor's tree keeps it).
+#[derive(Debug)]
+struct ActivityScope {
+    values: LogValues,
+    parent: Option<Arc<ActivityScope>>,
+    /// Scopes on the chain, this one included.
+    depth: usize,
 }
 
 /// Decodes a logging session's nettrace stream, fed in chunks of any size, into entries.
@@ -408,9 +434,11 @@ struct State {
     clock: Option<TraceClock>,
     stats: LogStats,
     last_formatted: String,
-    /// Open scopes by thread, innermost last.
+    /// Open scopes by thread, innermost last (events without activity ids).
     scopes: HashMap<u64, Vec<Scope>>,
     open_scopes: usize,
+    /// Open scopes by the activity id their start branched.
+    activities: HashMap<Guid, Arc<ActivityScope>>,
 }
 
 impl Default for LogDecoder {
@@ -431,6 +459,7 @@ impl LogDecoder {
                 last_formatted: String::new(),
                 scopes: HashMap::new(),
                 open_scopes: 0,
+                activities: HashMap::new(),
             },
         }
     }
@@ -446,15 +475,24 @@ impl LogDecoder {
     pub fn feed(&mut self, data: &[u8], out: &mut dyn FnMut(LogEntry)) -> Result<(), StreamError> {
         self.state.stats.bytes += data.len() as u64;
         let state = &mut self.state;
-        self.stream.feed(data, |item| state.item(item, out))
+        self.stream
+            .feed_with_parser(data, |item, parser| state.item(item, parser, out))
     }
 
     /// End of stream: `Ok` only if it ended with its end-of-stream object
     /// ([`StreamError::Truncated`] if it just stopped).
     pub fn finish(&mut self, out: &mut dyn FnMut(LogEntry)) -> Result<(), StreamError> {
         let state = &mut self.state;
-        self.stream.finish(|item| state.item(item, out))
+        self.stream
+            .finish_with_parser(|item, parser| state.item(item, parser, out))
     }
+}
+
+/// Where an event was written: its thread, its (activity, related activity) ids, its offset.
+struct Where {
+    thread: u64,
+    activity: (Guid, Guid),
+    offset: u64,
 }
 
 /// The fields of a logging event this decoder reads.
@@ -484,7 +522,7 @@ fn kind_of(provider: &str, event_id: u32) -> Option<Kind> {
 }
 
 impl State {
-    fn item(&mut self, item: &Item<'_>, out: &mut dyn FnMut(LogEntry)) {
+    fn item(&mut self, item: &Item<'_>, parser: &NettraceParser, out: &mut dyn FnMut(LogEntry)) {
         match item {
             Item::Trace(h) => self.clock = Some(TraceClock::new(h)),
             Item::Metadata(m) => {
@@ -506,22 +544,27 @@ impl State {
                     Some(c) => c.time(e.timestamp),
                     None => UNIX_EPOCH,
                 };
+                let at = Where {
+                    thread: e.thread_id,
+                    activity: parser.activity_ids(),
+                    offset: e.offset,
+                };
                 let result = fields.and_then(|f| match kind {
                     Kind::FormattedMessage => {
                         self.on_formatted(f);
                         Ok(())
                     }
                     Kind::MessageJson => {
-                        let entry = self.on_message_json(f, time, e.thread_id, e.offset)?;
+                        let entry = self.on_message_json(f, time, &at)?;
                         if let Some(entry) = entry {
                             self.stats.entries += 1;
                             out(entry);
                         }
                         Ok(())
                     }
-                    Kind::ScopeStart => self.on_scope_start(f, e.thread_id, e.offset),
+                    Kind::ScopeStart => self.on_scope_start(f, &at),
                     Kind::ScopeStop => {
-                        self.on_scope_stop(f, e.thread_id);
+                        self.on_scope_stop(f, &at);
                         Ok(())
                     }
                 });
@@ -569,9 +612,9 @@ impl State {
         &mut self,
         f: Fields,
         time: SystemTime,
-        thread: u64,
-        offset: u64,
+        at: &Where,
     ) -> Result<Option<LogEntry>, Malformed> {
+        let offset = at.offset;
         let level_value = f.level.ok_or(Malformed::MissingField {
             offset,
             field: "Level",
@@ -671,11 +714,7 @@ impl State {
                 (message, args)
             }
         };
-        let scopes = self
-            .scopes
-            .get(&thread)
-            .map(|s| s.iter().map(|s| s.values.clone()).collect())
-            .unwrap_or_default();
+        let scopes = self.scopes_of(at);
         Ok(Some(LogEntry {
             timestamp: time,
             level,
@@ -689,7 +728,33 @@ impl State {
         }))
     }
 
-    fn on_scope_start(&mut self, f: Fields, thread: u64, offset: u64) -> Result<(), Malformed> {
+    /// The scopes an entry logged at `at` is in, outermost first.
+    fn scopes_of(&self, at: &Where) -> Vec<LogValues> {
+        let (activity, related) = at.activity;
+        if activity != Guid::NIL {
+            // dotnet-monitor: the innermost scope by the entry's activity id, else by its
+            // related id (an activity branched by a start this session did not see).
+            let found = self
+                .activities
+                .get(&activity)
+                .or_else(|| self.activities.get(&related));
+            let mut scopes = Vec::new();
+            let mut node = found;
+            while let Some(n) = node {
+                scopes.push(n.values.clone());
+                node = n.parent.as_ref();
+            }
+            scopes.reverse();
+            return scopes;
+        }
+        self.scopes
+            .get(&at.thread)
+            .map(|s| s.iter().map(|s| s.values.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn on_scope_start(&mut self, f: Fields, at: &Where) -> Result<(), Malformed> {
+        let offset = at.offset;
         let id = f.id.ok_or(Malformed::MissingField {
             offset,
             field: "ID",
@@ -707,11 +772,30 @@ impl State {
                 },
             })?
         };
-        let stack = self.scopes.entry(thread).or_default();
+        let (activity, related) = at.activity;
+        if activity != Guid::NIL {
+            let parent = self.activities.get(&related).cloned();
+            let depth = parent.as_ref().map_or(0, |p| p.depth) + 1;
+            let known = self.activities.contains_key(&activity);
+            if depth > MAX_SCOPE_DEPTH || (!known && self.open_scopes >= MAX_OPEN_SCOPES) {
+                self.stats.scopes_dropped += 1;
+                return Ok(());
+            }
+            let scope = Arc::new(ActivityScope {
+                values,
+                parent,
+                depth,
+            });
+            if self.activities.insert(activity, scope).is_none() {
+                self.open_scopes += 1;
+            }
+            return Ok(());
+        }
+        let stack = self.scopes.entry(at.thread).or_default();
         if self.open_scopes >= MAX_OPEN_SCOPES || stack.len() >= MAX_SCOPE_DEPTH {
             self.stats.scopes_dropped += 1;
             if stack.is_empty() {
-                self.scopes.remove(&thread);
+                self.scopes.remove(&at.thread);
             }
             return Ok(());
         }
@@ -720,23 +804,29 @@ impl State {
         Ok(())
     }
 
-    fn on_scope_stop(&mut self, f: Fields, thread: u64) {
+    fn on_scope_stop(&mut self, f: Fields, at: &Where) {
+        let (activity, _) = at.activity;
+        if activity != Guid::NIL {
+            // A stop whose start came before the session finds nothing, as in dotnet-monitor.
+            if self.activities.remove(&activity).is_some() {
+                self.open_scopes -= 1;
+            }
+            return;
+        }
         let id = match f.id {
             Some(id) => id,
             None => return,
         };
         // On its own thread first; a scope that moved (await) is looked for everywhere.
-        let mut found = self.remove_scope(thread, id);
-        if !found {
-            let threads: Vec<u64> = self.scopes.keys().copied().collect();
-            for t in threads {
-                if self.remove_scope(t, id) {
-                    found = true;
-                    break;
-                }
+        if self.remove_scope(at.thread, id) {
+            return;
+        }
+        let threads: Vec<u64> = self.scopes.keys().copied().collect();
+        for t in threads {
+            if self.remove_scope(t, id) {
+                return;
             }
         }
-        let _ = found;
     }
 
     fn remove_scope(&mut self, thread: u64, id: i64) -> bool {

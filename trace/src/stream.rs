@@ -156,6 +156,17 @@ impl TraceStream {
         data: &[u8],
         mut each: F,
     ) -> Result<(), StreamError> {
+        self.feed_with_parser(data, |item, _| each(item))
+    }
+
+    /// [`feed`](Self::feed), `each` also seeing the parser that built the item: what an
+    /// event does not carry itself, such as its
+    /// [`activity_ids`](NettraceParser::activity_ids) (V4/V5).
+    pub fn feed_with_parser<F: FnMut(&Item<'_>, &NettraceParser)>(
+        &mut self,
+        data: &[u8],
+        mut each: F,
+    ) -> Result<(), StreamError> {
         self.fed += data.len() as u64;
         if let Some(e) = self.error {
             return Err(e);
@@ -203,7 +214,7 @@ impl TraceStream {
     /// Parses items straight from `input` (nothing is pending in the receive buffer) until
     /// the parser wants more than is there; returns the bytes consumed.
     #[inline]
-    fn parse_direct<F: FnMut(&Item<'_>)>(
+    fn parse_direct<F: FnMut(&Item<'_>, &NettraceParser)>(
         &mut self,
         input: &[u8],
         each: &mut F,
@@ -222,7 +233,7 @@ impl TraceStream {
             match &h.status {
                 Status::Event(item) => {
                     at += h.consumed;
-                    each(item);
+                    each(item, &self.parser);
                 }
                 Status::Partial { needed } => {
                     // What the receive buffer would refuse, refused the same way.
@@ -271,13 +282,22 @@ impl TraceStream {
         }
         self.fed += n as u64;
         self.rx.filled(n);
-        self.drain(&mut each)
+        self.drain(&mut |item, _| each(item))
     }
 
     /// The stream is over (EOF, or the session ended): delivers what is left and returns
     /// `Ok` only if the stream ended with its end-of-stream object;
     /// [`StreamError::Truncated`] if it just stopped, or the error met earlier.
     pub fn finish<F: FnMut(&Item<'_>)>(&mut self, mut each: F) -> Result<(), StreamError> {
+        self.finish_with_parser(|item, _| each(item))
+    }
+
+    /// [`finish`](Self::finish), `each` also seeing the parser (as in
+    /// [`feed_with_parser`](Self::feed_with_parser)).
+    pub fn finish_with_parser<F: FnMut(&Item<'_>, &NettraceParser)>(
+        &mut self,
+        mut each: F,
+    ) -> Result<(), StreamError> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -327,11 +347,14 @@ impl TraceStream {
 
     /// Hands every complete buffered item to `each`, until more input is needed.
     #[inline]
-    fn drain<F: FnMut(&Item<'_>)>(&mut self, each: &mut F) -> Result<(), StreamError> {
+    fn drain<F: FnMut(&Item<'_>, &NettraceParser)>(
+        &mut self,
+        each: &mut F,
+    ) -> Result<(), StreamError> {
         loop {
             match self
                 .rx
-                .poll_nettrace_with(&mut self.parser, |item| each(item))
+                .poll_nettrace_with(&mut self.parser, |item, parser| each(item, parser))
             {
                 Ok(Poll::Event(())) => {}
                 Ok(Poll::NeedInput) | Ok(Poll::End) => return Ok(()),

@@ -378,3 +378,89 @@ fn logs_scope_stops_find_scopes_that_moved_threads() {
     assert!(e[1].scopes.is_empty());
     let _ = Duration::from_secs(0);
 }
+
+/// Scopes follow activity ids (TplEventSource's TasksFlowActivityIds), as dotnet-monitor's do:
+/// each ActivityJsonStart branches an activity whose related id is its enclosing scope's, an
+/// entry carries its innermost scope's activity id on whatever thread it resumed, and a
+/// scope is forgotten at the stop carrying its activity id.
+#[test]
+fn logs_scopes_follow_activity_ids_across_threads() {
+    use common_logs::activity;
+    let nil = [0u8; 16];
+    let mut t = LogTrace::new();
+    // A request scope (activity 1), then a nested one (activity 2, branched from 1), both
+    // opened on thread 1.
+    t.activity = (activity(1), nil);
+    t.scope_start(1, 10, "C", r#"{"RequestId":"r-1"}"#);
+    t.activity = (activity(2), activity(1));
+    t.scope_start(1, 11, "C", r#"{"Step":"load"}"#);
+    // After an await, on thread 2: the entry carries the inner scope's activity.
+    t.activity = (activity(2), nil);
+    t.log(2, 2, "C", 1, "", "a", r#"{"{OriginalFormat}":"a"}"#, "{}");
+    // Thread 1, no scope of its own: a log outside any activity has no scopes, though
+    // thread 1 opened both.
+    t.activity = (nil, nil);
+    t.log(1, 2, "C", 2, "", "b", r#"{"{OriginalFormat}":"b"}"#, "{}");
+    // A new activity branched from 2 that no start announced (another session's start):
+    // found by its related id.
+    t.activity = (activity(9), activity(2));
+    t.log(3, 2, "C", 3, "", "c", r#"{"{OriginalFormat}":"c"}"#, "{}");
+    // The inner scope stops (on thread 3): an entry in the request scope has that one only.
+    t.activity = (activity(2), activity(1));
+    t.scope_stop(3, 11, "C");
+    t.activity = (activity(1), nil);
+    t.log(3, 2, "C", 4, "", "d", r#"{"{OriginalFormat}":"d"}"#, "{}");
+    t.scope_stop(1, 10, "C");
+    t.log(3, 2, "C", 5, "", "e", r#"{"{OriginalFormat}":"e"}"#, "{}");
+    let (e, d) = decode(&t.bytes());
+    let request = vec![("RequestId".to_string(), s("r-1"))];
+    let step = vec![("Step".to_string(), s("load"))];
+    assert_eq!(e.len(), 5);
+    assert_eq!(e[0].scopes, vec![request.clone(), step.clone()]);
+    assert!(e[1].scopes.is_empty());
+    assert_eq!(e[2].scopes, vec![request.clone(), step]);
+    assert_eq!(e[3].scopes, vec![request]);
+    assert!(e[4].scopes.is_empty());
+    assert_eq!(d.stats().scopes_dropped, 0);
+    // Whatever the chunking (the activity ids come from the parser, however it is fed).
+    let bytes = t.bytes();
+    for chunk in [1, 7, 64] {
+        let (again, _, r) = decode_chunked(&bytes, chunk);
+        r.unwrap();
+        assert_eq!(again, e, "chunks of {}", chunk);
+    }
+}
+
+/// Activity scopes are bounded: a chain deeper than MAX_SCOPE_DEPTH is not held.
+#[test]
+fn logs_activity_scopes_are_bounded_in_depth() {
+    use common_logs::activity;
+    let mut t = LogTrace::new();
+    let depth = MAX_SCOPE_DEPTH + 3;
+    for i in 0..depth {
+        let mut a = activity(1);
+        a[1] = (i + 1) as u8;
+        let mut parent = activity(1);
+        parent[1] = i as u8;
+        t.activity = (a, if i == 0 { [0; 16] } else { parent });
+        t.scope_start(1, i as i32, "C", r#"{"Level":1}"#);
+    }
+    let mut last = activity(1);
+    last[1] = (MAX_SCOPE_DEPTH) as u8;
+    t.activity = (last, [0; 16]);
+    t.log(
+        1,
+        2,
+        "C",
+        1,
+        "",
+        "deep",
+        r#"{"{OriginalFormat}":"deep"}"#,
+        "{}",
+    );
+    let (e, d) = decode(&t.bytes());
+    assert_eq!(e[0].scopes.len(), MAX_SCOPE_DEPTH);
+    // The scope past the limit is dropped; the ones after it branch from a scope not held,
+    // so each starts a chain of its own (as a start whose parent the session never saw).
+    assert_eq!(d.stats().scopes_dropped, 1);
+}

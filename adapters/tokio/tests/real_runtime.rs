@@ -1,7 +1,7 @@
 //! dsipc-tokio against a REAL .NET 8.0.4 runtime (CoreCLR hosted by
 //! `tests/runtime/host.py`): ProcessInfo, the environment, a trace session stopped from a
 //! second connection whose nettrace stream dsipc-trace parses to its end, a thousand
-//! concurrent calls, and the `top` example against a busy runtime.
+//! concurrent calls, nested activity ids, and the `top` example against a busy runtime.
 //!
 //! Needs `DSIPC_PYTHON` (scripts/setup-runtimes.sh, then source
 //! target/dotnet-venv/dsipc-runtimes.env; scripts/test.sh does both): without it these
@@ -156,6 +156,99 @@ async fn trace_stopped_from_a_second_connection(pid: u32) {
     live.feed(&stream).unwrap();
     live.finish().unwrap();
     assert!(live.counts().events > 0);
+}
+
+/// A session with TplEventSource's TasksFlowActivityIds on: the runtime gives each Start
+/// event a new activity id branched from the current one, and the stream driver hands each
+/// event's ids on (`TraceStream::feed_with_parser`): the host's nested Request > Step
+/// activities come out as a chain, as the logs decoder's scopes need them.
+#[test]
+fn net8_start_events_carry_nested_activity_ids() {
+    let _serial = serial();
+    let (_host, pid) = host(&["--activities"]);
+    block_on(start_events_carry_nested_activity_ids(pid));
+}
+
+async fn start_events_carry_nested_activity_ids(pid: u32) {
+    use dsipc::nettrace::Item;
+    use dsipc::wire::Guid;
+    let client = client(pid);
+    let providers = [
+        Provider::new("Dsipc-Activities", u64::MAX, 5),
+        Provider::new(
+            dsipc_trace::logs::TPL_PROVIDER,
+            dsipc_trace::logs::TPL_TASKS_FLOW_ACTIVITY_IDS,
+            4,
+        ),
+    ];
+    let mut session = client.collect_tracing(&providers, 16, false).await.unwrap();
+    let stop = session.stop_handle();
+    let mut trace = TraceStream::new();
+    let mut names: std::collections::HashMap<u32, String> = Default::default();
+    // (event name, activity id, related activity id) of the host's events, in order.
+    let mut seen: Vec<(String, Guid, Guid)> = Vec::new();
+    let requests = |seen: &[(String, Guid, Guid)]| seen.iter().filter(|e| e.0 == "Request").count();
+    while let Some(chunk) = session.next_chunk().await {
+        let chunk = chunk.unwrap();
+        trace
+            .feed_with_parser(&chunk, |item, parser| match item {
+                Item::Metadata(m) => {
+                    if let Ok(r) = m.record() {
+                        if r.provider_name.to_string() == "Dsipc-Activities" {
+                            names.insert(r.metadata_id, r.event_name.to_string());
+                        }
+                    }
+                }
+                Item::Event(e) => {
+                    if let Some(name) = names.get(&e.metadata_id) {
+                        let (activity, related) = parser.activity_ids();
+                        seen.push((name.clone(), activity, related));
+                    }
+                }
+                _ => {}
+            })
+            .unwrap();
+        // Enough whole cycles (a cycle has two Request events): stop the session.
+        if requests(&seen) >= 8 && !stop.is_answered() {
+            stop.stop().await.unwrap();
+        }
+    }
+    // Whole cycles: Request(start) Step(start) Work Step(stop) Request(stop).
+    let first = seen.iter().position(|e| e.0 == "Request").unwrap();
+    let cycles: Vec<_> = seen[first..]
+        .chunks_exact(5)
+        .filter(|c| {
+            c.iter().map(|e| e.0.as_str()).collect::<Vec<_>>()
+                == ["Request", "Step", "Work", "Step", "Request"]
+        })
+        .collect();
+    assert!(
+        cycles.len() >= 3,
+        "{} whole cycles in {:?}",
+        cycles.len(),
+        seen
+    );
+    let mut requests_seen = std::collections::HashSet::new();
+    for c in cycles {
+        let (request, step) = (c[0].1, c[1].1);
+        assert_ne!(
+            request,
+            Guid::NIL,
+            "a Start event has an activity id: {:?}",
+            c
+        );
+        assert_ne!(step, Guid::NIL);
+        assert_ne!(step, request);
+        // The nested start branched from the request: its related id is the request's.
+        assert_eq!(c[1].2, request, "{:?}", c);
+        // Inside the step, the current activity is the step's; each stop carries the id of
+        // the activity it ends.
+        assert_eq!(c[2].1, step, "{:?}", c);
+        assert_eq!(c[3].1, step, "{:?}", c);
+        assert_eq!(c[4].1, request, "{:?}", c);
+        // Every request is an activity of its own.
+        assert!(requests_seen.insert(request));
+    }
 }
 
 /// The `top` example, built by `cargo test` next to the test binaries.

@@ -94,12 +94,24 @@ pub(super) async fn route(
         &settings.filter_specs,
         settings.use_app_filters,
     ));
-    let providers = [Provider {
+    // The logging provider, then TplEventSource's TasksFlowActivityIds (scopes follow
+    // activity ids across awaits), as dotnet-monitor's session has them.
+    let mut providers = vec![Provider {
         keywords: tl::SESSION_KEYWORDS,
         log_level: event_level,
         provider_name: Text::Str(tl::PROVIDER),
         arguments: Text::Str(&args),
     }];
+    providers.extend(
+        tl::SESSION_PROVIDERS
+            .iter()
+            .map(|&(name, keywords, level)| Provider {
+                keywords,
+                log_level: level,
+                provider_name: Text::Str(name),
+                arguments: Text::Null,
+            }),
+    );
     let session = runtime
         .client(COMMAND_TIMEOUT)
         .collect_tracing(&providers, BUFFER_MB, false)

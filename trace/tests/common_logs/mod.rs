@@ -52,7 +52,10 @@ fn descriptions(fields: &[(u32, &str)]) -> Vec<u8> {
 
 /// A stream under construction.
 pub struct LogTrace {
-    events: Vec<(u32, u64, Vec<u8>)>,
+    /// (metadata id, thread, payload, (activity id, related activity id)).
+    events: Vec<(u32, u64, Vec<u8>, ([u8; 16], [u8; 16]))>,
+    /// The activity ids the next events are written with (nil: none).
+    pub activity: ([u8; 16], [u8; 16]),
     /// Events per block.
     pub per_block: usize,
 }
@@ -67,6 +70,7 @@ impl LogTrace {
     pub fn new() -> LogTrace {
         LogTrace {
             events: Vec::new(),
+            activity: ([0; 16], [0; 16]),
             per_block: 50,
         }
     }
@@ -138,7 +142,8 @@ impl LogTrace {
 
     /// Any event.
     pub fn raw(&mut self, metadata_id: u32, thread: u64, payload: Vec<u8>) {
-        self.events.push((metadata_id, thread, payload));
+        self.events
+            .push((metadata_id, thread, payload, self.activity));
     }
 
     /// The whole stream: the metadata block, event blocks, the end of stream. Event `k` is
@@ -200,7 +205,7 @@ impl LogTrace {
         for chunk in self.events.chunks(self.per_block.max(1)) {
             let mut blobs = Vec::new();
             let mut c = Compressor::default();
-            for (id, thread, payload) in chunk {
+            for (id, thread, payload, (activity, related)) in chunk {
                 seq += 1;
                 let h = Header {
                     metadata_id: *id,
@@ -208,6 +213,8 @@ impl LogTrace {
                     capture_thread: *thread,
                     thread: *thread,
                     timestamp: 1_000_000 + i64::from(seq) * 10_000_000,
+                    activity_id: *activity,
+                    related_activity_id: *related,
                     ..Header::default()
                 };
                 c.blob(&mut blobs, &h, payload, false);
@@ -216,6 +223,14 @@ impl LogTrace {
         }
         w.end()
     }
+}
+
+/// An activity id for tests: `n` in its first byte.
+pub fn activity(n: u8) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[0] = n;
+    a[15] = 0xA5;
+    a
 }
 
 /// A sample session: two entries (one with a format and arguments inside two scopes, one
