@@ -2,7 +2,9 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll as TaskPoll};
 use std::time::Duration;
 
 use dsipc::conn::ClientEvent;
@@ -23,13 +25,39 @@ use crate::{Error, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 pub(crate) use dsipc_std::{expect_status, text_to_string, unexpected};
 
 /// Runs `fut` within `timeout`; past it, [`Error::Timeout`] for `command`.
-pub(crate) async fn within<T, F>(command: Command, timeout: Duration, fut: F) -> Result<T, Error>
-where
-    F: Future<Output = Result<T, Error>>,
-{
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(Error::Timeout { command, timeout }),
+pub(crate) fn within<F: Future>(command: Command, timeout: Duration, fut: F) -> Within<F> {
+    Within {
+        timed: tokio::time::timeout(timeout, fut),
+        command,
+        timeout,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`within`]. A struct rather than an `async fn`: one would hold `fut`
+    /// twice (its argument, then inside the `Timeout` it awaits), and a call's future is
+    /// moved a few times on its way into a task.
+    pub(crate) struct Within<F> {
+        #[pin]
+        timed: tokio::time::Timeout<F>,
+        command: Command,
+        timeout: Duration,
+    }
+}
+
+impl<T, F: Future<Output = Result<T, Error>>> Future for Within<F> {
+    type Output = Result<T, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> TaskPoll<Self::Output> {
+        let this = self.project();
+        match this.timed.poll(cx) {
+            TaskPoll::Pending => TaskPoll::Pending,
+            TaskPoll::Ready(Ok(r)) => TaskPoll::Ready(r),
+            TaskPoll::Ready(Err(_)) => TaskPoll::Ready(Err(Error::Timeout {
+                command: *this.command,
+                timeout: *this.timeout,
+            })),
+        }
     }
 }
 

@@ -100,20 +100,26 @@ mod imp {
     /// `tokio::net::UnixStream::connect`. A full accept backlog is `EAGAIN` (where tokio's
     /// connect fails): retried until the caller's timeout.
     pub(super) async fn connect(path: &Path) -> io::Result<BoxStream> {
-        use socket2::{Domain, SockAddr, Socket, Type};
-        let addr = SockAddr::unix(path)?;
         loop {
-            let socket = Socket::new(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;
-            match socket.connect(&addr) {
-                Ok(()) => {
-                    let std = std::os::unix::net::UnixStream::from(socket);
-                    return Ok(Box::new(tokio::net::UnixStream::from_std(std)?));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    tokio::time::sleep(Duration::from_millis(1)).await
-                }
-                Err(e) => return Err(e),
+            if let Some(stream) = try_connect(path)? {
+                return Ok(Box::new(stream));
             }
+            tokio::time::sleep(Duration::from_millis(1)).await
+        }
+    }
+
+    /// One non-blocking connect: the stream, or `None` when the backlog is full. Not async:
+    /// the socket address (a `sockaddr_un`) is not held across the caller's wait.
+    fn try_connect(path: &Path) -> io::Result<Option<tokio::net::UnixStream>> {
+        use socket2::{Domain, SockAddr, Socket, Type};
+        let socket = Socket::new(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;
+        match socket.connect(&SockAddr::unix(path)?) {
+            Ok(()) => {
+                let std = std::os::unix::net::UnixStream::from(socket);
+                tokio::net::UnixStream::from_std(std).map(Some)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
         }
     }
 }
