@@ -2,10 +2,10 @@
 //! every thread, its frames resolved through the trace's method records (the session's
 //! rundown names them) with the one [`SymbolTable`] the profiles use.
 //!
-//! Feed a [`TraceAnalyzer`] (or a [`LiveProfile`](crate::LiveProfile)) the stream of a short
+//! Feed a [`TraceAnalyzer`](crate::TraceAnalyzer) (or a [`LiveProfile`](crate::LiveProfile)) the stream of a short
 //! session with `Microsoft-DotNETCore-SampleProfiler` and rundown, stop it once
-//! [`TraceAnalyzer::max_thread_samples`] reaches 2 (the sampler went round every thread),
-//! and take [`TraceAnalyzer::finish_stacks`].
+//! [`TraceAnalyzer::max_thread_samples`](crate::TraceAnalyzer::max_thread_samples) reaches 2 (the sampler went round every thread),
+//! and take [`TraceAnalyzer::finish_stacks`](crate::TraceAnalyzer::finish_stacks).
 
 use super::hash::FxHashMap;
 use super::profile::{

@@ -37,7 +37,7 @@ pub(crate) struct Conn {
     pub(crate) tx: Vec<u8>,
     pub(crate) tx_at: usize,
     pub(crate) registered: Option<Interest>,
-    /// Emit [`Event::Writable`] once the output drained and the socket takes more.
+    /// Emit [`Event::Writable`](crate::Event::Writable) once the output drained and the socket takes more.
     pub(crate) want_writable: bool,
     /// EOF was seen.
     pub(crate) read_closed: bool,

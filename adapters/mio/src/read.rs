@@ -13,7 +13,7 @@ use crate::{CloseReason, Error};
 use crate::{ConnId, Control, Event, Handler};
 
 /// Bytes read from one connection per readiness event before the others get their turn
-/// (the rest is read on the next [`Reactor::poll`], which then does not block).
+/// (the rest is read on the next [`Reactor::poll`](crate::Reactor::poll), which then does not block).
 pub(crate) const READ_BUDGET: usize = 1024 * 1024;
 
 /// A connection's receive buffer before its first read: no memory until bytes arrive; it

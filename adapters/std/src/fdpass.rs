@@ -4,9 +4,9 @@
 //! before it replies). Unix only: on Windows such a request is
 //! [`Error::FdPassingUnsupported`].
 //!
-//! [`DiagnosticsClient::start_user_events_tracing`] sends the request, passes the
+//! [`DiagnosticsClient::start_user_events_tracing`](crate::DiagnosticsClient::start_user_events_tracing) sends the request, passes the
 //! descriptor (dsipc-sockfile's [`send_fd`](dsipc_sockfile::fdpass::send_fd)), then waits
-//! for the session id like [`DiagnosticsClient::start_tracing`].
+//! for the session id like [`DiagnosticsClient::start_tracing`](crate::DiagnosticsClient::start_tracing).
 
 use crate::Error;
 

@@ -361,7 +361,7 @@ pub fn decode(
     })
 }
 
-/// [`decode`] for an event described by `metadata` ([`ClrEvent::Unknown`] when the provider
+/// [`decode()`] for an event described by `metadata` ([`ClrEvent::Unknown`] when the provider
 /// is not one of [`ClrProvider`]).
 pub fn decode_with<'a>(
     metadata: &MetadataRecord<'_>,

@@ -1,7 +1,7 @@
 //! Built-in layouts for the CLR events that carry no self-description (runtime, rundown and
 //! SampleProfiler events arrive with an empty name and no fields), with TraceEvent's names.
 //!
-//! [`decode`] turns a payload into a typed, borrowed [`ClrEvent`]; events without a built-in
+//! [`decode()`] turns a payload into a typed, borrowed [`ClrEvent`]; events without a built-in
 //! layout come back as [`ClrEvent::Unknown`] with their raw payload. Fields added by later
 //! event versions are `Option`s, `None` for earlier versions.
 //!
