@@ -243,7 +243,8 @@ const CONVERT: &str = "\
 usage: dsipc convert FILE [--format jsonl|folded|speedscope|pprof] [-o OUT|-]
                      [--managed-only] [--force] [LIMITS]
 
-Convert a .nettrace file: events as JSON lines, or its CPU samples as folded stacks,
+Convert a .nettrace file: events as JSON lines (with activity_id and
+related_activity_id where the event has them), or its CPU samples as folded stacks,
 speedscope or gzipped pprof (default speedscope; default OUT beside FILE: same stem, the
 format's extension). A truncated or corrupt file converts what precedes the bad bytes and
 fails naming their offset.

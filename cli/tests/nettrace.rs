@@ -457,3 +457,61 @@ fn net8_regex_host_report_and_every_format() {
 fn netcore31_regex_host_report_and_every_format() {
     trace_regex_host("netcore31");
 }
+
+/// `convert --format jsonl` gives each event TraceEvent's ActivityID and RelatedActivityID:
+/// the committed captures of `host.py --activities` (.NET 8.0.4, nettrace V5; Core 3.1.23,
+/// V4) with TplEventSource's TasksFlowActivityIds on hold nested Request > Step activities.
+#[test]
+fn convert_jsonl_carries_the_activity_ids_of_real_captures() {
+    for runtime in ["net8.0.4", "netcore3.1.23"] {
+        let trace = repo_root().join(format!(
+            "tests/data/nettrace/activities-{}.nettrace",
+            runtime
+        ));
+        let r = dsipc(&[
+            "convert",
+            trace.to_str().unwrap(),
+            "--format",
+            "jsonl",
+            "-o",
+            "-",
+        ]);
+        assert_eq!(r.code, Some(0), "{}: {}", runtime, r.stderr);
+        let events: Vec<serde_json::Value> = r
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &serde_json::Value| e["provider"] == "Dsipc-Activities")
+            .collect();
+        let first = events.iter().position(|e| e["name"] == "Request").unwrap();
+        let mut cycles = 0;
+        let mut requests = std::collections::HashSet::new();
+        for c in events[first..].chunks_exact(5) {
+            let names: Vec<&str> = c.iter().map(|e| e["name"].as_str().unwrap()).collect();
+            assert_eq!(
+                names,
+                ["Request", "Step", "Work", "Step", "Request"],
+                "{}",
+                runtime
+            );
+            let id = |i: usize| {
+                c[i]["activity_id"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{}: {}", runtime, c[i]))
+            };
+            let (request, step) = (id(0), id(1));
+            assert_ne!(request, step);
+            // The nested start names the request as its related activity; the events
+            // inside the step and each stop carry their own activity's id.
+            assert_eq!(c[1]["related_activity_id"], request, "{}", runtime);
+            assert_eq!((id(2), id(3), id(4)), (step, step, request), "{}", runtime);
+            assert!(
+                requests.insert(request.to_string()),
+                "{}: a request per cycle",
+                runtime
+            );
+            cycles += 1;
+        }
+        assert!(cycles >= 5, "{}: {} cycles", runtime, cycles);
+    }
+}

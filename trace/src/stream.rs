@@ -277,12 +277,22 @@ impl TraceStream {
         n: usize,
         mut each: F,
     ) -> Result<(), StreamError> {
+        self.filled_with_parser(n, |item, _| each(item))
+    }
+
+    /// [`filled`](Self::filled), `each` also seeing the parser (as in
+    /// [`feed_with_parser`](Self::feed_with_parser)).
+    pub fn filled_with_parser<F: FnMut(&Item<'_>, &NettraceParser)>(
+        &mut self,
+        n: usize,
+        mut each: F,
+    ) -> Result<(), StreamError> {
         if let Some(e) = self.error {
             return Err(e);
         }
         self.fed += n as u64;
         self.rx.filled(n);
-        self.drain(&mut |item, _| each(item))
+        self.drain(&mut each)
     }
 
     /// The stream is over (EOF, or the session ended): delivers what is left and returns

@@ -213,14 +213,15 @@ async fn start_events_carry_nested_activity_ids(pid: u32) {
             stop.stop().await.unwrap();
         }
     }
-    // Whole cycles: Request(start) Step(start) Work Step(stop) Request(stop).
-    let first = seen.iter().position(|e| e.0 == "Request").unwrap();
+    // Whole cycles: Request(start) Step(start) Work Step(stop) Request(stop), from the first
+    // whole one (the session may have started inside a cycle).
+    let pattern = ["Request", "Step", "Work", "Step", "Request"];
+    let first = (0..seen.len().saturating_sub(4))
+        .find(|&i| (0..5).all(|k| seen[i + k].0 == pattern[k]))
+        .unwrap_or_else(|| panic!("no whole cycle in {:?}", seen));
     let cycles: Vec<_> = seen[first..]
         .chunks_exact(5)
-        .filter(|c| {
-            c.iter().map(|e| e.0.as_str()).collect::<Vec<_>>()
-                == ["Request", "Step", "Work", "Step", "Request"]
-        })
+        .filter(|c| c.iter().map(|e| e.0.as_str()).collect::<Vec<_>>() == pattern)
         .collect();
     assert!(
         cycles.len() >= 3,

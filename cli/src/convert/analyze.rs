@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use dsipc::nettrace::Item;
+use dsipc::nettrace::{Item, NettraceParser};
 use dsipc_trace::format::ProfileMeta;
 use dsipc_trace::{
     AnalyzerLimits, LimitExceeded, Profile, StreamError, TraceAnalyzer, TraceStream,
@@ -55,7 +55,7 @@ pub fn analyze(
     let mut line = String::new();
     let write_error: std::cell::RefCell<Option<std::io::Error>> = Default::default();
     // Every item goes to the analyzer, every event to the jsonl sink if there is one.
-    let mut each = |item: &Item<'_>| {
+    let mut each = |item: &Item<'_>, parser: &NettraceParser| {
         // The header precedes every event: a copy taken before the item is current.
         let info = match jsonl_out {
             Some(_) => analyzer.info().copied(),
@@ -67,7 +67,7 @@ pub fn analyze(
                 return;
             }
             line.clear();
-            jsonl::event_line(&mut line, e, meta, info.as_ref());
+            jsonl::event_line(&mut line, e, parser.activity_ids(), meta, info.as_ref());
             if let Err(e) = out.write_all(line.as_bytes()) {
                 *write_error.borrow_mut() = Some(e);
             }
@@ -89,9 +89,9 @@ pub fn analyze(
             Err(e) => return Err(CliError::io(format!("reading {}", input.display()), e)),
         };
         let r = if n == 0 {
-            stream.finish(&mut each)
+            stream.finish_with_parser(&mut each)
         } else {
-            stream.filled(n, &mut each)
+            stream.filled_with_parser(n, &mut each)
         };
         if let Err(e) = r {
             problem = Some(e);

@@ -1,9 +1,12 @@
-//! JSON lines: one object per event, payload decoded by field name where a layout is known.
+//! JSON lines: one object per event, payload decoded by field name where a layout is known;
+//! `activity_id` and `related_activity_id` (as TraceEvent's ActivityID and RelatedActivityID)
+//! when the event has them.
 
 use std::fmt::Write as _;
 
 use dsipc::nettrace::clr::{self, ClrEvent, ClrProvider, SampleKind};
 use dsipc::nettrace::{Event, FieldError, PayloadFields, TraceStr, Value};
+use dsipc::wire::Guid;
 use dsipc_trace::{EventMetadata, TraceInfo};
 
 use dsipc_trace::format::json_string;
@@ -350,6 +353,7 @@ fn push_clr(out: &mut String, ev: &ClrEvent<'_>) -> bool {
 pub fn event_line(
     line: &mut String,
     e: &Event<'_>,
+    (activity, related): (Guid, Guid),
     meta: Option<&EventMetadata>,
     info: Option<&TraceInfo>,
 ) {
@@ -387,6 +391,13 @@ pub fn event_line(
         .num("seq", e.sequence_number)
         .num("stack_id", e.stack_id)
         .num("metadata_id", e.metadata_id);
+    // TraceEvent's ActivityID and RelatedActivityID, when the event has them.
+    if activity != Guid::NIL {
+        o.str("activity_id", &activity.to_string());
+    }
+    if related != Guid::NIL {
+        o.str("related_activity_id", &related.to_string());
+    }
     let out = o.key("payload");
     let mark = out.len();
     let mut done = false;
