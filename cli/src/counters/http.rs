@@ -8,9 +8,7 @@ use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE};
@@ -40,26 +38,34 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Serves until `stop` is set (looked at every 50 ms).
-    pub fn run(&self, stop: &AtomicBool) -> io::Result<()> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let listener = self.listener.try_clone()?;
+    /// Serves on the current tokio runtime until the future is dropped (an error only if
+    /// the listener cannot join the runtime).
+    pub async fn serve(&self) -> io::Result<()> {
+        let listener = tokio::net::TcpListener::from_std(self.listener.try_clone()?)?;
         let handler = Arc::new(Metrics {
             render: Arc::clone(&self.render),
         });
+        http::serve(listener, handler).await;
+        Ok(())
+    }
+
+    /// Serves on a tokio runtime of this thread until `stop` is set (looked at every 50 ms).
+    #[cfg(test)]
+    pub fn run(&self, stop: &std::sync::atomic::AtomicBool) -> io::Result<()> {
+        use std::sync::atomic::Ordering;
+        use std::time::Duration;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         rt.block_on(async {
-            let listener = tokio::net::TcpListener::from_std(listener)?;
             tokio::select! {
-                _ = http::serve(listener, handler) => {}
+                r = self.serve() => r,
                 _ = async {
                     while !stop.load(Ordering::SeqCst) {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
-                } => {}
+                } => Ok(()),
             }
-            Ok(())
         })
     }
 }
@@ -113,6 +119,8 @@ mod tests {
     use super::*;
     use std::io::{BufRead, Read, Write};
     use std::net::TcpStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
 
     fn get(addr: SocketAddr, req: &[u8]) -> String {
         let mut s = TcpStream::connect(addr).unwrap();

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use dsipc_std::counters::{CounterRun, CounterSession};
+use dsipc_std::counters::CounterSession;
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Notice};
 
@@ -201,17 +201,17 @@ fn first_sample_limit(interval: f64) -> Duration {
     Duration::from_secs_f64((interval * 3.0).max(10.0))
 }
 
-fn report_end(pid: u32, end: &dsipc_std::counters::SessionEnd) {
+fn report_end(who: &str, pid: u32, end: &dsipc_std::counters::SessionEnd) {
     if end.stats.malformed > 0 {
         eprintln!(
-            "dsipc: pid {}: skipped {} malformed counter payload(s)",
-            pid, end.stats.malformed
+            "{}: pid {}: skipped {} malformed counter payload(s)",
+            who, pid, end.stats.malformed
         );
     }
     if let Some(e) = &end.stats.stream_error {
         eprintln!(
-            "dsipc: pid {}: the stream could not be decoded past: {}",
-            pid, e
+            "{}: pid {}: the stream could not be decoded past: {}",
+            who, pid, e
         );
     }
 }
@@ -339,7 +339,7 @@ fn collect(args: &[String]) -> Result<()> {
     let end = session.stop();
     let events = writer.events();
     writer.finish()?.commit()?;
-    report_end(pid, &end);
+    report_end("dsipc", pid, &end);
     if exited {
         eprintln!(
             "dsipc: pid {}: the runtime ended the session (exited?)",
@@ -486,7 +486,7 @@ fn monitor(args: &[String]) -> Result<()> {
         out.flush()?;
     }
     let end = session.stop();
-    report_end(pid, &end);
+    report_end("dsipc", pid, &end);
     if status == "Exited" {
         eprintln!(
             "dsipc: pid {}: the runtime ended the session (exited?)",
@@ -526,67 +526,140 @@ fn export(args: &[String]) -> Result<()> {
     exporter.serve_until_interrupted()
 }
 
+/// Runs one runtime's counters session on the current tokio runtime (dsipc-tokio's
+/// [`CounterRun`](dsipc_tokio::counters::CounterRun)), its samples straight into `store`;
+/// its series go when it ends. `started` hears whether the session started (its stop
+/// handle). The one session loop of `counters export`, `monitor --metrics` and `serve`'s
+/// `/metrics`; `who` prefixes its messages (`dsipc`, `dsipc: serve`).
+pub(crate) fn spawn_session(
+    client: dsipc_tokio::DiagnosticsClient,
+    pid: u32,
+    config: CountersConfig,
+    store: Arc<Mutex<Store>>,
+    who: &'static str,
+    started: Option<
+        std::sync::mpsc::Sender<std::result::Result<dsipc_tokio::StopHandle, dsipc_tokio::Error>>,
+    >,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let run = match dsipc_tokio::counters::CounterRun::start(&client, &config).await {
+            Ok(run) => run,
+            Err(e) => {
+                lock(&store).remove(pid);
+                match started {
+                    Some(tx) => {
+                        let _ = tx.send(Err(e));
+                    }
+                    None => eprintln!("{}: pid {}: counters: {}", who, pid, clean(&e.to_string())),
+                }
+                return;
+            }
+        };
+        if let Some(tx) = started {
+            let _ = tx.send(Ok(run.stop_handle()));
+        }
+        let sink_store = Arc::clone(&store);
+        let end = run
+            .run(&mut |ev| match ev {
+                CounterEvent::Sample(s) => lock(&sink_store).record(pid, &s),
+                CounterEvent::Notice(n) => {
+                    eprintln!("{}: pid {}: {}", who, pid, clean(&n.to_string()))
+                }
+            })
+            .await;
+        report_end(who, pid, &end);
+        lock(&store).remove(pid);
+        if !end.stopped {
+            eprintln!(
+                "{}: pid {}: runtime exited; its series are dropped",
+                who, pid
+            );
+        }
+    })
+}
+
 /// The counters of any number of runtimes, added while it runs, kept for Prometheus
-/// (`counters export`, `monitor --metrics`). Each runtime's session
-/// is drained on a thread of its own; its series are dropped when it exits.
+/// (`counters export`, `monitor --metrics`). One thread runs a tokio runtime for every
+/// session (and the exporter's HTTP listener); a runtime's series are dropped when it exits.
 pub struct Collector {
     store: Arc<Mutex<Store>>,
     stop: Arc<AtomicBool>,
-    workers: Mutex<Vec<Worker>>,
+    handle: tokio::runtime::Handle,
+    /// Ends the runtime's thread (dropped by [`finish`](Self::finish)).
+    done: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    sessions: Mutex<Vec<(dsipc_tokio::StopHandle, tokio::task::JoinHandle<()>)>>,
     options: Options,
 }
 
-/// One runtime's session, run on a thread of its own straight into the store.
-struct Worker {
-    thread: std::thread::JoinHandle<()>,
-    stop: dsipc_std::StopHandle<dsipc_std::Endpoint>,
-}
-
 impl Collector {
-    fn new(options: Options) -> Collector {
-        Collector {
+    fn new(options: Options) -> Result<Collector> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let handle = rt.handle().clone();
+        let (done, ended) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("counters".into())
+            .spawn(move || {
+                rt.block_on(async {
+                    let _ = ended.await;
+                })
+            })?;
+        Ok(Collector {
             store: Arc::new(Mutex::new(Store::default())),
             stop: Arc::new(AtomicBool::new(false)),
-            workers: Mutex::new(Vec::new()),
+            handle,
+            done: Mutex::new(Some(done)),
+            thread: Mutex::new(Some(thread)),
+            sessions: Mutex::new(Vec::new()),
             options,
-        }
+        })
     }
 
-    /// Starts collecting runtime `pid`'s counters (once, however often it is added).
+    /// Starts collecting runtime `pid`'s counters (once, however often it is added); `Err`
+    /// if its session could not start. Waits for the start: not for a tokio task.
     pub fn add(&self, pid: u32) -> Result<()> {
         if !lock(&self.store).try_add_runtime(pid) {
             return Ok(());
         }
-        let run = match session_config(&self.options, pid)
-            .and_then(|(client, config)| Ok(CounterRun::start(&client, &config)?))
-        {
-            Ok(r) => r,
+        let o = &self.options;
+        let client = match dsipc_tokio::DiagnosticsClient::for_pid_in(pid, o.tmpdir.as_deref()) {
+            Ok(c) => c.with_timeout(o.timeout),
             Err(e) => {
                 lock(&self.store).remove(pid);
-                return Err(e);
+                return Err(e.into());
+            }
+        };
+        let (counters, interval, caps) = (o.counters.clone(), o.interval, o.caps);
+        let store = Arc::clone(&self.store);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let task = self.handle.spawn(async move {
+            let major = client
+                .process_info()
+                .await
+                .ok()
+                .and_then(|i| i.clr_version)
+                .and_then(|v| v.split('.').next().and_then(|m| m.parse().ok()));
+            let mut config = CountersConfig::new(counters, interval, major);
+            config.max_time_series = caps.series;
+            config.max_histograms = caps.histograms;
+            let _ = spawn_session(client, pid, config, store, "dsipc", Some(tx)).await;
+        });
+        let stop = match rx.recv() {
+            Ok(Ok(stop)) => stop,
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => {
+                return Err(CliError::Failed(format!(
+                    "pid {}: counters session lost",
+                    pid
+                )))
             }
         };
         eprintln!("dsipc: pid {}: counters session started", pid);
-        let stop = run.stop_handle();
-        let store = Arc::clone(&self.store);
-        let thread = std::thread::Builder::new()
-            .name(format!("counters-{}", pid))
-            .spawn(move || {
-                let end = run.run(&mut |ev| match ev {
-                    CounterEvent::Sample(s) => lock(&store).record(pid, &s),
-                    CounterEvent::Notice(n) => {
-                        eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()))
-                    }
-                });
-                report_end(pid, &end);
-                lock(&store).remove(pid);
-                if !end.stopped {
-                    eprintln!("dsipc: pid {}: runtime exited; its series are dropped", pid);
-                }
-            })?;
-        let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
-        workers.retain(|w| !w.thread.is_finished());
-        workers.push(Worker { thread, stop });
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.retain(|(_, t)| !t.is_finished());
+        sessions.push((stop, task));
         Ok(())
     }
 
@@ -600,34 +673,53 @@ impl Collector {
         Arc::clone(&self.stop)
     }
 
-    /// Stops every session (StopTracing, each drained to its end) and waits for them.
+    /// Stops every session (StopTracing, each drained to its end), waits for them, and ends
+    /// the runtime's thread.
     pub fn finish(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
-        for w in &workers {
-            // A runtime that exited meanwhile cannot be asked; its stream ended anyway.
-            let _ = w.stop.stop();
-        }
-        for w in workers {
-            let _ = w.thread.join();
+        let done = match self.done.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(d) => d,
+            None => return, // finished already: the runtime's thread is gone
+        };
+        let sessions =
+            std::mem::take(&mut *self.sessions.lock().unwrap_or_else(|p| p.into_inner()));
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        self.handle.spawn(async move {
+            for (stop, _) in &sessions {
+                // A runtime that exited meanwhile cannot be asked; its stream ended anyway.
+                let _ = stop.stop().await;
+            }
+            for (_, task) in sessions {
+                let _ = task.await;
+            }
+            let _ = tx.send(());
+        });
+        let _ = rx.recv();
+        let _ = done.send(());
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
         }
     }
 }
 
-/// A Prometheus endpoint for a [`Collector`] (`counters export`, `monitor --metrics`).
+/// A Prometheus endpoint for a [`Collector`] (`counters export`, `monitor --metrics`): its
+/// HTTP listener runs on the collector's runtime.
 pub struct Exporter {
-    server: http::Server,
+    server: Arc<http::Server>,
     collector: Arc<Collector>,
 }
 
 impl Exporter {
     /// Binds the endpoint; nothing is served until [`serve_until_interrupted`].
     fn bind(listen: &str, options: Options) -> Result<Exporter> {
-        let collector = Arc::new(Collector::new(options));
+        let collector = Arc::new(Collector::new(options)?);
         let render = Arc::clone(&collector);
         let server = http::Server::bind(listen, Arc::new(move || render.render()))
             .map_err(|e| CliError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
-        Ok(Exporter { server, collector })
+        Ok(Exporter {
+            server: Arc::new(server),
+            collector,
+        })
     }
 
     /// The bound address.
@@ -645,9 +737,26 @@ impl Exporter {
         self.collector.stop_flag()
     }
 
-    /// Serves until the stop flag is set, then stops every session.
+    /// Serves until the stop flag is set (looked at every 50 ms), then stops every session.
     pub fn serve(&self) -> Result<()> {
-        let served = self.server.run(&self.collector.stop);
+        let server = Arc::clone(&self.server);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let listener = self.collector.handle.spawn(async move {
+            let _ = tx.send(server.serve().await);
+        });
+        let mut served = Ok(());
+        while !self.collector.stop.load(Ordering::SeqCst) {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(r) => {
+                    // The listener ended by itself: an error (it serves until stopped).
+                    served = r;
+                    break;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        listener.abort();
         self.collector.finish();
         served?;
         Ok(())

@@ -1,6 +1,7 @@
-//! `/metrics`: the default process's counters, collected by a dsipc-tokio session (so
-//! connect and listen mode alike) decoded by dsipc-trace's counters decoder into the one
-//! Prometheus store and writer the other commands use (dotnet-monitor's names).
+//! `/metrics`: the default process's counters, collected by the CLI's one counters session
+//! loop ([`crate::counters::spawn_session`]: a dsipc-tokio session, so connect and listen
+//! mode alike, decoded by dsipc-trace) into the one Prometheus store and writer the other
+//! commands use (dotnet-monitor's names).
 //!
 //! The session starts at the first scrape that finds a default process and runs until that
 //! runtime ends it (it exits); its series go with it.
@@ -8,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Decoder};
+use dsipc_trace::counters::{CounterSet, CountersConfig};
 
 use super::procs::Runtime;
 use crate::counters::Store;
@@ -51,39 +52,14 @@ impl Metrics {
         let major = runtime.major_version();
         let config = CountersConfig::new(self.counters.clone(), self.interval, major);
         let client = runtime.client(START_TIMEOUT);
-        let store = Arc::clone(&self.store);
-        tokio::spawn(async move {
-            let owned = config.providers();
-            let providers: Vec<_> = owned.iter().map(|p| p.as_provider()).collect();
-            let mut session = match client.collect_tracing(&providers, 16, false).await {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!(
-                        "dsipc: serve: pid {}: counters: {}",
-                        pid,
-                        crate::term::clean(&e.to_string())
-                    );
-                    lock(&store).remove(pid);
-                    return;
-                }
-            };
-            let mut decoder = Decoder::new(&config);
-            let mut each = |ev: CounterEvent| match ev {
-                CounterEvent::Sample(s) => lock(&store).record(pid, &s),
-                CounterEvent::Notice(n) => eprintln!(
-                    "dsipc: serve: pid {}: {}",
-                    pid,
-                    crate::term::clean(&n.to_string())
-                ),
-            };
-            while let Some(chunk) = session.next_chunk().await {
-                match chunk {
-                    Ok(data) => decoder.feed(&data, &mut each),
-                    Err(_) => break,
-                }
-            }
-            decoder.finish(&mut each);
-            lock(&store).remove(pid);
-        });
+        // Detached: the session runs until the runtime ends it (it exits).
+        drop(crate::counters::spawn_session(
+            client,
+            pid,
+            config,
+            Arc::clone(&self.store),
+            "dsipc: serve",
+            None,
+        ));
     }
 }

@@ -50,12 +50,15 @@ fn descriptions(fields: &[(u32, &str)]) -> Vec<u8> {
     f
 }
 
+/// (activity id, related activity id) of an event.
+pub type Activity = ([u8; 16], [u8; 16]);
+
 /// A stream under construction.
 pub struct LogTrace {
-    /// (metadata id, thread, payload, (activity id, related activity id)).
-    events: Vec<(u32, u64, Vec<u8>, ([u8; 16], [u8; 16]))>,
+    /// (metadata id, thread, payload, activity ids).
+    events: Vec<(u32, u64, Vec<u8>, Activity)>,
     /// The activity ids the next events are written with (nil: none).
-    pub activity: ([u8; 16], [u8; 16]),
+    pub activity: Activity,
     /// Events per block.
     pub per_block: usize,
 }

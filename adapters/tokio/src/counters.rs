@@ -1,0 +1,90 @@
+//! A counters session on tokio: the EventPipe session `config` describes, decoded by
+//! [`dsipc_trace::counters::Decoder`] (the trace layer holds the decoding; this module only
+//! runs the session), as dsipc-std's [`CounterRun`](dsipc_std::counters::CounterRun) does on
+//! a thread.
+//!
+//! ```no_run
+//! use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig};
+//! use dsipc_tokio::counters::CounterRun;
+//! use dsipc_tokio::DiagnosticsClient;
+//!
+//! # async fn run() -> Result<(), dsipc_tokio::Error> {
+//! let client = DiagnosticsClient::for_pid(1234)?;
+//! let config = CountersConfig::new(CounterSet::default(), 1.0, Some(8));
+//! let run = CounterRun::start(&client, &config).await?;
+//! let stop = run.stop_handle(); // stop.stop().await from any task ends it
+//! let end = run
+//!     .run(&mut |event| {
+//!         if let CounterEvent::Sample(s) = event {
+//!             println!("{} {}", s.name, s.value);
+//!         }
+//!     })
+//!     .await;
+//! println!("stopped by us: {}, {} bytes", end.stopped, end.bytes);
+//! # Ok(())
+//! # }
+//! ```
+
+use dsipc::payload::Provider;
+use dsipc_trace::counters::{CounterEvent, CountersConfig, Decoder};
+
+pub use dsipc_std::counters::SessionEnd;
+
+use crate::{DiagnosticsClient, Error, StopHandle, TraceSession};
+
+/// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).
+const BUFFER_MB: u32 = 10;
+
+/// A counters session: [`run`](Self::run) hands every event to the caller's sink as soon as
+/// it is decoded, until the runtime ends the stream (it exits) or a [`StopHandle`] from
+/// [`stop_handle`](Self::stop_handle) stops it (StopTracing, then the stream is drained to
+/// its end).
+#[derive(Debug)]
+pub struct CounterRun {
+    session: TraceSession,
+    decoder: Decoder,
+}
+
+impl CounterRun {
+    /// Starts the EventPipe session `config` describes (CollectTracing2, no rundown).
+    pub async fn start(client: &DiagnosticsClient, config: &CountersConfig) -> Result<Self, Error> {
+        let owned = config.providers();
+        let providers: Vec<Provider<'_>> = owned.iter().map(|p| p.as_provider()).collect();
+        let session = client.collect_tracing(&providers, BUFFER_MB, false).await?;
+        Ok(CounterRun {
+            session,
+            decoder: Decoder::new(config),
+        })
+    }
+
+    /// The runtime's id for this session.
+    pub fn session_id(&self) -> u64 {
+        self.session.session_id()
+    }
+
+    /// A handle that stops the session from another task.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.session.stop_handle()
+    }
+
+    /// Drives the session to its end, each event to `sink`; how it ended.
+    pub async fn run(mut self, sink: &mut (dyn FnMut(CounterEvent) + Send)) -> SessionEnd {
+        let mut error = None;
+        while let Some(chunk) = self.session.next_chunk().await {
+            match chunk {
+                Ok(data) => self.decoder.feed(&data, &mut *sink),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        self.decoder.finish(&mut *sink);
+        SessionEnd {
+            stopped: self.session.stop_handle().is_requested(),
+            stats: self.decoder.stats().clone(),
+            bytes: self.session.bytes_received(),
+            error,
+        }
+    }
+}
