@@ -86,6 +86,9 @@ gate "cargo clippy on the core: all features" \
     cargo clippy -p dsipc --lib --all-features -- -D warnings
 gate "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)" \
     env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# Private items too: a maintainer's `cargo doc --document-private-items` stays clean.
+gate "cargo doc --workspace --no-deps --document-private-items (RUSTDOCFLAGS=-D warnings)" \
+    env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items
 gate "fuzz/: clippy, harness over seeds and regressions" fuzz_crate
 gate "nostd-check/: #![no_std] #![no_main], panic=abort, no allocator, no libc; defmt" nostd
 # scripts/msrv.sh needs Debian's rustc 1.63 (scripts/install-windows-toolchain.sh installs

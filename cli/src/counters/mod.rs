@@ -742,7 +742,8 @@ impl Exporter {
         let server = Arc::clone(&self.server);
         let (tx, rx) = std::sync::mpsc::channel();
         let listener = self.collector.handle.spawn(async move {
-            let _ = tx.send(server.serve().await);
+            let served = server.serve().await;
+            let _ = tx.send(served);
         });
         let mut served = Ok(());
         while !self.collector.stop.load(Ordering::SeqCst) {
