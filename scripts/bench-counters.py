@@ -116,11 +116,18 @@ def main():
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             # The address is on stderr ("dsipc: metrics on http://ADDR/metrics"); the rest of
             # stderr is drained so that notices never block the exporter.
-            line = exp.stderr.readline()
+            # "counters session started" lines come first, one per runtime.
+            seen = []
+            m = None
+            while m is None and len(seen) <= args.runtimes + 5:
+                line = exp.stderr.readline()
+                if not line:
+                    break
+                seen.append(line)
+                m = re.search(r"http://([^/]+)/metrics", line)
             threading.Thread(target=exp.stderr.read, daemon=True).start()
-            m = re.search(r"http://([^/]+)/metrics", line)
             if not m:
-                raise SystemExit("export did not start: %r" % line)
+                raise SystemExit("export did not start: %r" % "".join(seen))
             addr = m.group(1)
         # Wait (bounded) until every runtime has series.
         deadline = time.monotonic() + 120
@@ -131,7 +138,8 @@ def main():
             time.sleep(0.2)
         else:
             print("warning: not every runtime showed up in /metrics")
-        clock_re = re.compile(r'^clock_unix_ms\{pid="%s"\} (\S+)$' % pids[0], re.M)
+        # dotnet-monitor's name: the unit (ms) is added to the counter's own (unix-ms).
+        clock_re = re.compile(r'^clock_unix_ms_ms\{pid="%s"\} (\S+)$' % pids[0], re.M)
 
         # 1. Delay.
         delays = []
