@@ -1,6 +1,6 @@
 //! The fake runtime's transport: Unix sockets, or Windows named pipes (dsipc-std's
-//! overlapped [`PipeStream`](dsipc_std::windows::PipeStream) and
-//! [`PipeListener`](dsipc_std::windows::PipeListener)). The rest of the fake runtime only
+//! overlapped `windows::PipeStream` and `windows::PipeListener`, which exist only on
+//! Windows builds). The rest of the fake runtime only
 //! sees [`Conn`] (a connection with read and write timeouts, and the byte budget of
 //! [`Answer::Vanish`](crate::Answer::Vanish)), [`Listener`], [`connect`] and [`Closer`].
 
