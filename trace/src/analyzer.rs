@@ -1,7 +1,7 @@
 //! One pass over a trace's items: metadata, symbols, samples and lost events together.
 
 use dsipc::nettrace::clr::{self, ClrProvider};
-use dsipc::nettrace::{Event, Item, KeyValues, TraceHeader};
+use dsipc::nettrace::{Event, Item, KeyValues, MetadataRecord, TraceHeader};
 
 use super::lost::LostEvents;
 use super::metadata::{EventMetadata, MetadataTable};
@@ -13,12 +13,29 @@ use super::symbols::MethodRecord;
 /// that borrows the stream).
 pub type TraceInfo = TraceHeader<'static>;
 
+/// What an event is to the analysis, from its metadata record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(crate) enum Role {
+    /// A SampleProfiler thread sample.
     Sample,
     /// A runtime or rundown event that may carry a method or a module record.
     Symbols(ClrProvider),
     Other,
+}
+
+impl Role {
+    /// The role of the events `m` describes.
+    pub(crate) fn of(m: &MetadataRecord<'_>) -> Role {
+        match ClrProvider::from_name(&m.provider_name) {
+            Some(ClrProvider::SampleProfiler) if m.event_id == clr::THREAD_SAMPLE => Role::Sample,
+            Some(p @ (ClrProvider::Runtime | ClrProvider::Rundown))
+                if (143..=154).contains(&m.event_id) =>
+            {
+                Role::Symbols(p)
+            }
+            _ => Role::Other,
+        }
+    }
 }
 
 /// Small, so that the table's hot part (role and count) is dense.
@@ -120,8 +137,9 @@ impl TraceAnalyzer {
                     Ok(m) => m,
                     Err(_) => return,
                 };
-                if !self.metadata.contains(m.metadata_id)
-                    && self.metadata.len() >= self.limits.max_metadata
+                if !self
+                    .metadata
+                    .has_room_for(m.metadata_id, self.limits.max_metadata)
                 {
                     self.metadata_limit = Some(LimitExceeded::MetadataRecords {
                         limit: self.limits.max_metadata,
@@ -129,17 +147,7 @@ impl TraceAnalyzer {
                     return;
                 }
                 let meta = EventMetadata::from_record(&m);
-                let role = match ClrProvider::from_name(&m.provider_name) {
-                    Some(ClrProvider::SampleProfiler) if m.event_id == clr::THREAD_SAMPLE => {
-                        Role::Sample
-                    }
-                    Some(p @ (ClrProvider::Runtime | ClrProvider::Rundown))
-                        if (143..=154).contains(&m.event_id) =>
-                    {
-                        Role::Symbols(p)
-                    }
-                    _ => Role::Other,
-                };
+                let role = Role::of(&m);
                 self.metadata.insert(
                     m.metadata_id,
                     Entry {

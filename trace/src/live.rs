@@ -2,9 +2,9 @@
 //! for `dsipc trace --format`, the tokio `top` example, or an agent of your own. Memory:
 //! one block of the stream plus distinct metadata, methods and stacks, never its length.
 
-use dsipc::nettrace::clr::{self, ClrProvider};
 use dsipc::nettrace::{Event, Item};
 
+use crate::analyzer::Role;
 use crate::format::ProfileMeta;
 use crate::hash::FxHashMap;
 use crate::{
@@ -152,15 +152,13 @@ impl Counter {
                     Ok(m) => m,
                     Err(_) => return,
                 };
-                if !self.metadata.contains(m.metadata_id)
-                    && self.metadata.len() >= self.limits.max_metadata
+                if !self
+                    .metadata
+                    .has_room_for(m.metadata_id, self.limits.max_metadata)
                 {
                     return;
                 }
-                let sample = matches!(
-                    ClrProvider::from_name(&m.provider_name),
-                    Some(ClrProvider::SampleProfiler)
-                ) && m.event_id == clr::THREAD_SAMPLE;
+                let sample = Role::of(&m) == Role::Sample;
                 self.metadata.insert(m.metadata_id, sample);
             }
             // The analyzer's stack-frame limit.

@@ -122,6 +122,12 @@ impl<V> MetadataTable<V> {
         self.slot(id).is_some()
     }
 
+    /// True if `id` may be defined in a table bounded to `max` records: it is defined
+    /// already (a redefinition), or there is room for one more.
+    pub fn has_room_for(&self, id: u32, max: usize) -> bool {
+        self.contains(id) || self.len() < max
+    }
+
     /// Defines (or redefines) `id`.
     pub fn insert(&mut self, id: u32, value: V) {
         if let Some(i) = self.slot(id) {

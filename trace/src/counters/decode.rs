@@ -230,7 +230,7 @@ impl State {
 
     fn on_metadata(&mut self, m: &MetadataRecord<'_>) {
         let id = m.metadata_id;
-        if !self.metadata.contains(id) && self.metadata.len() >= MAX_METADATA {
+        if !self.metadata.has_room_for(id, MAX_METADATA) {
             self.stats.metadata_dropped += 1;
             return;
         }
