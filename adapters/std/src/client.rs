@@ -62,6 +62,12 @@ pub struct ProcessInfo {
 }
 
 impl ProcessInfo {
+    /// The runtime's major version (`8` of `8.0.4`); `None` when the reply carried no version
+    /// (ProcessInfo, before ProcessInfo2).
+    pub fn clr_major(&self) -> Option<u32> {
+        self.clr_version.as_deref()?.split('.').next()?.parse().ok()
+    }
+
     /// The owned form of a ProcessInfo, ProcessInfo2 or ProcessInfo3 reply (`command` is
     /// the request that got it); `None` for any other reply. For adapters over other I/O.
     pub fn from_reply(command: Command, reply: &Reply<'_>) -> Option<ProcessInfo> {
@@ -521,5 +527,33 @@ impl<T: Transport> DiagnosticsClient<T> {
             request_rundown,
             providers: providers.into(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsipc::wire::Guid;
+
+    fn info(version: Option<&str>) -> ProcessInfo {
+        ProcessInfo {
+            command: Command::ProcessInfo2,
+            pid: 1,
+            cookie: Guid::NIL,
+            command_line: String::new(),
+            os: String::new(),
+            arch: String::new(),
+            entrypoint_assembly: None,
+            clr_version: version.map(str::to_string),
+            runtime_identifier: None,
+        }
+    }
+
+    #[test]
+    fn clr_major_is_the_first_number_of_the_version() {
+        assert_eq!(info(Some("8.0.4")).clr_major(), Some(8));
+        assert_eq!(info(Some("10.0.0-preview.1")).clr_major(), Some(10));
+        assert_eq!(info(Some("x.1")).clr_major(), None);
+        assert_eq!(info(None).clr_major(), None);
     }
 }

@@ -176,9 +176,7 @@ fn interval_option(p: &Parsed) -> Result<f64> {
 
 /// The runtime's major version, from ProcessInfo2+ (`None` for .NET Core 3.x).
 fn runtime_major(client: &DiagnosticsClient) -> Option<u32> {
-    let info = client.process_info().ok()?;
-    let v = info.clr_version?;
-    v.split('.').next()?.parse().ok()
+    client.process_info().ok()?.clr_major()
 }
 
 /// Connects to `pid` and says what its counters session asks for.
@@ -635,12 +633,7 @@ impl Collector {
         let store = Arc::clone(&self.store);
         let (tx, rx) = std::sync::mpsc::channel();
         let task = self.handle.spawn(async move {
-            let major = client
-                .process_info()
-                .await
-                .ok()
-                .and_then(|i| i.clr_version)
-                .and_then(|v| v.split('.').next().and_then(|m| m.parse().ok()));
+            let major = client.process_info().await.ok().and_then(|i| i.clr_major());
             let mut config = CountersConfig::new(counters, interval, major);
             config.max_time_series = caps.series;
             config.max_histograms = caps.histograms;

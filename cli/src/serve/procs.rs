@@ -44,11 +44,7 @@ pub enum Target {
 impl Runtime {
     /// Its runtime's major version (ProcessInfo2+; `None` for .NET Core 3.x).
     pub fn major_version(&self) -> Option<u32> {
-        self.info
-            .clr_version
-            .as_deref()
-            .and_then(|v| v.split('.').next())
-            .and_then(|m| m.parse().ok())
+        self.info.clr_major()
     }
 
     /// A client for it with `timeout`.
