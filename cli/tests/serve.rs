@@ -44,6 +44,21 @@ fn save(a: &Answered, dir: &Path, name: &str) -> PathBuf {
     p
 }
 
+/// A served `.gcdump` saved as `name` in `dir`, read back by `dsipc gcdump report --format
+/// json`: its per-type rows.
+fn gcdump_rows(a: &Answered, dir: &Path, name: &str) -> Value {
+    let file = save(a, dir, name);
+    let rep = common::dsipc(&[
+        "gcdump",
+        "report",
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(rep.code, Some(0), "{}", rep.stderr);
+    serde_json::from_str(rep.stdout.trim()).unwrap()
+}
+
 /// RFC 7464 records: each starts with 0x1E and ends with a newline.
 fn json_seq(body: &[u8]) -> Vec<Value> {
     if body.is_empty() {
@@ -250,16 +265,7 @@ fn serve_routes_against_real_net8() {
     let g = serve.get(&format!("/gcdump?{}", pid_q));
     assert_eq!(g.status, 200, "{}", g.text());
     assert!(g.header("content-disposition").unwrap().contains(".gcdump"));
-    let file = save(&g, serve.files.path(), "heap.gcdump");
-    let rep = common::dsipc(&[
-        "gcdump",
-        "report",
-        file.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(rep.code, Some(0), "{}", rep.stderr);
-    let rows: Value = serde_json::from_str(rep.stdout.trim()).unwrap();
+    let rows = gcdump_rows(&g, serve.files.path(), "heap.gcdump");
     let versions = rows
         .as_array()
         .unwrap()
@@ -422,16 +428,7 @@ fn serve_routes_against_real_netcore31() {
     // /gcdump: the held System.Version objects (Core 3.1 names its types too).
     let g = serve.get("/gcdump");
     assert_eq!(g.status, 200, "{}", g.text());
-    let file = save(&g, serve.files.path(), "heap31.gcdump");
-    let rep = common::dsipc(&[
-        "gcdump",
-        "report",
-        file.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(rep.code, Some(0), "{}", rep.stderr);
-    let rows: Value = serde_json::from_str(rep.stdout.trim()).unwrap();
+    let rows = gcdump_rows(&g, serve.files.path(), "heap31.gcdump");
     assert!(
         rows.as_array()
             .unwrap()

@@ -48,6 +48,17 @@ pub fn write(
 mod tests {
     use super::*;
 
+    /// The repository's .NET 8 capture, found above the building crate (cli/, or the
+    /// Windows workspace's windows/pipe-tests/, which compiles this file too).
+    fn busy_capture() -> Vec<u8> {
+        let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|d| d.join("tests/data/nettrace/net8.0.4-busy.nettrace"))
+            .find(|p| p.is_file())
+            .expect("tests/data/nettrace/net8.0.4-busy.nettrace above the crate");
+        std::fs::read(trace).unwrap()
+    }
+
     #[test]
     fn formats_and_destinations() {
         assert_eq!(
@@ -83,14 +94,7 @@ mod tests {
     /// the same folded profile; the receive buffer holds at most a partial block.
     #[test]
     fn slicing_does_not_change_the_profile_and_the_buffer_stays_small() {
-        // The repository's capture, found above the building crate (cli/, or the Windows
-        // workspace's windows/pipe-tests/, which compiles this file too).
-        let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(|d| d.join("tests/data/nettrace/net8.0.4-busy.nettrace"))
-            .find(|p| p.is_file())
-            .expect("tests/data/nettrace/net8.0.4-busy.nettrace above the crate");
-        let bytes = std::fs::read(&trace).unwrap();
+        let bytes = busy_capture();
         let dir = std::env::temp_dir().join(format!("dsipc-live-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut outputs = Vec::new();
@@ -146,12 +150,7 @@ mod tests {
     /// cut (the parser reads in place and keeps only a cut object).
     #[test]
     fn the_counter_counts_as_the_profile_does() {
-        let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(|d| d.join("tests/data/nettrace/net8.0.4-busy.nettrace"))
-            .find(|p| p.is_file())
-            .expect("tests/data/nettrace/net8.0.4-busy.nettrace above the crate");
-        let bytes = std::fs::read(&trace).unwrap();
+        let bytes = busy_capture();
         let mut spoiled = bytes.clone();
         spoiled[bytes.len() / 2] ^= 0x5A;
         let mut trailing = bytes.clone();
