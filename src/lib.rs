@@ -20,6 +20,9 @@
 //! - [`recv`]: [`recv::RecvBuffer`], the receive buffer that drives any of the machines
 //!   over caller-owned storage (compaction, growth within a bound, EOF).
 //! - [`transport`]: socket and pipe names, the `/proc/PID/stat` key, `DOTNET_DiagnosticPorts`.
+//! - `session` (feature `alloc`): every policy above one exchange, still sans-IO: command
+//!   versions and fallbacks (`Call`), EventPipe sessions with their stop and their end
+//!   (`Tracing`), deadlines from the caller's clock. Adapters are its run loop.
 //!
 //! ## The drive loop
 //! One request per connection. Encode it with [`ClientConnection::send_request`] and write
@@ -114,7 +117,8 @@
 //! ## Features
 //! - `std` (default): implement `std::error::Error` for the error types. The crate itself
 //!   never uses std; turn this off for `no_std` targets.
-//! - `alloc`: a growable `Vec<u8>` storage for [`recv::RecvBuffer`] (the only allocation).
+//! - `alloc`: a growable `Vec<u8>` storage for [`recv::RecvBuffer`], and the `session`
+//!   layer (which owns one buffer per connection, and a few strings for replies it owns).
 //! - `defmt`: derive `defmt::Format` on public types and log through defmt.
 //! - `arbitrary`: derive `arbitrary::Arbitrary` on requests and responses.
 #![no_std]
@@ -136,6 +140,8 @@ pub mod fixtures;
 pub mod nettrace;
 pub mod payload;
 pub mod recv;
+#[cfg(feature = "alloc")]
+pub mod session;
 pub mod transport;
 pub mod wire;
 

@@ -286,6 +286,12 @@ impl<S: RecvStorage> RecvBuffer<S> {
         &self.storage.bytes()[..self.cur.end]
     }
 
+    /// The whole storage: for a caller that keeps other bytes in it before anything is
+    /// received (a request waiting to be written, for instance).
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
     /// The bound set at construction.
     pub fn limit(&self) -> usize {
         self.cur.limit

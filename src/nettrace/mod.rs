@@ -64,6 +64,7 @@ mod block;
 pub mod clr;
 mod error;
 mod fields;
+mod framing;
 mod header;
 mod metadata;
 mod sequence;
@@ -76,6 +77,7 @@ pub use blob::Event;
 pub use block::{BlockInfo, BlockKind, MAX_OBJECT_NAME};
 pub use error::{FieldError, NettraceError};
 pub use fields::{ArrayIter, ArrayValue, Field, ObjectValue, PayloadFields, Value};
+pub use framing::Framing;
 pub use header::{
     Format, KeyValueIter, KeyValues, SystemTime, TraceHeader, FAST_SERIALIZATION, MAGIC,
     MAX_MAJOR_VERSION, V4_STREAM_HEADER_LEN, V6_STREAM_HEADER_LEN,

@@ -1,0 +1,599 @@
+//! The session layer against an in-memory runtime: version fallbacks, replies judged,
+//! deadlines from fake time, EventPipe sessions stopped from a second connection and how
+//! their streams end; every case at every chunk size.
+
+use dsipc::nettrace::{Framing, NettraceError};
+use dsipc::payload::{
+    DumpType, ErrorReply, EventFilter, ProcessInfoReply, Provider, Reply, ResumeRuntime,
+};
+use dsipc::session::{
+    Ask, Call, Outcome, ProcessInfo, Rundown, SessionError, Step, TraceConfig, TraceStep, Tracing,
+};
+use dsipc::wire::{Command, Guid, Hresult, Text};
+use dsipc::{AnyRequest, ClientEvent, Response};
+
+const TRACE: &[u8] = include_bytes!("data/nettrace/activities-net8.0.4.nettrace");
+
+fn encode(r: Response<'_>) -> Vec<u8> {
+    let mut v = vec![0u8; r.encoded_len()];
+    let n = r.encode(&mut v).unwrap();
+    v.truncate(n);
+    v
+}
+
+fn unknown() -> Vec<u8> {
+    encode(Response::Error(ErrorReply {
+        hresult: Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND,
+        message: None,
+    }))
+}
+
+fn command_of(request: &[u8]) -> Command {
+    Command::from_code(request[16], request[17])
+}
+
+/// One fake connection: what the runtime sends back, fed `chunk` bytes at a time, then EOF
+/// (unless `hold`: the connection stays open and silent).
+struct Conn {
+    reply: Vec<u8>,
+    at: usize,
+    hold: bool,
+}
+
+/// Drives a call against `runtime` (the commands seen so far and this request → the
+/// runtime's bytes and whether it then holds the connection open). Time advances by one
+/// millisecond per read that brings nothing.
+fn run_call(
+    mut call: Call<'_>,
+    chunk: usize,
+    mut runtime: impl FnMut(&[Command], Command) -> (Vec<u8>, bool),
+) -> (
+    Vec<Command>,
+    Result<Option<ProcessInfo>, SessionError>,
+    usize,
+) {
+    let mut seen = Vec::new();
+    let mut conn: Option<Conn> = None;
+    let mut info = None;
+    let mut entries = 0;
+    let mut now = 0;
+    loop {
+        let command = call.command();
+        let step = match call.poll(now) {
+            Ok(s) => s,
+            Err(e) => return (seen, Err(e), entries),
+        };
+        match step {
+            Step::Connect => {
+                conn = Some(Conn {
+                    reply: Vec::new(),
+                    at: 0,
+                    hold: false,
+                });
+                call.connected().unwrap();
+            }
+            Step::Transmit(bytes) => {
+                let c = command_of(bytes);
+                let (reply, hold) = runtime(&seen, c);
+                seen.push(c);
+                let conn = conn.as_mut().unwrap();
+                conn.reply = reply;
+                conn.hold = hold;
+                call.transmitted().unwrap();
+            }
+            Step::Receive => {
+                let conn = conn.as_mut().unwrap();
+                let left = conn.reply.len() - conn.at;
+                if left == 0 {
+                    if conn.hold {
+                        now += 1;
+                    } else {
+                        call.eof();
+                    }
+                    continue;
+                }
+                let buf = call.read_buf().unwrap();
+                let n = left.min(chunk).min(buf.len());
+                buf[..n].copy_from_slice(&conn.reply[conn.at..conn.at + n]);
+                conn.at += n;
+                call.filled(n);
+            }
+            Step::Close => conn = None,
+            Step::Event(ClientEvent::Reply(r)) => {
+                if let Some(i) = ProcessInfo::from_reply(command, &r) {
+                    info = Some(i);
+                }
+            }
+            Step::Event(ClientEvent::EnvironmentVariable(_)) => entries += 1,
+            Step::Event(_) => {}
+            Step::Done => return (seen, Ok(info), entries),
+            other => panic!("unexpected step {other:?}"),
+        }
+    }
+}
+
+fn process_info_reply() -> Vec<u8> {
+    encode(Response::Ok(Reply::ProcessInfo(ProcessInfoReply {
+        process_id: 4242,
+        runtime_cookie: Guid::NIL,
+        command_line: Text::Str("/usr/bin/dotnet app.dll"),
+        os: Text::Str("Linux"),
+        arch: Text::Str("x64"),
+    })))
+}
+
+#[test]
+fn process_info_falls_back_from_3_to_2_to_1_on_unknown_command() {
+    for chunk in 1..64 {
+        let call = Call::new(Ask::ProcessInfo, 0, 1_000).unwrap();
+        let (seen, r, _) = run_call(call, chunk, |_, c| match c {
+            Command::ProcessInfo => (process_info_reply(), false),
+            _ => (unknown(), false),
+        });
+        assert_eq!(
+            seen,
+            [
+                Command::ProcessInfo3,
+                Command::ProcessInfo2,
+                Command::ProcessInfo
+            ]
+        );
+        let info = r.unwrap().unwrap();
+        assert_eq!((info.pid, info.command), (4242, Command::ProcessInfo));
+        assert_eq!(info.command_line, "/usr/bin/dotnet app.dll");
+    }
+}
+
+#[test]
+fn process_info_unknown_everywhere_is_not_supported_as_on_core_3_1() {
+    let call = Call::new(Ask::ProcessInfo, 0, 1_000).unwrap();
+    let (seen, r, _) = run_call(call, 7, |_, _| (unknown(), false));
+    assert_eq!(seen.len(), 3);
+    assert_eq!(
+        r.unwrap_err(),
+        SessionError::NotSupported {
+            command: Command::ProcessInfo,
+            hresult: Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND
+        }
+    );
+}
+
+#[test]
+fn dump_falls_back_to_generate_core_dump_only_when_it_carries_the_flags() {
+    let ok = || encode(Response::Ok(Reply::Ok(Hresult::S_OK)));
+    let runtime = |_: &[Command], c: Command| match c {
+        Command::GenerateCoreDump => (ok(), false),
+        _ => (unknown(), false),
+    };
+    let ask = |flags| Ask::Dump {
+        path: "/tmp/core",
+        kind: DumpType::Full,
+        flags,
+    };
+    let (seen, r, _) = run_call(Call::new(ask(1), 0, 1_000).unwrap(), 5, runtime);
+    assert_eq!(
+        seen,
+        [
+            Command::GenerateCoreDump3,
+            Command::GenerateCoreDump2,
+            Command::GenerateCoreDump
+        ]
+    );
+    r.unwrap();
+    let (seen, r, _) = run_call(Call::new(ask(4), 0, 1_000).unwrap(), 5, runtime);
+    assert_eq!(seen.len(), 2);
+    assert!(matches!(r, Err(SessionError::InvalidArgument(_))), "{r:?}");
+}
+
+#[test]
+fn status_replies_are_judged_error_replies_and_failure_statuses_typed() {
+    let req = AnyRequest::ResumeRuntime(ResumeRuntime);
+    let (_, r, _) = run_call(Call::new(Ask::Status(req), 0, 1_000).unwrap(), 3, |_, _| {
+        (encode(Response::Ok(Reply::Ok(Hresult(-2147024809)))), false)
+    });
+    assert!(
+        matches!(r, Err(SessionError::ErrorReply { hresult, .. }) if hresult == Hresult(-2147024809))
+    );
+    let (_, r, _) = run_call(Call::new(Ask::Status(req), 0, 1_000).unwrap(), 3, |_, _| {
+        (process_info_reply(), false)
+    });
+    // A reply of another command's shape does not even decode as a status.
+    assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+}
+
+#[test]
+fn a_silent_runtime_times_out_at_the_deadline_on_fake_time() {
+    let call = Call::new(Ask::ProcessInfo, 100, 50).unwrap();
+    assert_eq!(call.poll_timeout(), Some(150));
+    let (_, r, _) = run_call(call, 3, |_, _| (Vec::new(), true));
+    assert_eq!(
+        r.unwrap_err(),
+        SessionError::Timeout {
+            command: Command::ProcessInfo3,
+            timeout_ms: 50
+        }
+    );
+}
+
+#[test]
+fn misuse_is_a_typed_error_not_a_panic() {
+    let mut call = Call::new(Ask::ProcessInfo, 0, 1_000).unwrap();
+    assert!(matches!(call.read_buf(), Err(SessionError::Misuse(_))));
+    assert!(matches!(call.transmitted(), Err(SessionError::Misuse(_))));
+    let tracing = Tracing::new(TraceConfig::new(&[]), 0, 1_000);
+    assert!(matches!(tracing, Err(SessionError::InvalidArgument(_))));
+}
+
+fn providers() -> [Provider<'static>; 1] {
+    [Provider::new("Microsoft-DotNETCore-SampleProfiler", 0, 5)]
+}
+
+#[test]
+fn collect_tracing_version_is_the_lowest_the_options_need() {
+    let p = providers();
+    let base = TraceConfig::new(&p);
+    assert_eq!(base.command(), Command::CollectTracing2);
+    assert_eq!(
+        base.clone().with_stackwalk(false).command(),
+        Command::CollectTracing3
+    );
+    assert_eq!(
+        base.clone().with_rundown(Rundown::Keyword(0x8)).command(),
+        Command::CollectTracing4
+    );
+    for same in [Rundown::None, Rundown::Keyword(0), Rundown::Default] {
+        assert_eq!(
+            base.clone().with_rundown(same).command(),
+            Command::CollectTracing2
+        );
+    }
+    let filter = [EventFilter {
+        enable: true,
+        event_ids: (&[1u32, 2][..]).into(),
+    }];
+    assert_eq!(
+        base.with_event_filters(&filter).command(),
+        Command::CollectTracing5
+    );
+}
+
+/// A session's runtime: the stream connection answers the start (after `unknown_first`
+/// UNKNOWN_COMMANDs), then streams `stream`; `end` says whether it closes after it.
+struct Runtime<'s> {
+    starts: Vec<Command>,
+    unknown_first: usize,
+    stream: &'s [u8],
+    at: usize,
+    reply_sent: usize,
+    close_at_end: bool,
+    /// After the stream, keep sending a byte per read (a stream that never ends).
+    endless: bool,
+}
+
+/// Drives a session; `stop_after` stream bytes, a stop is requested and its call driven in
+/// the same loop (the stop connection answers with `stop_reply` once the stream is all
+/// out, as a runtime flushes before it answers). Returns the bytes received and the end.
+fn run_tracing(
+    mut tracing: Tracing<'_>,
+    rt: &mut Runtime<'_>,
+    chunk: usize,
+    stop_after: Option<u64>,
+    stop_reply: Vec<u8>,
+) -> (Vec<u8>, Result<Outcome, SessionError>) {
+    let mut got = Vec::new();
+    let mut now = 0;
+    let mut reply = Vec::new();
+    let mut stop: Option<Call<'static>> = None;
+    let mut stop_sent = false;
+    loop {
+        // The stop connection, driven in the same loop.
+        if let Some(call) = stop.as_mut() {
+            match call.poll(now) {
+                Ok(Step::Connect) => call.connected().unwrap(),
+                Ok(Step::Transmit(b)) => {
+                    assert_eq!(command_of(b), Command::StopTracing);
+                    call.transmitted().unwrap();
+                }
+                Ok(Step::Receive)
+                    if rt.at >= rt.stream.len() && !stop_sent && !stop_reply.is_empty() =>
+                {
+                    stop_sent = true;
+                    let buf = call.read_buf().unwrap();
+                    buf[..stop_reply.len()].copy_from_slice(&stop_reply);
+                    call.filled(stop_reply.len());
+                    call.eof();
+                }
+                Ok(Step::Done) => {
+                    tracing.stop_answered(now);
+                    stop = None;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing.stop_failed(e);
+                    stop = None;
+                }
+            }
+        }
+        match tracing.poll(now) {
+            Err(e) => return (got, Err(e)),
+            Ok(TraceStep::Connect) => {
+                reply.clear();
+                rt.reply_sent = 0;
+                tracing.connected().unwrap();
+            }
+            Ok(TraceStep::Transmit(b)) => {
+                let c = command_of(b);
+                rt.starts.push(c);
+                reply = if rt.starts.len() <= rt.unknown_first {
+                    unknown()
+                } else {
+                    encode(Response::Ok(Reply::SessionId(0x7f00)))
+                };
+                tracing.transmitted().unwrap();
+            }
+            Ok(TraceStep::Close) => {}
+            Ok(TraceStep::Receive) => {
+                let buf = tracing.read_buf().unwrap();
+                let (src, at) = if rt.reply_sent < reply.len() {
+                    (&reply[..], rt.reply_sent)
+                } else {
+                    (rt.stream, rt.at)
+                };
+                let n = (src.len() - at).min(chunk).min(buf.len());
+                if n == 0 && rt.endless && rt.reply_sent >= reply.len() {
+                    buf[0] = 0;
+                    now += 1;
+                    tracing.filled(1);
+                    continue;
+                }
+                if n == 0 {
+                    if src.as_ptr() != rt.stream.as_ptr()
+                        || rt.close_at_end && (stop.is_none() || stop_reply.is_empty())
+                    {
+                        tracing.eof();
+                    } else {
+                        now += 1;
+                    }
+                    continue;
+                }
+                buf[..n].copy_from_slice(&src[at..at + n]);
+                if rt.reply_sent < reply.len() {
+                    rt.reply_sent += n;
+                } else {
+                    rt.at += n;
+                }
+                tracing.filled(n);
+            }
+            Ok(TraceStep::Started { session_id }) => assert_eq!(session_id, 0x7f00),
+            Ok(TraceStep::Data(d)) => {
+                got.extend_from_slice(d);
+                if stop_after.map_or(false, |s| got.len() as u64 >= s)
+                    && stop.is_none()
+                    && !tracing.is_stop_requested()
+                {
+                    stop = Some(tracing.request_stop(now).unwrap());
+                }
+            }
+            Ok(TraceStep::End(o)) => return (got, Ok(o)),
+            Ok(other) => panic!("unexpected step {other:?}"),
+        }
+    }
+}
+
+fn runtime(stream: &[u8]) -> Runtime<'_> {
+    Runtime {
+        starts: Vec::new(),
+        unknown_first: 0,
+        stream,
+        at: 0,
+        reply_sent: 0,
+        close_at_end: true,
+        endless: false,
+    }
+}
+
+fn stop_ok() -> Vec<u8> {
+    encode(Response::Ok(Reply::SessionId(0x7f00)))
+}
+
+#[test]
+fn a_stopped_session_ends_stopped_with_every_byte_at_every_chunk_size() {
+    let p = providers();
+    for chunk in [1, 2, 3, 7, 64, 1000, 100_000] {
+        let tracing = Tracing::new(TraceConfig::new(&p), 0, 1_000).unwrap();
+        let mut rt = runtime(TRACE);
+        let (got, end) = run_tracing(tracing, &mut rt, chunk, Some(1), stop_ok());
+        assert_eq!(got, TRACE, "chunk {chunk}");
+        assert_eq!(
+            end.unwrap(),
+            Outcome::Stopped {
+                bytes: TRACE.len() as u64
+            }
+        );
+        assert_eq!(rt.starts, [Command::CollectTracing2]);
+    }
+}
+
+#[test]
+fn a_stream_the_runtime_ends_whole_without_our_stop_is_ended() {
+    let p = providers();
+    let tracing = Tracing::new(TraceConfig::new(&p), 0, 1_000).unwrap();
+    let (_, end) = run_tracing(tracing, &mut runtime(TRACE), 100, None, stop_ok());
+    assert_eq!(
+        end.unwrap(),
+        Outcome::Ended {
+            bytes: TRACE.len() as u64
+        }
+    );
+}
+
+#[test]
+fn a_stream_cut_mid_block_is_cut_at_its_offset_never_a_clean_end() {
+    let p = providers();
+    for cut in [1, 40, 200, TRACE.len() / 2, TRACE.len() - 1] {
+        for stop_after in [None, Some(1)] {
+            let tracing = Tracing::new(TraceConfig::new(&p), 0, 1_000).unwrap();
+            let mut rt = runtime(&TRACE[..cut]);
+            let (got, end) = run_tracing(tracing, &mut rt, 13, stop_after, stop_ok());
+            assert_eq!(got.len(), cut);
+            match end.unwrap() {
+                Outcome::Cut {
+                    offset,
+                    stop_requested,
+                    ..
+                } => {
+                    assert!(offset <= cut as u64, "offset {offset} past the cut {cut}");
+                    assert_eq!(stop_requested, stop_after.is_some());
+                }
+                other => panic!("cut at {cut}: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stop_racing_the_runtimes_own_end_still_ends_whole() {
+    // The stream ends (whole) before the stop is answered: the stop's reply never comes.
+    let p = providers();
+    let tracing = Tracing::new(TraceConfig::new(&p), 0, 1_000).unwrap();
+    let mut rt = runtime(TRACE);
+    let (got, end) = run_tracing(tracing, &mut rt, TRACE.len(), Some(1), Vec::new());
+    assert_eq!(got, TRACE);
+    assert_eq!(
+        end.unwrap(),
+        Outcome::Stopped {
+            bytes: TRACE.len() as u64
+        }
+    );
+}
+
+#[test]
+fn a_stop_the_runtime_refuses_ends_the_session_with_its_error() {
+    let p = providers();
+    let tracing = Tracing::new(TraceConfig::new(&p), 0, 1_000).unwrap();
+    let mut rt = runtime(TRACE);
+    rt.close_at_end = false;
+    let refused = encode(Response::Error(ErrorReply {
+        hresult: Hresult(-2147467259),
+        message: None,
+    }));
+    let (_, end) = run_tracing(tracing, &mut rt, 500, Some(1), refused);
+    assert!(
+        matches!(
+            end,
+            Err(SessionError::ErrorReply {
+                command: Command::StopTracing,
+                ..
+            })
+        ),
+        "{end:?}"
+    );
+}
+
+#[test]
+fn a_stream_still_running_after_the_stop_was_answered_is_bounded() {
+    let p = providers();
+    let tracing = Tracing::new(TraceConfig::new(&p), 0, 50).unwrap();
+    let mut rt = runtime(TRACE);
+    rt.close_at_end = false;
+    rt.endless = true;
+    let (_, end) = run_tracing(tracing, &mut rt, 500, Some(1), stop_ok());
+    assert_eq!(
+        end.unwrap_err(),
+        SessionError::StreamNotEnded {
+            session_id: 0x7f00,
+            timeout_ms: 50
+        }
+    );
+}
+
+#[test]
+fn a_runtime_silent_after_the_stop_times_out() {
+    let p = providers();
+    let tracing = Tracing::new(TraceConfig::new(&p), 0, 50).unwrap();
+    let mut rt = runtime(TRACE);
+    rt.close_at_end = false;
+    // The stop is never answered (no reply bytes) and the stream goes quiet.
+    let (_, end) = run_tracing(tracing, &mut rt, 500, Some(1), Vec::new());
+    assert_eq!(
+        end.unwrap_err(),
+        SessionError::Timeout {
+            command: Command::StopTracing,
+            timeout_ms: 50
+        }
+    );
+}
+
+#[test]
+fn collect_tracing2_with_rundown_falls_back_to_collect_tracing() {
+    let p = providers();
+    let tracing = Tracing::new(TraceConfig::new(&p), 0, 1_000).unwrap();
+    let mut rt = runtime(TRACE);
+    rt.unknown_first = 1;
+    let (_, end) = run_tracing(tracing, &mut rt, 100, None, stop_ok());
+    assert!(end.unwrap().is_whole());
+    assert_eq!(
+        rt.starts,
+        [Command::CollectTracing2, Command::CollectTracing]
+    );
+
+    // Without rundown CollectTracing cannot carry the request, nor CollectTracing2 a
+    // request without stacks: UNKNOWN_COMMAND is NotSupported.
+    for config in [
+        TraceConfig::new(&p).with_rundown(Rundown::None),
+        TraceConfig::new(&p).with_stackwalk(false),
+    ] {
+        let command = config.command();
+        let tracing = Tracing::new(config, 0, 1_000).unwrap();
+        let mut rt = runtime(TRACE);
+        rt.unknown_first = 1;
+        let (_, end) = run_tracing(tracing, &mut rt, 100, None, stop_ok());
+        assert_eq!(
+            end.unwrap_err(),
+            SessionError::NotSupported {
+                command,
+                hresult: Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND
+            }
+        );
+        assert_eq!(rt.starts.len(), 1);
+    }
+}
+
+#[test]
+fn framing_tells_a_whole_stream_from_a_cut_one_at_every_split() {
+    for chunk in [1, 2, 5, 64, 4096] {
+        let mut f = Framing::new();
+        for c in TRACE.chunks(chunk) {
+            f.feed(c).unwrap();
+        }
+        assert!(f.is_complete());
+        assert_eq!(f.eof(), Ok(()));
+    }
+    for cut in 0..TRACE.len() {
+        let mut f = Framing::new();
+        f.feed(&TRACE[..cut]).unwrap();
+        assert!(!f.is_complete(), "complete at {cut}");
+        assert!(matches!(f.eof(), Err(NettraceError::Truncated { .. })));
+    }
+    let mut f = Framing::new();
+    f.feed(TRACE).unwrap();
+    assert!(matches!(
+        f.feed(b"x"),
+        Err(NettraceError::TrailingData { .. })
+    ));
+    let mut f = Framing::new();
+    assert!(matches!(
+        f.feed(b"NotATrace"),
+        Err(NettraceError::BadMagic { .. })
+    ));
+}
+
+#[test]
+fn framing_follows_core_3_1_streams_too() {
+    let trace: &[u8] = include_bytes!("data/nettrace/activities-netcore3.1.23.nettrace");
+    let mut f = Framing::new();
+    for c in trace.chunks(3) {
+        f.feed(c).unwrap();
+    }
+    assert!(f.is_complete());
+}
