@@ -140,7 +140,7 @@ impl Rundown {
     }
 }
 
-/// What an EventPipe session collects; [`TraceConfig::plan`] picks the command version.
+/// What an EventPipe session collects; [`TraceConfig::command`] is the version it starts with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TraceConfig<'a> {
