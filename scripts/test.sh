@@ -55,6 +55,8 @@ fi
 
 step "cargo test (core, adapters, CLI, real-runtime interop)"
 cargo test --workspace
+step "examples/custom_loop.rs (the session layer in a poll(2) loop) against real .NET 8 and Core 3.1"
+scripts/example-custom-loop.sh
 step "dsipc monitor without dsipc-mio (the thread-per-connection monitor Windows uses)"
 cargo test -p dsipc-cli --no-default-features --test monitor
 
