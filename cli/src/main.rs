@@ -475,17 +475,10 @@ mod tests {
 
     #[test]
     fn json_has_nulls_for_missing_fields() {
-        let info = ProcessInfo {
-            command: dsipc::wire::Command::ProcessInfo,
-            pid: 7,
-            cookie: Guid::NIL,
-            command_line: "a \"b\"\n".into(),
-            os: "Linux".into(),
-            arch: "x64".into(),
-            entrypoint_assembly: None,
-            clr_version: None,
-            runtime_identifier: None,
-        };
+        let mut info = ProcessInfo::new(dsipc::wire::Command::ProcessInfo, 7, Guid::NIL);
+        info.command_line = "a \"b\"\n".into();
+        info.os = "Linux".into();
+        info.arch = "x64".into();
         let j = info_json(&info);
         assert!(j.contains("\"pid\":7"), "{}", j);
         assert!(j.contains("\"command_line\":\"a \\\"b\\\"\\n\""), "{}", j);

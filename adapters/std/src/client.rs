@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 use dsipc::conn::ClientEvent;
 use dsipc::payload::{
     ApplyStartupHook, AttachProfiler, CollectTracing2, DisablePerfMap, DumpType, EnablePerfMap,
-    GenerateCoreDump, GenerateCoreDump2, GenerateCoreDump3, PerfMapType, ProcessEnvironment,
-    ProcessInfo as ProcessInfo1, ProcessInfo2, ProcessInfo3, Provider, Reply, Request,
-    ResumeRuntime, SetEnvironmentVariable, StartupProfiler, StopTracing, TraceFormat,
+    PerfMapType, Provider, Reply, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
+    TraceFormat,
 };
+use dsipc::session::Ask;
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
+
+pub use dsipc::session::{text_to_string, ProcessInfo};
 
 use crate::drive;
 use crate::session::TraceSession;
@@ -24,79 +26,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default bound on the environment block a runtime may announce (16 MiB: real
 /// environments are a few KiB; Linux caps argv plus environment near 2 MiB by default).
 pub const DEFAULT_MAX_ENVIRONMENT: u64 = 16 * 1024 * 1024;
-
-/// A [`Text`] as a `String`, with U+FFFD for lone surrogates.
-pub fn text_to_string(t: &Text<'_>) -> String {
-    // The core's lossy transcoder has an ASCII fast path; one exactly sized allocation.
-    let mut v = vec![0u8; t.utf8_len_lossy()];
-    if t.to_utf8_lossy(&mut v).is_ok() {
-        if let Ok(s) = String::from_utf8(v) {
-            return s;
-        }
-    }
-    // Unreachable in practice (the buffer is exactly the size asked for).
-    t.chars_lossy().collect()
-}
-
-/// What ProcessInfo (any version) reported, owned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessInfo {
-    /// The command that answered: ProcessInfo3, ProcessInfo2 or ProcessInfo.
-    pub command: Command,
-    /// Process id, in the target's pid namespace.
-    pub pid: u64,
-    /// Runtime instance cookie.
-    pub cookie: Guid,
-    /// Command line (on Linux the executable's path, then argv as the runtime saw it).
-    pub command_line: String,
-    /// Operating system (`Linux`, `Windows`, `macOS`).
-    pub os: String,
-    /// Architecture (`x64`, `arm64`, ...).
-    pub arch: String,
-    /// Entry assembly name (ProcessInfo2+; empty in hosted runtimes).
-    pub entrypoint_assembly: Option<String>,
-    /// CLR product version, such as `8.0.4` (ProcessInfo2+).
-    pub clr_version: Option<String>,
-    /// Runtime identifier, such as `linux-x64` (ProcessInfo3).
-    pub runtime_identifier: Option<String>,
-}
-
-impl ProcessInfo {
-    /// The runtime's major version (`8` of `8.0.4`); `None` when the reply carried no version
-    /// (ProcessInfo, before ProcessInfo2).
-    pub fn clr_major(&self) -> Option<u32> {
-        self.clr_version.as_deref()?.split('.').next()?.parse().ok()
-    }
-
-    /// The owned form of a ProcessInfo, ProcessInfo2 or ProcessInfo3 reply (`command` is
-    /// the request that got it); `None` for any other reply. For adapters over other I/O.
-    pub fn from_reply(command: Command, reply: &Reply<'_>) -> Option<ProcessInfo> {
-        // Narrow every version to the shared fields, keeping what the newer ones add.
-        let (v2, rid) = match reply {
-            Reply::ProcessInfo3(r) => (Some(r.as_process_info2()), Some(r.runtime_identifier)),
-            Reply::ProcessInfo2(r) => (Some(*r), None),
-            Reply::ProcessInfo(_) => (None, None),
-            _ => return None,
-        };
-        let base = match (reply, &v2) {
-            (Reply::ProcessInfo(r), _) => *r,
-            (_, Some(v2)) => v2.as_process_info(),
-            _ => return None,
-        };
-        let s = text_to_string;
-        Some(ProcessInfo {
-            command,
-            pid: base.process_id,
-            cookie: base.runtime_cookie,
-            command_line: s(&base.command_line),
-            os: s(&base.os),
-            arch: s(&base.arch),
-            entrypoint_assembly: v2.map(|v| s(&v.managed_entrypoint_assembly_name)),
-            clr_version: v2.map(|v| s(&v.clr_product_version)),
-            runtime_identifier: rid.map(|r| s(&r)),
-        })
-    }
-}
 
 /// A client of one runtime's diagnostic server. Every method opens its own connection,
 /// sends one well-formed request, reads the reply within the timeout, and closes.
@@ -258,19 +187,18 @@ impl<T: Transport> DiagnosticsClient<T> {
         )
     }
 
-    /// Sends a request whose OK reply is a status.
-    fn status<R: Request + ?Sized>(&self, request: &R) -> Result<(), Error> {
-        self.status_within(request, self.timeout, self.call_deadline())
+    /// Runs `ask` (with its fallbacks, all within `timeout`) through the session layer's
+    /// `Call`, handing each event it passes up to `on_event` with the command it answers.
+    fn call<F>(&self, ask: Ask<'_>, timeout: Duration, on_event: F) -> Result<(), Error>
+    where
+        F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error>,
+    {
+        drive::run_call(ask, |t| self.transport.connect(t), timeout, on_event)
     }
 
-    fn status_within<R: Request + ?Sized>(
-        &self,
-        request: &R,
-        timeout: Duration,
-        deadline: Instant,
-    ) -> Result<(), Error> {
-        let command = request.command();
-        self.exchange_within(request, timeout, deadline, |ev| expect_status(command, ev))
+    /// Sends a request whose OK reply is a status.
+    fn status<'a, R: Into<AnyRequest<'a>>>(&self, request: R) -> Result<(), Error> {
+        self.call(Ask::Status(request.into()), self.timeout, |_, _| Ok(()))
     }
 
     /// Process information, as the official client gets it: ProcessInfo3, then
@@ -278,41 +206,25 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// [`Error::NotSupported`] (for ProcessInfo) when even ProcessInfo is unknown, as on
     /// .NET Core 3.x. The three attempts share one timeout.
     pub fn process_info(&self) -> Result<ProcessInfo, Error> {
-        let deadline = self.call_deadline();
-        match self.process_info_with(&ProcessInfo3, deadline) {
-            Err(e) if e.is_not_supported() => {}
-            other => return other,
-        }
-        match self.process_info_with(&ProcessInfo2, deadline) {
-            Err(e) if e.is_not_supported() => {}
-            other => return other,
-        }
-        self.process_info_with(&ProcessInfo1, deadline)
+        self.process_info_with(Ask::ProcessInfo)
     }
 
     /// ProcessInfo (0x0400) only: one round trip, no entrypoint, version or RID.
     pub fn process_info_basic(&self) -> Result<ProcessInfo, Error> {
-        self.process_info_with(&ProcessInfo1, self.call_deadline())
+        self.process_info_with(Ask::ProcessInfoBasic)
     }
 
-    fn process_info_with<R: Request>(
-        &self,
-        request: &R,
-        deadline: Instant,
-    ) -> Result<ProcessInfo, Error> {
-        let command = request.command();
+    fn process_info_with(&self, ask: Ask<'_>) -> Result<ProcessInfo, Error> {
         let mut out = None;
-        self.exchange_within(request, self.timeout, deadline, |ev| match ev {
-            ClientEvent::Reply(r) => match ProcessInfo::from_reply(command, &r) {
-                Some(info) => {
-                    out = Some(info);
-                    Ok(())
-                }
-                None => Err(Error::UnexpectedReply { command }),
-            },
-            other => Err(unexpected(command, other)),
+        let mut last = Command::ProcessInfo;
+        self.call(ask, self.timeout, |command, ev| {
+            last = command;
+            if let ClientEvent::Reply(r) = ev {
+                out = ProcessInfo::from_reply(command, &r);
+            }
+            Ok(())
         })?;
-        out.ok_or(Error::UnexpectedReply { command })
+        out.ok_or(Error::UnexpectedReply { command: last })
     }
 
     /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.
@@ -338,35 +250,18 @@ impl<T: Transport> DiagnosticsClient<T> {
     where
         F: FnMut(&str) -> Result<(), Error>,
     {
-        let command = Command::ProcessEnvironment;
-        let limit = self.max_environment;
-        let mut complete = false;
-        self.exchange(&ProcessEnvironment, |ev| match ev {
-            ClientEvent::Reply(Reply::ProcessEnvironment(r)) => {
-                if u64::from(r.incoming_bytes) > limit {
-                    return Err(Error::EnvironmentTooLarge {
-                        announced: u64::from(r.incoming_bytes),
-                        limit,
-                    });
-                }
-                Ok(())
-            }
+        let ask = Ask::Environment {
+            max_bytes: self.max_environment,
+        };
+        self.call(ask, self.timeout, |_, ev| match ev {
             ClientEvent::EnvironmentVariable(t) => on_entry(&text_to_string(&t)),
-            ClientEvent::EndOfStream => {
-                complete = true;
-                Ok(())
-            }
-            other => Err(unexpected(command, other)),
-        })?;
-        if !complete {
-            return Err(Error::UnexpectedReply { command });
-        }
-        Ok(())
+            _ => Ok(()),
+        })
     }
 
     /// Sets `name` to `value` in the target's environment; `None` removes the variable.
     pub fn set_environment_variable(&self, name: &str, value: Option<&str>) -> Result<(), Error> {
-        self.status(&SetEnvironmentVariable {
+        self.status(SetEnvironmentVariable {
             name: Text::Str(name),
             value: value.into(),
         })
@@ -374,7 +269,7 @@ impl<T: Transport> DiagnosticsClient<T> {
 
     /// Resumes a runtime paused at startup (send it over the port that suspended it).
     pub fn resume_runtime(&self) -> Result<(), Error> {
-        self.status(&ResumeRuntime)
+        self.status(ResumeRuntime)
     }
 
     /// Starts writing perf maps and/or jitdump (`/tmp/perf-PID.map`, `/tmp/jit-PID.dump`).
@@ -384,14 +279,14 @@ impl<T: Transport> DiagnosticsClient<T> {
                 "perf map type must be All, JitDump or PerfMap",
             ));
         }
-        self.status(&EnablePerfMap {
+        self.status(EnablePerfMap {
             perf_map_type: kind,
         })
     }
 
     /// Stops writing perf maps (the files stay).
     pub fn disable_perf_map(&self) -> Result<(), Error> {
-        self.status(&DisablePerfMap)
+        self.status(DisablePerfMap)
     }
 
     /// Loads a startup hook assembly (absolute path): at once in a running runtime.
@@ -399,7 +294,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         if path.is_empty() {
             return Err(Error::InvalidArgument("startup hook path is empty"));
         }
-        self.status(&ApplyStartupHook {
+        self.status(ApplyStartupHook {
             startup_hook_path: Text::Str(path),
         })
     }
@@ -407,46 +302,12 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// Writes a dump to `path` (in the target's file system; `%p` expands to its pid) and
     /// returns once it is written. `flags` are `dsipc::payload::dump::flags` bits.
     ///
-    /// Falls back like the official client: GenerateCoreDump3, 2, then 1 on
-    /// UNKNOWN_COMMAND (version 1 only knows the logging flag). Dumps take a while:
-    /// give this client a generous timeout.
+    /// Falls back like the official client (the session layer's [`Ask::Dump`]): version
+    /// 3, 2, then 1 on UNKNOWN_COMMAND (version 1 only knows the logging flag). Dumps take
+    /// a while: give this client a generous timeout.
     pub fn write_dump(&self, path: &str, kind: DumpType, flags: u32) -> Result<(), Error> {
-        if path.is_empty() {
-            return Err(Error::InvalidArgument("dump path is empty"));
-        }
-        let name = Text::Str(path);
-        let (timeout, deadline) = (self.timeout, self.call_deadline());
-        let v3 = GenerateCoreDump3 {
-            dump_name: name,
-            dump_type: kind,
-            flags,
-        };
-        let v2 = GenerateCoreDump2 {
-            dump_name: name,
-            dump_type: kind,
-            flags,
-        };
-        let newest_first: [&dyn Request; 2] = [&v3, &v2];
-        for request in newest_first {
-            match self.status_within(request, timeout, deadline) {
-                Err(e) if e.is_not_supported() => {}
-                other => return other,
-            }
-        }
-        if flags & !dsipc::payload::dump::flags::LOGGING != 0 {
-            return Err(Error::InvalidArgument(
-                "this runtime only knows GenerateCoreDump, whose only flag is logging",
-            ));
-        }
-        self.status_within(
-            &GenerateCoreDump {
-                dump_name: name,
-                dump_type: kind,
-                diagnostics: flags & dsipc::payload::dump::flags::LOGGING,
-            },
-            timeout,
-            deadline,
-        )
+        let ask = Ask::Dump { path, kind, flags };
+        self.call(ask, self.timeout, |_, _| Ok(()))
     }
 
     /// Loads a profiler into the running runtime; the runtime waits up to
@@ -460,21 +321,18 @@ impl<T: Transport> DiagnosticsClient<T> {
     ) -> Result<(), Error> {
         let secs = attach_timeout.as_secs().min(u64::from(u32::MAX)) as u32;
         let budget = self.timeout.saturating_add(attach_timeout);
-        self.status_within(
-            &AttachProfiler {
-                attach_timeout: secs,
-                profiler_guid: clsid,
-                profiler_path: Text::Str(path),
-                client_data,
-            },
-            budget,
-            crate::deadline_after(budget),
-        )
+        let request = AttachProfiler {
+            attach_timeout: secs,
+            profiler_guid: clsid,
+            profiler_path: Text::Str(path),
+            client_data,
+        };
+        self.call(Ask::Status(request.into()), budget, |_, _| Ok(()))
     }
 
     /// Registers a profiler to load at startup (while the runtime is suspended).
     pub fn set_startup_profiler(&self, clsid: Guid, path: &str) -> Result<(), Error> {
-        self.status(&StartupProfiler {
+        self.status(StartupProfiler {
             profiler_guid: clsid,
             profiler_path: Text::Str(path),
         })
@@ -484,11 +342,7 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// after it has flushed the session into the trace connection, so whoever reads that
     /// connection must keep reading meanwhile (see [`TraceSession`]).
     pub fn stop_tracing(&self, session_id: u64) -> Result<(), Error> {
-        let command = Command::StopTracing;
-        self.exchange(&StopTracing { session_id }, |ev| match ev {
-            ClientEvent::Reply(Reply::SessionId(_)) => Ok(()),
-            other => Err(unexpected(command, other)),
-        })
+        self.call(Ask::StopTracing { session_id }, self.timeout, |_, _| Ok(()))
     }
 
     /// Starts an EventPipe session with any CollectTracing version, and returns once the
@@ -527,33 +381,5 @@ impl<T: Transport> DiagnosticsClient<T> {
             request_rundown,
             providers: providers.into(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use dsipc::wire::Guid;
-
-    fn info(version: Option<&str>) -> ProcessInfo {
-        ProcessInfo {
-            command: Command::ProcessInfo2,
-            pid: 1,
-            cookie: Guid::NIL,
-            command_line: String::new(),
-            os: String::new(),
-            arch: String::new(),
-            entrypoint_assembly: None,
-            clr_version: version.map(str::to_string),
-            runtime_identifier: None,
-        }
-    }
-
-    #[test]
-    fn clr_major_is_the_first_number_of_the_version() {
-        assert_eq!(info(Some("8.0.4")).clr_major(), Some(8));
-        assert_eq!(info(Some("10.0.0-preview.1")).clr_major(), Some(10));
-        assert_eq!(info(Some("x.1")).clr_major(), None);
-        assert_eq!(info(None).clr_major(), None);
     }
 }

@@ -10,19 +10,12 @@ use std::time::{Duration, Instant};
 use dsipc::conn::{ClientConnection, ClientEvent};
 use dsipc::payload::Request;
 use dsipc::recv::{BufferTooSmall, Poll, RecvBuffer, RecvError};
+use dsipc::session::{Ask, Call, Step};
 use dsipc::wire::Command;
 
 use crate::{Connection, Error};
 
-/// Receive buffer of a stream: one whole message (at most 65,535 bytes) plus 4 KiB, so a
-/// read can bring in what follows. A connection starts with 4 KiB (most replies are small),
-/// doubles when a message needs more, and grows to at least this size when a stream starts.
-pub const RECV_BUFFER_LEN: usize = 64 * 1024 + 4 * 1024;
-
-/// Bound on the receive buffer: a ProcessEnvironment entry may exceed one message (Linux
-/// allows a 128 KiB variable, about 256 KiB in UTF-16); anything needing more is
-/// [`Error::BufferTooSmall`].
-pub const MAX_RECV_BUFFER_LEN: usize = 512 * 1024;
+pub use dsipc::session::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 
 /// The receive buffer a connection starts with.
 const INITIAL_BUFFER_LEN: usize = 4 * 1024;
@@ -294,4 +287,91 @@ pub(crate) fn await_session_id<C: Connection>(
             Poll::End => return Err(Error::UnexpectedReply { command }),
         }
     }
+}
+
+/// Milliseconds of `d`, rounded up (a 1.5 ms budget is 2 ms on the session layer's clock).
+pub(crate) fn millis_ceil(d: Duration) -> u64 {
+    let ms = d.as_nanos().saturating_add(999_999) / 1_000_000;
+    ms.min(u128::from(u64::MAX)) as u64
+}
+
+/// Runs a session-layer [`Call`] to its end over connections opened with `connect`:
+/// the call decides what to send, what to fall back to and when time is up; this only
+/// connects, writes, reads with a timeout, and hands the events it passes up to
+/// `on_event` (with the command they answer).
+pub(crate) fn run_call<C, K, F>(
+    ask: Ask<'_>,
+    mut connect: K,
+    timeout: Duration,
+    mut on_event: F,
+) -> Result<(), Error>
+where
+    C: Connection,
+    K: FnMut(Duration) -> Result<C, Error>,
+    F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error>,
+{
+    let epoch = Instant::now();
+    let now = || millis_ceil(epoch.elapsed());
+    let mut call = Call::with_buffer(ask, 0, millis_ceil(timeout), take_buffer(0))
+        .map_err(|e| Error::from_session(e, timeout))?;
+    let result = (|| {
+        let mut conn: Option<(C, Duration)> = None;
+        loop {
+            let command = call.command();
+            let deadline = call.poll_timeout().unwrap_or(0);
+            let left = || {
+                let ms = deadline.saturating_sub(now());
+                Duration::from_millis(ms.max(1))
+            };
+            let step = call
+                .poll(now())
+                .map_err(|e| Error::from_session(e, timeout))?;
+            match step {
+                Step::Connect => {
+                    let left = left();
+                    conn = Some((connect(left)?, left));
+                    call.connected()
+                        .map_err(|e| Error::from_session(e, timeout))?;
+                }
+                Step::Transmit(bytes) => {
+                    let (c, _) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                    match c.write_all(bytes) {
+                        Ok(()) => {}
+                        Err(e) if is_timeout(&e) => {
+                            return Err(Error::Timeout { command, timeout })
+                        }
+                        Err(e) => return Err(Error::Io(e)),
+                    }
+                    call.transmitted()
+                        .map_err(|e| Error::from_session(e, timeout))?;
+                }
+                Step::Receive => {
+                    let left = left();
+                    let (c, set) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                    // Keep the timeout already set when it is at most 1/8 longer than asked.
+                    if *set < left || *set > left.saturating_add(left / 8) {
+                        c.set_read_timeout(Some(left))?;
+                        *set = left;
+                    }
+                    let buf = call
+                        .read_buf()
+                        .map_err(|e| Error::from_session(e, timeout))?;
+                    match c.read(buf) {
+                        Ok(0) => call.eof(),
+                        Ok(n) => call.filled(n),
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        // The next poll says whether the deadline passed.
+                        Err(e) if is_timeout(&e) => {}
+                        Err(e) => return Err(Error::Io(e)),
+                    }
+                }
+                Step::Close => conn = None,
+                Step::Event(ev) => on_event(command, ev)?,
+                Step::Done => return Ok(()),
+                _ => return Err(Error::UnexpectedReply { command }),
+            }
+        }
+    })();
+    release_buffer(call.into_buffer());
+    result
 }

@@ -5,6 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dsipc::session::SessionError;
 use dsipc::wire::{Command, CommandSet, Hresult};
 use dsipc::{ClientError, EncodeError};
 
@@ -110,6 +111,42 @@ pub enum Error {
         /// Why `sendmsg` failed.
         source: io::Error,
     },
+}
+
+impl Error {
+    /// The adapter's form of a session-layer error; `timeout` is the budget the call was
+    /// given (reported as it was set, not in the layer's milliseconds).
+    pub fn from_session(e: SessionError, timeout: Duration) -> Error {
+        match e {
+            SessionError::Timeout { command, .. } => Error::Timeout { command, timeout },
+            SessionError::StreamNotEnded { session_id, .. } => Error::StreamNotEnded {
+                session_id,
+                timeout,
+            },
+            SessionError::NotSupported { command, hresult } => {
+                Error::NotSupported { command, hresult }
+            }
+            SessionError::ErrorReply {
+                command,
+                hresult,
+                message,
+            } => Error::ErrorReply {
+                command,
+                hresult,
+                message,
+            },
+            SessionError::UnexpectedReply { command } => Error::UnexpectedReply { command },
+            SessionError::Protocol(e) => Error::from_client(e),
+            SessionError::InvalidRequest(e) => Error::InvalidRequest(e),
+            SessionError::InvalidArgument(m) | SessionError::Misuse(m) => Error::InvalidArgument(m),
+            SessionError::BufferTooSmall { needed, .. } => Error::BufferTooSmall { needed },
+            SessionError::EnvironmentTooLarge { announced, limit } => {
+                Error::EnvironmentTooLarge { announced, limit }
+            }
+            SessionError::Stream(e) => Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)),
+            _ => Error::InvalidArgument("an error of a newer session layer"),
+        }
+    }
 }
 
 impl Error {

@@ -152,22 +152,20 @@ async fn probe_all(targets: Vec<(u32, Target)>) -> Vec<Runtime> {
     out
 }
 
+/// What a runtime that has no ProcessInfo (.NET Core 3.x) is listed with.
+fn unknown_info(pid: u32) -> ProcessInfo {
+    let mut info = ProcessInfo::new(dsipc::Command::ProcessInfo, u64::from(pid), Guid::NIL);
+    info.os = "unknown".into();
+    info.arch = "unknown".into();
+    info
+}
+
 async fn probe(pid: u32, target: Target) -> Option<Runtime> {
     let mut r = Runtime {
         pid,
         uid: String::new(),
         name: String::new(),
-        info: ProcessInfo {
-            command: dsipc::Command::ProcessInfo,
-            pid: u64::from(pid),
-            cookie: Guid::NIL,
-            command_line: String::new(),
-            os: "unknown".into(),
-            arch: "unknown".into(),
-            entrypoint_assembly: None,
-            clr_version: None,
-            runtime_identifier: None,
-        },
+        info: unknown_info(pid),
         target,
     };
     match r.client(PROBE_TIMEOUT).process_info().await {
