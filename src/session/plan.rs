@@ -59,6 +59,18 @@ pub enum Ask<'a> {
 }
 
 impl<'a> Ask<'a> {
+    /// The command of the first request tried (what a timeout names before any answer).
+    pub fn command(&self) -> Command {
+        match self {
+            Ask::ProcessInfo => Command::ProcessInfo3,
+            Ask::ProcessInfoBasic => Command::ProcessInfo,
+            Ask::Environment { .. } => Command::ProcessEnvironment,
+            Ask::Dump { .. } => Command::GenerateCoreDump3,
+            Ask::StopTracing { .. } => Command::StopTracing,
+            Ask::Status(r) | Ask::Raw(r) => r.command(),
+        }
+    }
+
     /// The request tried at `attempt` (0 is the first), or `None` when nothing older can
     /// carry the ask.
     pub(crate) fn request(&self, attempt: usize) -> Result<Option<AnyRequest<'a>>, SessionError> {

@@ -10,10 +10,10 @@ use std::time::Duration;
 use dsipc::conn::ClientEvent;
 use dsipc::payload::{
     ApplyStartupHook, AttachProfiler, CollectTracing2, DisablePerfMap, DumpType, EnablePerfMap,
-    GenerateCoreDump, GenerateCoreDump2, GenerateCoreDump3, PerfMapType, ProcessEnvironment,
-    ProcessInfo as ProcessInfo1, ProcessInfo2, ProcessInfo3, Provider, Reply, Request,
-    ResumeRuntime, SetEnvironmentVariable, StartupProfiler, StopTracing, TraceFormat,
+    PerfMapType, Provider, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
+    TraceFormat,
 };
+use dsipc::session::Ask;
 use dsipc::wire::{Command, Guid, Text};
 use dsipc::AnyRequest;
 
@@ -22,7 +22,7 @@ use crate::drive;
 use crate::session::TraceSession;
 use crate::{Error, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 
-pub(crate) use dsipc_std::{expect_status, text_to_string, unexpected};
+pub(crate) use dsipc_std::{text_to_string, unexpected};
 
 /// Runs `fut` within `timeout`; past it, [`Error::Timeout`] for `command`.
 pub(crate) fn within<F: Future>(command: Command, timeout: Duration, fut: F) -> Within<F> {
@@ -186,15 +186,25 @@ impl DiagnosticsClient {
         .await
     }
 
-    async fn status_inner<R: Request + ?Sized>(&self, request: &R) -> Result<(), Error> {
-        let command = request.command();
-        self.exchange_inner(request, |ev| expect_status(command, ev))
-            .await
+    /// Runs `ask` (with its fallbacks, within `timeout`) through the session layer's `Call`,
+    /// handing each event it passes up to `on_event` with the command it answers.
+    async fn call<F>(&self, ask: Ask<'_>, timeout: Duration, on_event: F) -> Result<(), Error>
+    where
+        F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error>,
+    {
+        let command = ask.command();
+        within(
+            command,
+            timeout,
+            drive::run_call(&self.target, ask, timeout, on_event),
+        )
+        .await
     }
 
     /// Sends a request whose OK reply is a status, within the timeout.
-    async fn status<R: Request + ?Sized>(&self, request: &R) -> Result<(), Error> {
-        within(request.command(), self.timeout, self.status_inner(request)).await
+    async fn status<'a, R: Into<AnyRequest<'a>>>(&self, request: R) -> Result<(), Error> {
+        self.call(Ask::Status(request.into()), self.timeout, |_, _| Ok(()))
+            .await
     }
 
     /// Process information, as the official client gets it: ProcessInfo3, then
@@ -202,45 +212,26 @@ impl DiagnosticsClient {
     /// own connection). [`Error::NotSupported`] when even ProcessInfo is unknown, as on
     /// .NET Core 3.x. The attempts share one timeout.
     pub async fn process_info(&self) -> Result<ProcessInfo, Error> {
-        within(Command::ProcessInfo3, self.timeout, async {
-            match self.process_info_with(&ProcessInfo3).await {
-                Err(e) if e.is_not_supported() => {}
-                other => return other,
-            }
-            match self.process_info_with(&ProcessInfo2).await {
-                Err(e) if e.is_not_supported() => {}
-                other => return other,
-            }
-            self.process_info_with(&ProcessInfo1).await
-        })
-        .await
+        self.process_info_with(Ask::ProcessInfo).await
     }
 
     /// ProcessInfo (0x0400) only: one round trip, no entrypoint, version or RID.
     pub async fn process_info_basic(&self) -> Result<ProcessInfo, Error> {
-        within(
-            Command::ProcessInfo,
-            self.timeout,
-            self.process_info_with(&ProcessInfo1),
-        )
-        .await
+        self.process_info_with(Ask::ProcessInfoBasic).await
     }
 
-    async fn process_info_with<R: Request>(&self, request: &R) -> Result<ProcessInfo, Error> {
-        let command = request.command();
+    async fn process_info_with(&self, ask: Ask<'_>) -> Result<ProcessInfo, Error> {
         let mut out = None;
-        self.exchange_inner(request, |ev| match ev {
-            ClientEvent::Reply(r) => match ProcessInfo::from_reply(command, &r) {
-                Some(info) => {
-                    out = Some(info);
-                    Ok(())
-                }
-                None => Err(Error::UnexpectedReply { command }),
-            },
-            other => Err(unexpected(command, other)),
+        let mut last = Command::ProcessInfo;
+        self.call(ask, self.timeout, |command, ev| {
+            last = command;
+            if let ClientEvent::Reply(r) = ev {
+                out = ProcessInfo::from_reply(command, &r);
+            }
+            Ok(())
         })
         .await?;
-        out.ok_or(Error::UnexpectedReply { command })
+        out.ok_or(Error::UnexpectedReply { command: last })
     }
 
     /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.
@@ -248,34 +239,17 @@ impl DiagnosticsClient {
     /// [`Error::EnvironmentTooLarge`] (before any entry is read); a block that ends early is
     /// [`Error::UnexpectedReply`].
     pub async fn process_environment(&self) -> Result<Vec<String>, Error> {
-        let command = Command::ProcessEnvironment;
-        let limit = self.max_environment;
-        let mut complete = false;
         let mut vars = Vec::new();
-        self.exchange(&ProcessEnvironment, |ev| match ev {
-            ClientEvent::Reply(Reply::ProcessEnvironment(r)) => {
-                if u64::from(r.incoming_bytes) > limit {
-                    return Err(Error::EnvironmentTooLarge {
-                        announced: u64::from(r.incoming_bytes),
-                        limit,
-                    });
-                }
-                Ok(())
-            }
-            ClientEvent::EnvironmentVariable(t) => {
+        let ask = Ask::Environment {
+            max_bytes: self.max_environment,
+        };
+        self.call(ask, self.timeout, |_, ev| {
+            if let ClientEvent::EnvironmentVariable(t) = ev {
                 vars.push(text_to_string(&t));
-                Ok(())
             }
-            ClientEvent::EndOfStream => {
-                complete = true;
-                Ok(())
-            }
-            other => Err(unexpected(command, other)),
+            Ok(())
         })
         .await?;
-        if !complete {
-            return Err(Error::UnexpectedReply { command });
-        }
         Ok(vars)
     }
 
@@ -285,7 +259,7 @@ impl DiagnosticsClient {
         name: &str,
         value: Option<&str>,
     ) -> Result<(), Error> {
-        self.status(&SetEnvironmentVariable {
+        self.status(SetEnvironmentVariable {
             name: Text::Str(name),
             value: value.into(),
         })
@@ -294,7 +268,7 @@ impl DiagnosticsClient {
 
     /// Resumes a runtime paused at startup (send it over the port that suspended it).
     pub async fn resume_runtime(&self) -> Result<(), Error> {
-        self.status(&ResumeRuntime).await
+        self.status(ResumeRuntime).await
     }
 
     /// Starts writing perf maps and/or jitdump (`/tmp/perf-PID.map`, `/tmp/jit-PID.dump`).
@@ -304,7 +278,7 @@ impl DiagnosticsClient {
                 "perf map type must be All, JitDump or PerfMap",
             ));
         }
-        self.status(&EnablePerfMap {
+        self.status(EnablePerfMap {
             perf_map_type: kind,
         })
         .await
@@ -312,7 +286,7 @@ impl DiagnosticsClient {
 
     /// Stops writing perf maps (the files stay).
     pub async fn disable_perf_map(&self) -> Result<(), Error> {
-        self.status(&DisablePerfMap).await
+        self.status(DisablePerfMap).await
     }
 
     /// Loads a startup hook assembly (absolute path): at once in a running runtime.
@@ -320,7 +294,7 @@ impl DiagnosticsClient {
         if path.is_empty() {
             return Err(Error::InvalidArgument("startup hook path is empty"));
         }
-        self.status(&ApplyStartupHook {
+        self.status(ApplyStartupHook {
             startup_hook_path: Text::Str(path),
         })
         .await
@@ -329,46 +303,13 @@ impl DiagnosticsClient {
     /// Writes a dump to `path` (in the target's file system; `%p` expands to its pid) and
     /// returns once it is written. `flags` are `dsipc::payload::dump::flags` bits.
     ///
-    /// Falls back like the official client: GenerateCoreDump3, 2, then 1 on
-    /// UNKNOWN_COMMAND (version 1 only knows the logging flag); the attempts share one
-    /// timeout. Dumps take a while: give this client a generous timeout.
+    /// Falls back like the official client (the session layer's `Ask::Dump`):
+    /// GenerateCoreDump3, 2, then 1 on UNKNOWN_COMMAND (version 1 only knows the logging
+    /// flag); the attempts share one timeout. Dumps take a while: give this client a
+    /// generous timeout.
     pub async fn write_dump(&self, path: &str, kind: DumpType, flags: u32) -> Result<(), Error> {
-        if path.is_empty() {
-            return Err(Error::InvalidArgument("dump path is empty"));
-        }
-        let name = Text::Str(path);
-        within(Command::GenerateCoreDump3, self.timeout, async {
-            let v3 = GenerateCoreDump3 {
-                dump_name: name,
-                dump_type: kind,
-                flags,
-            };
-            match self.status_inner(&v3).await {
-                Err(e) if e.is_not_supported() => {}
-                other => return other,
-            }
-            let v2 = GenerateCoreDump2 {
-                dump_name: name,
-                dump_type: kind,
-                flags,
-            };
-            match self.status_inner(&v2).await {
-                Err(e) if e.is_not_supported() => {}
-                other => return other,
-            }
-            if flags & !dsipc::payload::dump::flags::LOGGING != 0 {
-                return Err(Error::InvalidArgument(
-                    "this runtime only knows GenerateCoreDump, whose only flag is logging",
-                ));
-            }
-            self.status_inner(&GenerateCoreDump {
-                dump_name: name,
-                dump_type: kind,
-                diagnostics: flags & dsipc::payload::dump::flags::LOGGING,
-            })
-            .await
-        })
-        .await
+        let ask = Ask::Dump { path, kind, flags };
+        self.call(ask, self.timeout, |_, _| Ok(())).await
     }
 
     /// Loads a profiler into the running runtime; the runtime waits up to
@@ -388,12 +329,13 @@ impl DiagnosticsClient {
             profiler_path: Text::Str(path),
             client_data,
         };
-        within(Command::AttachProfiler, budget, self.status_inner(&request)).await
+        self.call(Ask::Status(request.into()), budget, |_, _| Ok(()))
+            .await
     }
 
     /// Registers a profiler to load at startup (while the runtime is suspended).
     pub async fn set_startup_profiler(&self, clsid: Guid, path: &str) -> Result<(), Error> {
-        self.status(&StartupProfiler {
+        self.status(StartupProfiler {
             profiler_guid: clsid,
             profiler_path: Text::Str(path),
         })
@@ -404,12 +346,8 @@ impl DiagnosticsClient {
     /// after it has flushed the session into the trace connection, so that connection must
     /// keep being read meanwhile (see [`TraceSession`] and [`crate::StopHandle`]).
     pub async fn stop_tracing(&self, session_id: u64) -> Result<(), Error> {
-        let command = Command::StopTracing;
-        self.exchange(&StopTracing { session_id }, |ev| match ev {
-            ClientEvent::Reply(Reply::SessionId(_)) => Ok(()),
-            other => Err(unexpected(command, other)),
-        })
-        .await
+        self.call(Ask::StopTracing { session_id }, self.timeout, |_, _| Ok(()))
+            .await
     }
 
     /// Starts an EventPipe session with any CollectTracing version, and returns once the

@@ -13,13 +13,14 @@ use std::task::{Context, Poll as TaskPoll};
 use dsipc::conn::{ClientConnection, ClientEvent};
 use dsipc::payload::Request;
 use dsipc::recv::{BufferTooSmall, Poll, RecvBuffer, RecvError};
+use dsipc::session::{Ask, Call, Step};
 use dsipc::wire::Command;
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
-use crate::conn::BoxStream;
+use crate::conn::{BoxStream, Target};
 use crate::Error;
 
-pub use dsipc_std::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
+pub use dsipc::session::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 
 /// The buffer a connection starts with: the request is encoded into it, then it receives
 /// the reply. Most replies are small (ProcessInfo3 with a long command line is a few hundred
@@ -194,6 +195,55 @@ pub(crate) async fn await_session_id(ex: &mut Exchange) -> Result<u64, Error> {
             Poll::Event(other) => return Err(crate::client::unexpected(command, other)),
             Poll::NeedInput => ex.fill().await?,
             Poll::End => return Err(Error::UnexpectedReply { command }),
+        }
+    }
+}
+
+/// Runs a session-layer [`Call`] to its end over connections from `target`: the call
+/// decides what to send, what to fall back to and its deadline; this only connects,
+/// writes and reads. The caller bounds the time (at the call's deadline: `timeout`).
+pub(crate) async fn run_call<F>(
+    target: &Target,
+    ask: Ask<'_>,
+    timeout: std::time::Duration,
+    mut on_event: F,
+) -> Result<(), Error>
+where
+    F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error>,
+{
+    let ms = timeout.as_nanos().saturating_add(999_999) / 1_000_000;
+    let ms = ms.min(u128::from(u64::MAX)) as u64;
+    let epoch = tokio::time::Instant::now();
+    let now = || epoch.elapsed().as_millis().min(u128::from(u64::MAX)) as u64;
+    let session = |e| Error::from_session(e, timeout);
+    let mut call = Call::new(ask, 0, ms).map_err(session)?;
+    let mut conn: Option<BoxStream> = None;
+    loop {
+        let command = call.command();
+        match call.poll(now()).map_err(session)? {
+            Step::Connect => {
+                conn = Some(target.open().await?);
+                call.connected().map_err(session)?;
+            }
+            Step::Transmit(bytes) => {
+                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                c.write_all(bytes).await?;
+                c.flush().await?;
+                call.transmitted().map_err(session)?;
+            }
+            Step::Receive => {
+                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                match c.read(call.read_buf().map_err(session)?).await {
+                    Ok(0) => call.eof(),
+                    Ok(n) => call.filled(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::Io(e)),
+                }
+            }
+            Step::Close => conn = None,
+            Step::Event(ev) => on_event(command, ev)?,
+            Step::Done => return Ok(()),
+            _ => return Err(Error::UnexpectedReply { command }),
         }
     }
 }
