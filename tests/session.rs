@@ -220,8 +220,9 @@ fn misuse_is_a_typed_error_not_a_panic() {
     let mut call = Call::new(Ask::ProcessInfo, 0, 1_000).unwrap();
     assert!(matches!(call.read_buf(), Err(SessionError::Misuse(_))));
     assert!(matches!(call.transmitted(), Err(SessionError::Misuse(_))));
+    // A request real runtimes refuse is refused before any connection.
     let tracing = Tracing::new(TraceConfig::new(&[]), 0, 1_000);
-    assert!(matches!(tracing, Err(SessionError::InvalidArgument(_))));
+    assert!(matches!(tracing, Err(SessionError::InvalidRequest(_))));
 }
 
 fn providers() -> [Provider<'static>; 1] {
@@ -366,7 +367,9 @@ fn run_tracing(
             }
             Ok(TraceStep::Started { session_id }) => assert_eq!(session_id, 0x7f00),
             Ok(TraceStep::Data(d)) => {
-                got.extend_from_slice(d);
+                let len = d.len();
+                assert_eq!(tracing.last_data().len(), len);
+                got.extend_from_slice(tracing.last_data());
                 if stop_after.map_or(false, |s| got.len() as u64 >= s)
                     && stop.is_none()
                     && !tracing.is_stop_requested()
@@ -438,10 +441,12 @@ fn a_stream_cut_mid_block_is_cut_at_its_offset_never_a_clean_end() {
             assert_eq!(got.len(), cut);
             match end.unwrap() {
                 Outcome::Cut {
+                    bytes,
                     offset,
                     stop_requested,
                     ..
                 } => {
+                    assert_eq!(bytes, cut as u64);
                     assert!(offset <= cut as u64, "offset {offset} past the cut {cut}");
                     assert_eq!(stop_requested, stop_after.is_some());
                 }

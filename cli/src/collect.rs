@@ -72,7 +72,7 @@ pub fn run<C: Collect>(
         }
         match session.next_chunk(TICK) {
             Ok(Chunk::Data(d)) => c.feed(d)?,
-            Ok(Chunk::End) => break End::Stream,
+            Ok(Chunk::End(_)) => break End::Stream,
             Ok(_) => {}
             Err(e) => break End::Failed(e),
         }

@@ -469,7 +469,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
                 }
             }
             Ok(Chunk::Quiet) => live.tick(),
-            Ok(Chunk::End) => break Ok(session.bytes_received()),
+            Ok(Chunk::End(_)) => break Ok(session.bytes_received()),
             Ok(_) => {}
             Err(e) => break Err(e),
         }

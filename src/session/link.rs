@@ -61,7 +61,10 @@ impl Link {
         let mut machine = ClientConnection::new();
         let len = machine
             .send_request(request, &mut buf)
-            .map_err(SessionError::Protocol)?;
+            .map_err(|e| match e {
+                crate::ClientError::Encode(e) => SessionError::InvalidRequest(e),
+                other => SessionError::Protocol(other),
+            })?;
         Ok(Link {
             machine,
             rx: RecvBuffer::with_limit(buf, MAX_RECV_BUFFER_LEN),

@@ -238,9 +238,6 @@ impl<'a> TraceConfig<'a> {
         &'s self,
         streaming: &'s [StreamingProvider<'a>],
     ) -> Result<Vec<AnyRequest<'s>>, SessionError> {
-        if self.providers.is_empty() {
-            return Err(SessionError::InvalidArgument("a session needs a provider"));
-        }
         if !self.event_filters.is_empty() && self.event_filters.len() != self.providers.len() {
             return Err(SessionError::InvalidArgument(
                 "event filters: one per provider, or none",

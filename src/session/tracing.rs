@@ -1,6 +1,7 @@
 //! [`Tracing`]: an EventPipe session from its start to the end of its stream: the command
 //! version, the stop from a second connection, the drain after it, and how it ended.
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::conn::ClientEvent;
@@ -56,6 +57,8 @@ pub enum Outcome {
     /// The stream ended without its end-of-stream marker (the runtime died, or the
     /// connection broke), or its framing broke: the bytes up to `offset` are what there is.
     Cut {
+        /// Stream bytes received (all of them were handed to the caller).
+        bytes: u64,
         /// Where the stream stopped being a trace (bytes from its start).
         offset: u64,
         /// Whether a stop had been requested.
@@ -69,6 +72,15 @@ impl Outcome {
     /// True for a stream that ended whole.
     pub fn is_whole(&self) -> bool {
         matches!(self, Outcome::Stopped { .. } | Outcome::Ended { .. })
+    }
+
+    /// Stream bytes received.
+    pub fn bytes(&self) -> u64 {
+        match *self {
+            Outcome::Stopped { bytes } | Outcome::Ended { bytes } | Outcome::Cut { bytes, .. } => {
+                bytes
+            }
+        }
     }
 }
 
@@ -92,6 +104,8 @@ enum Request<'a> {
         streaming: Vec<StreamingProvider<'a>>,
     },
     Exact(AnyRequest<'a>),
+    /// The session started: nothing is left to fall back to.
+    Started,
 }
 
 impl<'a> Request<'a> {
@@ -103,7 +117,7 @@ impl<'a> Request<'a> {
                 None => Ok(None),
             },
             Request::Exact(r) if n == 0 => Link::new(r, buf).map(Some),
-            Request::Exact(_) => Ok(None),
+            Request::Exact(_) | Request::Started => Ok(None),
         }
     }
 }
@@ -126,12 +140,15 @@ pub struct Tracing<'a> {
     timeout_ms: u64,
     start_deadline: Millis,
     session_id: Option<u64>,
-    framing: Framing,
+    /// Boxed: its gathering buffer is 512 bytes, and a session is moved around.
+    framing: Box<Framing>,
     bytes: u64,
     last_data: Millis,
     stop_requested_at: Option<Millis>,
     stop_answered_at: Option<Millis>,
     stop_failure: Option<SessionError>,
+    /// Where the last [`TraceStep::Data`] lies in the receive buffer.
+    data_at: (usize, usize),
 }
 
 impl<'a> Tracing<'a> {
@@ -173,13 +190,46 @@ impl<'a> Tracing<'a> {
             timeout_ms,
             start_deadline: now.saturating_add(timeout_ms),
             session_id: None,
-            framing: Framing::new(),
+            framing: Box::new(Framing::new()),
             bytes: 0,
             last_data: now,
             stop_requested_at: None,
             stop_answered_at: None,
             stop_failure: None,
+            data_at: (0, 0),
         })
+    }
+
+    /// The session without what it borrowed to start (the request and its providers):
+    /// once it has started, nothing is left to fall back to. Before, it is
+    /// [`SessionError::Misuse`] (and the session is dropped).
+    pub fn into_static(self) -> Result<Tracing<'static>, SessionError> {
+        if self.session_id.is_none() {
+            return Err(SessionError::Misuse("into_static before the session started"));
+        }
+        Ok(Tracing {
+            request: Request::Started,
+            attempt: self.attempt,
+            link: self.link,
+            state: self.state,
+            timeout_ms: self.timeout_ms,
+            start_deadline: self.start_deadline,
+            session_id: self.session_id,
+            framing: self.framing,
+            bytes: self.bytes,
+            last_data: self.last_data,
+            data_at: self.data_at,
+            stop_requested_at: self.stop_requested_at,
+            stop_answered_at: self.stop_answered_at,
+            stop_failure: self.stop_failure,
+        })
+    }
+
+    /// The bytes of the last [`TraceStep::Data`], again (for a caller that could not keep
+    /// the step's borrow): valid until the next [`read_buf`](Self::read_buf).
+    pub fn last_data(&self) -> &[u8] {
+        let (at, len) = self.data_at;
+        self.link.rx.held().get(at..at + len).unwrap_or(&[])
     }
 
     /// The command of the start request in flight (or the one that started the session).
@@ -349,6 +399,7 @@ impl<'a> Tracing<'a> {
             }
             _ => {}
         }
+        let base = self.link.rx.held().as_ptr() as usize;
         let link = &mut self.link;
         match link.phase {
             Phase::Connect => return Ok(TraceStep::Connect),
@@ -390,6 +441,8 @@ impl<'a> Tracing<'a> {
                 // A broken frame is kept by the framing and becomes the outcome at the end;
                 // the bytes still go to the caller (they are what the runtime sent).
                 let _ = self.framing.feed(d);
+                // Polling never moves the buffer (only reading does).
+                self.data_at = (d.as_ptr() as usize - base, d.len());
                 self.bytes += d.len() as u64;
                 self.last_data = now;
                 return Ok(TraceStep::Data(d));
@@ -427,21 +480,22 @@ impl<'a> Tracing<'a> {
         Err(e)
     }
 
-    /// The bound a stopping session broke at `now`, if any.
+    /// The bound a stopping session broke at `now`, if any: silence first (a runtime that
+    /// went quiet timed out), then a stream still running after the stop was answered.
     fn stream_deadline(&self, now: Millis) -> Option<SessionError> {
         let t = self.timeout_ms;
-        if let Some(a) = self.stop_answered_at {
-            if now >= a.saturating_add(t) {
-                return Some(SessionError::StreamNotEnded {
-                    session_id: self.session_id.unwrap_or(0),
-                    timeout_ms: t,
-                });
-            }
-        }
         if let Some(r) = self.stop_requested_at {
             if now >= r.max(self.last_data).saturating_add(t) {
                 return Some(SessionError::Timeout {
                     command: Command::StopTracing,
+                    timeout_ms: t,
+                });
+            }
+        }
+        if let Some(a) = self.stop_answered_at {
+            if now >= a.saturating_add(t) {
+                return Some(SessionError::StreamNotEnded {
+                    session_id: self.session_id.unwrap_or(0),
                     timeout_ms: t,
                 });
             }
@@ -456,6 +510,7 @@ fn outcome(framing: &Framing, bytes: u64, stop_requested: bool) -> Outcome {
         Ok(()) if stop_requested => Outcome::Stopped { bytes },
         Ok(()) => Outcome::Ended { bytes },
         Err(reason) => Outcome::Cut {
+            bytes,
             offset: reason.offset().min(bytes),
             stop_requested,
             reason,

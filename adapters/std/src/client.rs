@@ -5,11 +5,10 @@ use std::time::{Duration, Instant};
 
 use dsipc::conn::ClientEvent;
 use dsipc::payload::{
-    ApplyStartupHook, AttachProfiler, CollectTracing2, DisablePerfMap, DumpType, EnablePerfMap,
-    PerfMapType, Provider, Reply, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
-    TraceFormat,
+    ApplyStartupHook, AttachProfiler, DisablePerfMap, DumpType, EnablePerfMap, PerfMapType,
+    Provider, Reply, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
 };
-use dsipc::session::Ask;
+use dsipc::session::{Ask, Rundown, TraceConfig, Tracing};
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
 
@@ -360,26 +359,37 @@ impl<T: Transport> DiagnosticsClient<T> {
         if request.requires_fd_passing() {
             return Err(crate::fdpass::needs_descriptor());
         }
-        let command = request.command();
-        let timeout = self.timeout;
-        let deadline = crate::deadline_after(timeout);
-        let mut ex = drive::open(&request, |t| self.transport.connect(t), timeout, deadline)?;
-        let session_id = drive::await_session_id(&mut ex, command, timeout, deadline)?;
-        Ok(TraceSession::new(ex, session_id, self.clone()))
+        let tracing = Tracing::with_request(request, 0, drive::millis_ceil(self.timeout))
+            .map_err(|e| Error::from_session(e, self.timeout))?;
+        crate::session::start(self, tracing, |_, _, _| Ok(()))
     }
 
-    /// Starts a NetTrace session with CollectTracing2 (known to .NET Core 3.0 and later).
+    /// Starts a session collecting `config`, with the CollectTracing version the session
+    /// layer picks for it ([`TraceConfig::command`]: the lowest the options need) and its
+    /// fallbacks, and returns once the runtime has accepted it.
+    pub fn start_session(&self, config: TraceConfig<'_>) -> Result<TraceSession<T>, Error> {
+        let tracing = Tracing::new(config, 0, drive::millis_ceil(self.timeout))
+            .map_err(|e| Error::from_session(e, self.timeout))?;
+        crate::session::start(self, tracing, |_, _, _| Ok(()))
+    }
+
+    /// Starts a NetTrace session (CollectTracing2, known to .NET Core 3.0 and later, with
+    /// CollectTracing as its fallback when rundown is on).
     pub fn collect_tracing(
         &self,
         providers: &[Provider<'_>],
         circular_buffer_mb: u32,
         request_rundown: bool,
     ) -> Result<TraceSession<T>, Error> {
-        self.start_tracing(CollectTracing2 {
-            circular_buffer_mb,
-            format: TraceFormat::NetTrace,
-            request_rundown,
-            providers: providers.into(),
-        })
+        let rundown = if request_rundown {
+            Rundown::Default
+        } else {
+            Rundown::None
+        };
+        self.start_session(
+            TraceConfig::new(providers)
+                .with_buffer_mb(circular_buffer_mb)
+                .with_rundown(rundown),
+        )
     }
 }

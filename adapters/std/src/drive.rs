@@ -164,12 +164,6 @@ impl<C: Connection> Exchange<C> {
         self.command
     }
 
-    /// The connection (to pass a descriptor after the request: `fdpass.rs`).
-    #[cfg(unix)]
-    pub(crate) fn connection(&self) -> &C {
-        &self.conn
-    }
-
     /// Hands the machine the buffered bytes and reports one step.
     pub(crate) fn poll(&mut self) -> Result<Poll<ClientEvent<'_>>, Error> {
         self.rx.poll_client(&mut self.machine).map_err(|e| match e {
@@ -179,12 +173,6 @@ impl<C: Connection> Exchange<C> {
                 command: self.command,
             },
         })
-    }
-
-    /// The receive buffer's bytes up to the end of what was received (an event's data is a
-    /// part of it until the next read).
-    pub(crate) fn held(&self) -> &[u8] {
-        self.rx.held()
     }
 
     /// Reads once (keeping unconsumed bytes), waiting at most `timeout`.
@@ -265,28 +253,6 @@ where
     let left = remaining(deadline, prepared.command(), timeout)?;
     let conn = connect(left)?;
     prepared.send(conn, left)
-}
-
-/// Reads until the OK reply carrying a session id, by `deadline`: how every EventPipe
-/// session start (plain or user_events) ends.
-pub(crate) fn await_session_id<C: Connection>(
-    ex: &mut Exchange<C>,
-    command: Command,
-    timeout: Duration,
-    deadline: Instant,
-) -> Result<u64, Error> {
-    loop {
-        match ex.poll()? {
-            Poll::Event(ClientEvent::Reply(dsipc::payload::Reply::SessionId(id))) => return Ok(id),
-            Poll::Event(other) => return Err(crate::client::unexpected(command, other)),
-            Poll::NeedInput => {
-                if let Filled::TimedOut = ex.fill(remaining(deadline, command, timeout)?)? {
-                    return Err(Error::Timeout { command, timeout });
-                }
-            }
-            Poll::End => return Err(Error::UnexpectedReply { command }),
-        }
-    }
 }
 
 /// Milliseconds of `d`, rounded up (a 1.5 ms budget is 2 ms on the session layer's clock).

@@ -38,7 +38,9 @@ mod unix {
     use std::os::unix::io::{AsFd, BorrowedFd};
     use std::os::unix::net::UnixStream;
 
-    use crate::drive::{self, await_session_id, is_timeout};
+    use dsipc::session::Tracing;
+
+    use crate::drive::{is_timeout, millis_ceil};
     use crate::{Connection, DiagnosticsClient, Error, TraceSession, Transport};
 
     /// A connection that can pass a file descriptor with `SCM_RIGHTS` (Unix sockets).
@@ -86,30 +88,38 @@ mod unix {
             F: AsFd + ?Sized,
         {
             let request: AnyRequest<'a> = request.into();
+            let command = request.command();
             if !request.requires_fd_passing() {
                 return Err(Error::InvalidArgument(
                     "not a user_events session request (CollectTracing5/6 with UserEvents): use start_tracing",
                 ));
             }
-            let command = request.command();
             let timeout = self.timeout();
-            let deadline = crate::deadline_after(timeout);
-            let transport = self.transport();
-            let mut ex = drive::open(&request, |t| transport.connect(t), timeout, deadline)?;
-            if let Err(source) = ex.connection().pass_fd(user_events_data.as_fd()) {
-                if is_timeout(&source) {
-                    return Err(Error::Timeout { command, timeout });
+            let tracing = Tracing::with_request(request, 0, millis_ceil(timeout))
+                .map_err(|e| Error::from_session(e, timeout))?;
+            let mut failed: Option<io::Error> = None;
+            let started = crate::session::start(self, tracing, |conn, tracing, _| {
+                if let Err(source) = conn.pass_fd(user_events_data.as_fd()) {
+                    if is_timeout(&source) {
+                        return Err(Error::Timeout {
+                            command: tracing.command(),
+                            timeout,
+                        });
+                    }
+                    // The peer closed first. A runtime that did not know the command (or
+                    // refused it) has answered before closing: that answer says more than
+                    // the failed send, so look for it; without one, the send's failure is
+                    // the error.
+                    failed = Some(source);
                 }
-                // The peer closed first. A runtime that did not know the command (or refused
-                // it) has answered before closing: that answer says more than the failed
-                // send, so look for it; without one, the send's failure is the error.
-                return match await_session_id(&mut ex, command, timeout, deadline) {
-                    Err(e @ (Error::ErrorReply { .. } | Error::NotSupported { .. })) => Err(e),
-                    _ => Err(Error::FdNotPassed { command, source }),
-                };
+                Ok(())
+            });
+            match (started, failed) {
+                (Ok(s), None) => Ok(s),
+                (Err(e @ (Error::ErrorReply { .. } | Error::NotSupported { .. })), _) => Err(e),
+                (Err(e), None) => Err(e),
+                (_, Some(source)) => Err(Error::FdNotPassed { command, source }),
             }
-            let session_id = await_session_id(&mut ex, command, timeout, deadline)?;
-            Ok(TraceSession::new(ex, session_id, self.clone()))
         }
     }
 }

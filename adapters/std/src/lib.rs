@@ -1,10 +1,12 @@
 //! # dsipc-std: a blocking client for the .NET Diagnostic IPC protocol
 //!
-//! A thin layer over the sans-IO [`dsipc`] core: it finds a runtime's diagnostic socket,
-//! opens one connection per command, writes the request the core encodes in one write, and
-//! feeds the core what it reads, with a timeout on every connect, write and read. It never
-//! encodes or decodes protocol bytes itself, and never sends a request the core refuses
-//! (ill-formed requests crash some runtimes).
+//! A thin layer over the sans-IO [`dsipc`] core and its session layer (`dsipc::session`):
+//! it finds a runtime's diagnostic socket, opens the connections the session layer asks
+//! for, writes what it says in one write, feeds it what it reads and waits until its
+//! deadlines. Which command version to send, what to fall back to, when a session's stream
+//! is over and how it ended are the session layer's; this crate never encodes or decodes
+//! protocol bytes itself, and never sends a request the core refuses (ill-formed requests
+//! crash some runtimes).
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
@@ -22,7 +24,9 @@
 //! let mut session = client.collect_tracing(&[runtime], 256, true)?;
 //! let mut file = std::fs::File::create("trace.nettrace")?;
 //! let start = Instant::now();
-//! session.copy_to(&mut file, |_bytes| start.elapsed() > Duration::from_secs(2))?;
+//! let outcome = session.copy_to(&mut file, |_bytes| start.elapsed() > Duration::from_secs(2))?;
+//! // Stopped (whole, after our stop), Ended (by the runtime), or Cut at an offset.
+//! println!("{:?}: {} bytes", outcome, outcome.bytes());
 //! # Ok(())
 //! # }
 //! ```
@@ -46,7 +50,7 @@
 //!     match session.next_chunk(Duration::from_millis(200))? {
 //!         Chunk::Data(bytes) => { /* parse or store them */ let _ = bytes; }
 //!         Chunk::Quiet => {}
-//!         Chunk::End => break,
+//!         Chunk::End(outcome) => break println!("{:?}", outcome),
 //!         _ => {}
 //!     }
 //! }
@@ -79,6 +83,8 @@ pub use client::{
     DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT,
 };
 pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
+/// How a session's stream ended (the session layer's).
+pub use dsipc::session::Outcome;
 pub use error::Error;
 #[cfg(unix)]
 pub use fdpass::PassFd;

@@ -5,13 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use dsipc::conn::ClientEvent;
-use dsipc::wire::Command;
+use std::io::{ErrorKind, Read};
 
-use crate::client::{unexpected, DiagnosticsClient};
-use crate::drive::{Exchange, Filled};
-use crate::{Error, Transport};
-use dsipc::recv::Poll;
+use dsipc::session::{Outcome, TraceStep, Tracing};
+
+use crate::client::DiagnosticsClient;
+use crate::drive::{is_timeout, millis_ceil};
+use crate::{Connection, Error, Transport};
 
 /// How often a draining session wakes up when no data arrives, to check stop requests.
 const POLL_TICK: Duration = Duration::from_millis(200);
@@ -46,8 +46,9 @@ pub enum Chunk<'a> {
     Data(&'a [u8]),
     /// Nothing arrived within the wait.
     Quiet,
-    /// The runtime closed the stream: the session is over.
-    End,
+    /// The runtime closed the stream: the session is over, and this is how it ended
+    /// (stopped, ended by the runtime, or cut at an offset).
+    End(Outcome),
 }
 
 /// Stops an EventPipe session from any thread, on a second connection.
@@ -123,51 +124,120 @@ impl<T: Transport> StopHandle<T> {
     }
 }
 
-/// A running EventPipe session: the connection that receives its stream.
+/// A running EventPipe session: the connection that receives its stream, driven by the
+/// session layer's [`Tracing`] (every rule of the stop, its bounds and the end is there;
+/// this moves bytes and runs the stop on a helper thread).
 ///
 /// Dropping it closes the connection, which ends the session in the runtime without
 /// rundown. To end it cleanly, stop it (a [`StopHandle`], or `should_stop` in
 /// [`drain`](Self::drain)) and drain to the end.
 pub struct TraceSession<T: Transport> {
-    exchange: Exchange<T::Conn>,
+    conn: T::Conn,
+    tracing: Tracing<'static>,
+    /// The origin of the session layer's clock.
+    epoch: Instant,
+    /// The read timeout set on `conn`.
+    read_timeout: Duration,
     handle: StopHandle<T>,
     stopper: Option<JoinHandle<Result<(), Error>>>,
-    bytes: u64,
-    last_data: Instant,
 }
 
 impl<T: Transport> std::fmt::Debug for TraceSession<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TraceSession")
             .field("session_id", &self.handle.session_id)
-            .field("command", &self.exchange.command())
-            .field("bytes", &self.bytes)
+            .field("command", &self.tracing.command())
+            .field("bytes", &self.tracing.bytes())
             .finish()
     }
 }
 
-impl<T: Transport> TraceSession<T> {
-    pub(crate) fn new(
-        exchange: Exchange<T::Conn>,
-        session_id: u64,
-        client: DiagnosticsClient<T>,
-    ) -> Self {
-        TraceSession {
-            exchange,
-            handle: StopHandle {
-                client,
-                session_id,
-                state: Arc::new(Mutex::new(StopState::default())),
-            },
-            stopper: None,
-            bytes: 0,
-            last_data: Instant::now(),
+/// Milliseconds from `epoch` to `at` on the session layer's clock.
+fn ms(epoch: Instant, at: Instant) -> u64 {
+    millis_ceil(at.saturating_duration_since(epoch))
+}
+
+/// Starts `tracing` on a connection from `client`'s transport: connect, send the request
+/// (then `after_send`, which passes a descriptor for user_events sessions), and read until
+/// the runtime accepts the session, all within the client's timeout.
+pub(crate) fn start<T, F>(
+    client: &DiagnosticsClient<T>,
+    mut tracing: Tracing<'_>,
+    mut after_send: F,
+) -> Result<TraceSession<T>, Error>
+where
+    T: Transport,
+    F: FnMut(&T::Conn, &mut Tracing<'_>, Instant) -> Result<(), Error>,
+{
+    let timeout = client.timeout();
+    let epoch = Instant::now();
+    let session = |e| Error::from_session(e, timeout);
+    let mut conn: Option<(T::Conn, Duration)> = None;
+    loop {
+        let command = tracing.command();
+        let deadline = tracing.poll_timeout().unwrap_or(0);
+        let left = Duration::from_millis(deadline.saturating_sub(ms(epoch, Instant::now())).max(1));
+        match tracing.poll(ms(epoch, Instant::now())).map_err(session)? {
+            TraceStep::Connect => {
+                conn = Some((client.transport().connect(left)?, left));
+                tracing.connected().map_err(session)?;
+            }
+            TraceStep::Transmit(bytes) => {
+                let (c, _) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                match c.write_all(bytes) {
+                    Ok(()) => {}
+                    Err(e) if is_timeout(&e) => return Err(Error::Timeout { command, timeout }),
+                    Err(e) => return Err(Error::Io(e)),
+                }
+                tracing.transmitted().map_err(session)?;
+                after_send(c, &mut tracing, epoch)?;
+            }
+            TraceStep::Receive => {
+                let (c, set) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                if *set != left {
+                    c.set_read_timeout(Some(left))?;
+                    *set = left;
+                }
+                match c.read(tracing.read_buf().map_err(session)?) {
+                    Ok(0) => tracing.eof(),
+                    Ok(n) => tracing.filled(n),
+                    Err(e) if e.kind() == ErrorKind::Interrupted || is_timeout(&e) => {}
+                    Err(e) => return Err(Error::Io(e)),
+                }
+            }
+            TraceStep::Close => conn = None,
+            TraceStep::Started { session_id } => {
+                let (conn, read_timeout) = conn.ok_or(Error::UnexpectedReply { command })?;
+                let tracing = tracing
+                    .into_static()
+                    .map_err(|_| Error::UnexpectedReply { command })?;
+                return Ok(TraceSession {
+                    conn,
+                    tracing,
+                    epoch,
+                    read_timeout,
+                    handle: StopHandle {
+                        client: client.clone(),
+                        session_id,
+                        state: Arc::new(Mutex::new(StopState::default())),
+                    },
+                    stopper: None,
+                });
+            }
+            _ => return Err(Error::UnexpectedReply { command }),
         }
     }
+}
 
+impl<T: Transport> TraceSession<T> {
     /// The runtime's id for this session.
     pub fn session_id(&self) -> u64 {
         self.handle.session_id
+    }
+
+    /// The command that started the session (the CollectTracing version the runtime took).
+    pub fn command(&self) -> dsipc::wire::Command {
+        self.tracing.command()
     }
 
     /// A handle that stops this session from another thread.
@@ -177,11 +247,13 @@ impl<T: Transport> TraceSession<T> {
 
     /// Stream bytes received so far.
     pub fn bytes_received(&self) -> u64 {
-        self.bytes
+        self.tracing.bytes()
     }
 
     /// Reads the stream to its end, handing each chunk (nettrace bytes, passed through) to
-    /// `on_data`. Returns the total byte count once the runtime closes the stream.
+    /// `on_data`, and returns how it ended: [`Outcome::Stopped`] or [`Outcome::Ended`] when
+    /// the stream is whole, [`Outcome::Cut`] (with the offset) when it is not: a runtime
+    /// killed mid-session never looks like a clean end.
     ///
     /// `should_stop` is called with the byte count after every chunk, and at least every
     /// 200 ms while the stream is quiet; the first time it returns true, StopTracing is sent
@@ -192,7 +264,7 @@ impl<T: Transport> TraceSession<T> {
     /// (error reply, or no answer in time) is returned at once; a silence longer than the
     /// timeout is [`Error::Timeout`]; a stream still running the timeout after the stop
     /// was answered is [`Error::StreamNotEnded`].
-    pub fn drain<F, S>(&mut self, on_data: F, mut should_stop: S) -> Result<u64, Error>
+    pub fn drain<F, S>(&mut self, on_data: F, mut should_stop: S) -> Result<Outcome, Error>
     where
         F: FnMut(&[u8]) -> io::Result<()>,
         S: FnMut(u64) -> bool,
@@ -215,7 +287,11 @@ impl<T: Transport> TraceSession<T> {
     /// called with the byte count after every chunk and at least every 200 ms, for the
     /// whole drain. [`Control::Stop`] sends StopTracing once; [`Control::Abort`] returns
     /// [`Error::Aborted`] at once (every byte received was handed to `on_data`).
-    pub fn drain_controlled<F, C>(&mut self, mut on_data: F, mut control: C) -> Result<u64, Error>
+    pub fn drain_controlled<F, C>(
+        &mut self,
+        mut on_data: F,
+        mut control: C,
+    ) -> Result<Outcome, Error>
     where
         F: FnMut(&[u8]) -> io::Result<()>,
         C: FnMut(u64) -> Control,
@@ -223,7 +299,7 @@ impl<T: Transport> TraceSession<T> {
     {
         let tick = self.handle.client.timeout().min(POLL_TICK);
         loop {
-            match control(self.bytes) {
+            match control(self.bytes_received()) {
                 Control::Continue => {}
                 Control::Stop => self.stop()?,
                 Control::Abort => return Err(Error::Aborted),
@@ -231,7 +307,7 @@ impl<T: Transport> TraceSession<T> {
             match self.next_chunk(tick)? {
                 Chunk::Data(data) => on_data(data)?,
                 Chunk::Quiet => {}
-                Chunk::End => return Ok(self.bytes),
+                Chunk::End(outcome) => return Ok(outcome),
             }
         }
     }
@@ -256,6 +332,21 @@ impl<T: Transport> TraceSession<T> {
         drop(self)
     }
 
+    /// Tells the session layer what the stop handle saw (requested, answered, failed).
+    fn sync_stop(&mut self) -> Result<(), Error> {
+        let mut s = lock(&self.handle.state);
+        if let Some(e) = s.failure.take() {
+            return Err(e);
+        }
+        if let Some(at) = s.requested_at {
+            self.tracing.stop_requested(ms(self.epoch, at));
+        }
+        if let Some(at) = s.stopped_at {
+            self.tracing.stop_answered(ms(self.epoch, at));
+        }
+        Ok(())
+    }
+
     /// The pull form of a drain: waits up to `wait` for the next stream bytes. Before a
     /// stop the stream may stay quiet for any time ([`Chunk::Quiet`] after each `wait`).
     /// After [`stop`](Self::stop) (or a [`StopHandle`]) every wait is bounded by the
@@ -264,86 +355,72 @@ impl<T: Transport> TraceSession<T> {
     /// timeout after the stop was answered is [`Error::StreamNotEnded`].
     pub fn next_chunk(&mut self, wait: Duration) -> Result<Chunk<'_>, Error> {
         let timeout = self.handle.client.timeout();
-        let command = self.exchange.command();
-        let session_id = self.handle.session_id;
         let until = Instant::now() + wait;
         loop {
-            // A failed stop is reported at once; an answered one bounds the rest.
-            let requested_at = {
-                let mut s = lock(&self.handle.state);
-                if let Some(e) = s.failure.take() {
-                    return Err(e);
-                }
-                if let Some(at) = s.stopped_at {
-                    if at.elapsed() > timeout {
-                        return Err(Error::StreamNotEnded {
-                            session_id,
-                            timeout,
-                        });
-                    }
-                }
-                s.requested_at
-            };
-            // A chunk's place in the receive buffer, not its borrow (a borrow returned from
-            // one arm of a loop would hold the buffer for every turn).
-            // Polling never moves the buffer (only reading does).
-            let base = self.exchange_base();
-            let chunk = match self.exchange.poll()? {
-                Poll::Event(ClientEvent::StreamData(data)) => {
-                    Some((data.as_ptr() as usize - base, data.len()))
-                }
-                Poll::Event(ClientEvent::EndOfStream) => None,
-                Poll::Event(other) => return Err(unexpected(command, other)),
-                Poll::NeedInput => {
-                    let left = until.saturating_duration_since(Instant::now());
-                    if let Filled::TimedOut = self.exchange.fill(left.min(POLL_TICK))? {
-                        // Quiet: has the runtime gone silent since the stop?
-                        if let Some(at) = requested_at {
-                            if self.last_data.max(at).elapsed() > timeout {
-                                return Err(Error::Timeout {
-                                    command: Command::StopTracing,
-                                    timeout,
-                                });
-                            }
-                        }
-                        if Instant::now() >= until {
-                            return Ok(Chunk::Quiet);
-                        }
-                    }
-                    None
-                }
-                Poll::End => {
-                    // The stream ended. A runtime answers a stop before it closes the
-                    // stream, so this join returns at once (or within the timeout).
+            self.sync_stop()?;
+            let now = Instant::now();
+            let step = self
+                .tracing
+                .poll(ms(self.epoch, now))
+                .map_err(|e| Error::from_session(e, timeout));
+            match step {
+                Err(e) => return Err(e),
+                Ok(TraceStep::Data(_)) => break,
+                Ok(TraceStep::End(outcome)) => {
+                    // A runtime answers a stop before it closes the stream, so this join
+                    // returns at once (or within the timeout).
                     if let Some(stopper) = self.stopper.take() {
                         let _ = stopper.join();
                     }
-                    return Ok(Chunk::End);
+                    return Ok(Chunk::End(outcome));
                 }
-            };
-            if let Some((at, len)) = chunk {
-                self.bytes += len as u64;
-                self.last_data = Instant::now();
-                return Ok(Chunk::Data(&self.exchange.held()[at..at + len]));
+                Ok(TraceStep::Receive) => {}
+                Ok(_) => {
+                    return Err(Error::UnexpectedReply {
+                        command: self.tracing.command(),
+                    })
+                }
+            }
+            if now >= until {
+                return Ok(Chunk::Quiet);
+            }
+            // Wait for the stream, at most until `until`, the next tick and the session
+            // layer's deadline.
+            let mut left = until.saturating_duration_since(now).min(POLL_TICK);
+            if let Some(d) = self.tracing.poll_timeout() {
+                let ms_left = d.saturating_sub(ms(self.epoch, now));
+                left = left.min(Duration::from_millis(ms_left));
+            }
+            let left = left.max(Duration::from_millis(1));
+            // Keep the timeout already set when it is at most 1/8 longer than asked.
+            if self.read_timeout < left || self.read_timeout > left.saturating_add(left / 8) {
+                self.conn.set_read_timeout(Some(left))?;
+                self.read_timeout = left;
+            }
+            let buf = self
+                .tracing
+                .read_buf()
+                .map_err(|e| Error::from_session(e, timeout))?;
+            match self.conn.read(buf) {
+                Ok(0) => self.tracing.eof(),
+                Ok(n) => self.tracing.filled(n),
+                Err(e) if e.kind() == ErrorKind::Interrupted || is_timeout(&e) => {}
+                Err(e) => return Err(Error::Io(e)),
             }
         }
+        Ok(Chunk::Data(self.tracing.last_data()))
     }
 
     /// [`drain`](Self::drain) into any writer (a `.nettrace` file, for instance).
-    pub fn copy_to<W, S>(&mut self, out: &mut W, should_stop: S) -> Result<u64, Error>
+    pub fn copy_to<W, S>(&mut self, out: &mut W, should_stop: S) -> Result<Outcome, Error>
     where
         W: Write + ?Sized,
         S: FnMut(u64) -> bool,
         T: Send + Sync + 'static,
     {
-        let n = self.drain(|d| out.write_all(d), should_stop)?;
+        let outcome = self.drain(|d| out.write_all(d), should_stop)?;
         out.flush()?;
-        Ok(n)
-    }
-
-    /// Where the receive buffer starts in memory (to place a chunk's data in it).
-    fn exchange_base(&self) -> usize {
-        self.exchange.held().as_ptr() as usize
+        Ok(outcome)
     }
 
     fn spawn_stop(&mut self) -> Result<(), Error>

@@ -300,7 +300,8 @@ fn stop_is_answered_only_because_the_stream_keeps_draining() {
             },
             |bytes| bytes > 256 * 1024,
         )
-        .expect("drained to the end");
+        .expect("drained to the end")
+        .bytes();
     assert!(first.starts_with(b"Nettrace"));
     assert!(n as usize > flush + 256 * 1024, "{}", n);
     assert!(session.stop_handle().is_requested());
@@ -327,7 +328,7 @@ fn pull_api_reads_chunks_stops_and_ends_like_drain() {
                 total += d.len() as u64;
             }
             dsipc_std::Chunk::Quiet => {}
-            dsipc_std::Chunk::End => break true,
+            dsipc_std::Chunk::End(_) => break true,
             _ => unreachable!("a variant this test does not know"),
         }
         assert_eq!(total, session.bytes_received());

@@ -8,6 +8,7 @@
 
 mod support;
 
+use dsipc::session::Outcome;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,11 +48,14 @@ fn trace_for(client: &DiagnosticsClient, secs: f64, rundown: bool) -> Vec<u8> {
     let mut stream = Vec::new();
     let start = Instant::now();
     let t = Instant::now();
-    let n = session
+    let outcome = session
         .copy_to(&mut stream, |_| {
             start.elapsed() >= Duration::from_secs_f64(secs)
         })
         .expect("drain to a clean end");
+    // The session layer followed the stream's framing: whole, after our stop.
+    assert!(matches!(outcome, Outcome::Stopped { .. }), "{:?}", outcome);
+    let n = outcome.bytes();
     eprintln!(
         "session 0x{:x}: {} bytes, ended {:.3} s after the stop",
         session.session_id(),
@@ -242,7 +246,9 @@ fn net8_stop_handle_from_another_thread_while_draining() {
         (r, t.elapsed())
     });
     let mut stream = Vec::new();
-    let n = session.copy_to(&mut stream, |_| false).expect("drain");
+    let outcome = session.copy_to(&mut stream, |_| false).expect("drain");
+    assert!(matches!(outcome, Outcome::Stopped { .. }), "{:?}", outcome);
+    let n = outcome.bytes();
     let (stopped, took) = stopper.join().unwrap();
     stopped.expect("StopTracing answered");
     eprintln!("{} bytes; StopTracing answered in {:?}", n, took);

@@ -63,7 +63,8 @@ fn a_collect_tracing5_session_passes_the_descriptor_and_streams() {
     }
     let n = session
         .drain(|_| Ok(()), |bytes| bytes > 0)
-        .expect("drain to the end after the stop");
+        .expect("drain to the end after the stop")
+        .bytes();
     assert!(n > 0);
     let streams = rt.wait_streams(1, TIMEOUT);
     assert_eq!(streams[0].session_id, session.session_id());
