@@ -205,7 +205,9 @@ impl<'a> Tracing<'a> {
     /// [`SessionError::Misuse`] (and the session is dropped).
     pub fn into_static(self) -> Result<Tracing<'static>, SessionError> {
         if self.session_id.is_none() {
-            return Err(SessionError::Misuse("into_static before the session started"));
+            return Err(SessionError::Misuse(
+                "into_static before the session started",
+            ));
         }
         Ok(Tracing {
             request: Request::Started,

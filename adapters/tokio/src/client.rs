@@ -9,20 +9,19 @@ use std::time::Duration;
 
 use dsipc::conn::ClientEvent;
 use dsipc::payload::{
-    ApplyStartupHook, AttachProfiler, CollectTracing2, DisablePerfMap, DumpType, EnablePerfMap,
-    PerfMapType, Provider, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
-    TraceFormat,
+    ApplyStartupHook, AttachProfiler, DisablePerfMap, DumpType, EnablePerfMap, PerfMapType,
+    Provider, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
 };
-use dsipc::session::Ask;
+use dsipc::session::{Ask, Rundown, TraceConfig, Tracing};
 use dsipc::wire::{Command, Guid, Text};
 use dsipc::AnyRequest;
 
 use crate::conn::Target;
 use crate::drive;
-use crate::session::TraceSession;
+use crate::session::{self, TraceSession};
 use crate::{Error, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 
-pub(crate) use dsipc_std::{text_to_string, unexpected};
+pub(crate) use dsipc_std::text_to_string;
 
 /// Runs `fut` within `timeout`; past it, [`Error::Timeout`] for `command`.
 pub(crate) fn within<F: Future>(command: Command, timeout: Duration, fut: F) -> Within<F> {
@@ -366,28 +365,50 @@ impl DiagnosticsClient {
         if request.requires_fd_passing() {
             return Err(Error::FdPassingUnsupported);
         }
-        let (ex, session_id) = within(command, self.timeout, async {
-            let mut ex = self.open(&request).await?;
-            let id = drive::await_session_id(&mut ex).await?;
-            Ok((ex, id))
-        })
-        .await?;
-        Ok(TraceSession::new(ex, session_id, self.clone()))
+        let tracing = Tracing::with_request(request, 0, session::ms(self.timeout))
+            .map_err(|e| Error::from_session(e, self.timeout))?;
+        self.start(tracing).await
     }
 
-    /// Starts a NetTrace session with CollectTracing2 (known to .NET Core 3.0 and later).
+    /// Starts a session collecting `config`, with the CollectTracing version the session
+    /// layer picks for it (`TraceConfig::command`: the lowest the options need) and its
+    /// fallbacks, and returns once the runtime has accepted it (within the timeout).
+    pub async fn start_session(&self, config: TraceConfig<'_>) -> Result<TraceSession, Error> {
+        let tracing = Tracing::new(config, 0, session::ms(self.timeout))
+            .map_err(|e| Error::from_session(e, self.timeout))?;
+        self.start(tracing).await
+    }
+
+    /// Starts `tracing` within the timeout (the session layer's bounds after a stop count
+    /// the timeout too).
+    async fn start(&self, tracing: Tracing<'_>) -> Result<TraceSession, Error> {
+        let command = tracing.command();
+        within(command, self.timeout, session::start(self, tracing)).await
+    }
+
+    /// Starts a NetTrace session (CollectTracing2, known to .NET Core 3.0 and later, with
+    /// CollectTracing as its fallback when rundown is on).
     pub async fn collect_tracing(
         &self,
         providers: &[Provider<'_>],
         circular_buffer_mb: u32,
         request_rundown: bool,
     ) -> Result<TraceSession, Error> {
-        self.start_tracing(CollectTracing2 {
-            circular_buffer_mb,
-            format: TraceFormat::NetTrace,
-            request_rundown,
-            providers: providers.into(),
-        })
+        let rundown = if request_rundown {
+            Rundown::Default
+        } else {
+            Rundown::None
+        };
+        self.start_session(
+            TraceConfig::new(providers)
+                .with_buffer_mb(circular_buffer_mb)
+                .with_rundown(rundown),
+        )
         .await
+    }
+
+    /// Where this client's commands go.
+    pub(crate) fn target(&self) -> &Target {
+        &self.target
     }
 }

@@ -93,11 +93,6 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
-    /// The request's command.
-    pub(crate) fn command(&self) -> Command {
-        self.command
-    }
-
     /// Hands the machine the buffered bytes and reports one step.
     pub(crate) fn poll(&mut self) -> Result<Poll<ClientEvent<'_>>, Error> {
         let command = self.command;
@@ -182,19 +177,6 @@ where
             Poll::Event(ev) => on_event(ev)?,
             Poll::NeedInput => ex.fill().await?,
             Poll::End => return Ok(()),
-        }
-    }
-}
-
-/// Reads until the OK reply carrying a session id: how every EventPipe session start ends.
-pub(crate) async fn await_session_id(ex: &mut Exchange) -> Result<u64, Error> {
-    let command = ex.command();
-    loop {
-        match ex.poll()? {
-            Poll::Event(ClientEvent::Reply(dsipc::payload::Reply::SessionId(id))) => return Ok(id),
-            Poll::Event(other) => return Err(crate::client::unexpected(command, other)),
-            Poll::NeedInput => ex.fill().await?,
-            Poll::End => return Err(Error::UnexpectedReply { command }),
         }
     }
 }

@@ -5,13 +5,15 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll as TaskPoll, Waker};
 
-use dsipc::conn::ClientEvent;
-use dsipc::recv::Poll;
+use std::time::Duration;
+
+use dsipc::session::{Outcome, TraceStep, Tracing};
 use dsipc::wire::Command;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use crate::client::{unexpected, DiagnosticsClient};
-use crate::drive::Exchange;
+use crate::client::DiagnosticsClient;
+use crate::conn::BoxStream;
 use crate::Error;
 
 #[derive(Default)]
@@ -103,25 +105,31 @@ impl StopHandle {
 
 /// A running EventPipe session: the connection that receives its stream, read as chunks
 /// of nettrace bytes with [`next_chunk`](Self::next_chunk) or as a
-/// [`futures_core::Stream`].
+/// [`futures_core::Stream`], driven by the session layer's [`Tracing`] (the stop's
+/// bounds, the drain after it and how the stream ended are decided there; this moves bytes
+/// and sleeps until its deadlines).
 ///
 /// Before a stop the stream may stay quiet for any time. Once a stop was requested (a
 /// [`StopHandle`]), every wait is bounded by the client's timeout: a stop that fails ends
 /// the stream with its error; a silence longer than the timeout after the request is
 /// [`Error::Timeout`]; a stream still running the timeout after the stop was answered is
-/// [`Error::StreamNotEnded`]. After an error or the end, the stream yields `None`.
+/// [`Error::StreamNotEnded`]. After an error or the end, the stream yields `None`, and
+/// [`outcome`](Self::outcome) says how it ended (stopped, ended by the runtime, or cut at
+/// an offset).
 ///
 /// Reading is cancel safe: a dropped [`next_chunk`](Self::next_chunk) future took no
 /// bytes, and the next call goes on where it left off. Dropping the session closes the
 /// connection, which ends the session in the runtime without rundown; to end it cleanly,
 /// stop it and read to the end.
 pub struct TraceSession {
-    exchange: Exchange,
+    conn: BoxStream,
+    tracing: Tracing<'static>,
+    /// The origin of the session layer's clock.
+    epoch: Instant,
     handle: StopHandle,
-    bytes: u64,
-    last_data: Instant,
     /// The timer of the current bounded wait.
     sleep: Option<Pin<Box<Sleep>>>,
+    outcome: Option<Outcome>,
     finished: bool,
 }
 
@@ -129,31 +137,81 @@ impl std::fmt::Debug for TraceSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TraceSession")
             .field("session_id", &self.handle.session_id)
-            .field("command", &self.exchange.command())
-            .field("bytes", &self.bytes)
+            .field("command", &self.tracing.command())
+            .field("bytes", &self.tracing.bytes())
             .finish()
     }
 }
 
-impl TraceSession {
-    pub(crate) fn new(exchange: Exchange, session_id: u64, client: DiagnosticsClient) -> Self {
-        TraceSession {
-            exchange,
-            handle: StopHandle {
-                client,
-                session_id,
-                state: Arc::new(Mutex::new(StopState::default())),
-            },
-            bytes: 0,
-            last_data: Instant::now(),
-            sleep: None,
-            finished: false,
+/// Milliseconds of `d`, rounded up (the session layer's clock).
+pub(crate) fn ms(d: Duration) -> u64 {
+    (d.as_nanos().saturating_add(999_999) / 1_000_000).min(u128::from(u64::MAX)) as u64
+}
+
+/// Starts `tracing` on a connection of `client`'s: connect, send, read until the runtime
+/// accepts the session. The caller bounds the time.
+pub(crate) async fn start(
+    client: &DiagnosticsClient,
+    mut tracing: Tracing<'_>,
+) -> Result<TraceSession, Error> {
+    let timeout = client.timeout();
+    let epoch = Instant::now();
+    let session = |e| Error::from_session(e, timeout);
+    let mut conn: Option<BoxStream> = None;
+    loop {
+        let command = tracing.command();
+        match tracing.poll(ms(epoch.elapsed())).map_err(session)? {
+            TraceStep::Connect => {
+                conn = Some(client.target().open().await?);
+                tracing.connected().map_err(session)?;
+            }
+            TraceStep::Transmit(bytes) => {
+                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                c.write_all(bytes).await?;
+                c.flush().await?;
+                tracing.transmitted().map_err(session)?;
+            }
+            TraceStep::Receive => {
+                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                match c.read(tracing.read_buf().map_err(session)?).await {
+                    Ok(0) => tracing.eof(),
+                    Ok(n) => tracing.filled(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::Io(e)),
+                }
+            }
+            TraceStep::Close => conn = None,
+            TraceStep::Started { session_id } => {
+                let conn = conn.ok_or(Error::UnexpectedReply { command })?;
+                let tracing = tracing.into_static().map_err(session)?;
+                return Ok(TraceSession {
+                    conn,
+                    tracing,
+                    epoch,
+                    handle: StopHandle {
+                        client: client.clone(),
+                        session_id,
+                        state: Arc::new(Mutex::new(StopState::default())),
+                    },
+                    sleep: None,
+                    outcome: None,
+                    finished: false,
+                });
+            }
+            _ => return Err(Error::UnexpectedReply { command }),
         }
     }
+}
 
+impl TraceSession {
     /// The runtime's id for this session.
     pub fn session_id(&self) -> u64 {
         self.handle.session_id
+    }
+
+    /// The command that started the session (the CollectTracing version the runtime took).
+    pub fn command(&self) -> Command {
+        self.tracing.command()
     }
 
     /// A handle that stops this session from another task, on a second connection.
@@ -163,12 +221,19 @@ impl TraceSession {
 
     /// Stream bytes received so far.
     pub fn bytes_received(&self) -> u64 {
-        self.bytes
+        self.tracing.bytes()
     }
 
     /// True once the stream ended (the runtime closed it) or failed.
     pub fn is_finished(&self) -> bool {
         self.finished
+    }
+
+    /// How the stream ended, once it has: [`Outcome::Stopped`] or [`Outcome::Ended`] when
+    /// whole, [`Outcome::Cut`] (with the offset) when not. `None` while it runs or after
+    /// an error.
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.outcome
     }
 
     /// The next chunk of the stream (nettrace bytes, passed through as they arrived);
@@ -177,19 +242,20 @@ impl TraceSession {
         NextChunk { session: self }
     }
 
-    /// Reads the whole stream into `out` (a `.nettrace` file, say) and returns the byte
-    /// count. Stop the session from another task meanwhile, or it runs until the runtime
+    /// Reads the whole stream into `out` (a `.nettrace` file, say) and returns how it
+    /// ended. Stop the session from another task meanwhile, or it runs until the runtime
     /// ends it.
-    pub async fn copy_to<W>(&mut self, out: &mut W) -> Result<u64, Error>
+    pub async fn copy_to<W>(&mut self, out: &mut W) -> Result<Outcome, Error>
     where
         W: tokio::io::AsyncWrite + Unpin + ?Sized,
     {
-        use tokio::io::AsyncWriteExt;
         while let Some(chunk) = self.next_chunk().await {
             out.write_all(&chunk?).await?;
         }
         out.flush().await?;
-        Ok(self.bytes)
+        self.outcome.ok_or(Error::UnexpectedReply {
+            command: self.tracing.command(),
+        })
     }
 
     fn fail(&mut self, e: Error) -> TaskPoll<Option<Result<Vec<u8>, Error>>> {
@@ -201,14 +267,13 @@ impl TraceSession {
     /// The poll behind [`next_chunk`](Self::next_chunk) and the `Stream` impl.
     pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> TaskPoll<Option<Result<Vec<u8>, Error>>> {
         let timeout = self.handle.client.timeout();
-        let session_id = self.handle.session_id;
-        let command = self.exchange.command();
         loop {
             if self.finished {
                 return TaskPoll::Ready(None);
             }
-            // A failed stop is reported at once; a requested or answered one bounds waits.
-            let (requested_at, stopped_at) = {
+            // What the stop handle saw (requested, answered, failed) goes to the session
+            // layer; a failed stop is reported at once.
+            {
                 let mut s = lock(&self.handle.state);
                 if let Some(e) = s.failure.take() {
                     drop(s);
@@ -219,67 +284,57 @@ impl TraceSession {
                     Some(w) if w.will_wake(cx.waker()) => {}
                     _ => s.reader = Some(cx.waker().clone()),
                 }
-                (s.requested_at, s.stopped_at)
-            };
-            if let Some(at) = stopped_at {
-                if at.elapsed() > timeout {
-                    return self.fail(Error::StreamNotEnded {
-                        session_id,
-                        timeout,
-                    });
+                if let Some(at) = s.requested_at {
+                    self.tracing
+                        .stop_requested(ms(at.saturating_duration_since(self.epoch)));
+                }
+                if let Some(at) = s.stopped_at {
+                    self.tracing
+                        .stop_answered(ms(at.saturating_duration_since(self.epoch)));
                 }
             }
-            let polled = match self.exchange.poll() {
-                Err(e) => Err(e),
-                Ok(Poll::Event(ClientEvent::StreamData(data))) => Ok(Some(Some(data.to_vec()))),
-                Ok(Poll::Event(ClientEvent::EndOfStream)) => continue,
-                Ok(Poll::Event(other)) => Err(unexpected(command, other)),
-                Ok(Poll::NeedInput) => Ok(None),
-                Ok(Poll::End) => Ok(Some(None)),
-            };
-            match polled {
-                Err(e) => return self.fail(e),
-                Ok(Some(Some(data))) => {
-                    self.bytes += data.len() as u64;
-                    self.last_data = Instant::now();
-                    return TaskPoll::Ready(Some(Ok(data)));
-                }
-                Ok(Some(None)) => {
+            let now = ms(self.epoch.elapsed());
+            match self.tracing.poll(now) {
+                Err(e) => return self.fail(Error::from_session(e, timeout)),
+                Ok(TraceStep::Data(d)) => return TaskPoll::Ready(Some(Ok(d.to_vec()))),
+                Ok(TraceStep::End(outcome)) => {
+                    self.outcome = Some(outcome);
                     self.finished = true;
                     self.sleep = None;
                     return TaskPoll::Ready(None);
                 }
-                Ok(None) => {}
+                Ok(TraceStep::Receive) => {}
+                Ok(_) => {
+                    let command = self.tracing.command();
+                    return self.fail(Error::UnexpectedReply { command });
+                }
             }
-            match self.exchange.poll_fill(cx) {
-                TaskPoll::Ready(Ok(())) => continue,
-                TaskPoll::Ready(Err(e)) => return self.fail(e),
+            let buf = match self.tracing.read_buf() {
+                Ok(b) => b,
+                Err(e) => return self.fail(Error::from_session(e, timeout)),
+            };
+            let mut read = ReadBuf::new(buf);
+            match Pin::new(&mut self.conn).poll_read(cx, &mut read) {
+                TaskPoll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    if n == 0 {
+                        self.tracing.eof();
+                    } else {
+                        self.tracing.filled(n);
+                    }
+                    continue;
+                }
+                TaskPoll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                TaskPoll::Ready(Err(e)) => return self.fail(Error::Io(e)),
                 TaskPoll::Pending => {}
             }
-            // Nothing to read: bound the wait once a stop was requested.
-            let requested_at = match requested_at {
+            // Nothing to read: sleep until the session layer's deadline, if it has one.
+            let deadline = match self.tracing.poll_timeout() {
                 None => {
                     self.sleep = None;
                     return TaskPoll::Pending;
                 }
-                Some(at) => at,
-            };
-            let silence_end = self.last_data.max(requested_at) + timeout;
-            let (deadline, error) = match stopped_at {
-                Some(at) if at + timeout < silence_end => (
-                    at + timeout,
-                    Error::StreamNotEnded {
-                        session_id,
-                        timeout,
-                    },
-                ),
-                _ => (
-                    silence_end,
-                    Error::Timeout {
-                        command: Command::StopTracing,
-                        timeout,
-                    },
-                ),
+                Some(at) => self.epoch + Duration::from_millis(at),
             };
             let sleep = match &mut self.sleep {
                 Some(s) => {
@@ -293,7 +348,8 @@ impl TraceSession {
                     .insert(Box::pin(tokio::time::sleep_until(deadline))),
             };
             if sleep.as_mut().poll(cx).is_ready() {
-                return self.fail(error);
+                // The next poll of the session layer reports the bound it broke.
+                continue;
             }
             return TaskPoll::Pending;
         }

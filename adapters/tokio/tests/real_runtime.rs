@@ -138,6 +138,15 @@ async fn trace_stopped_from_a_second_connection(pid: u32) {
     stopped.unwrap();
     let stream = stream.unwrap();
     assert!(stop.is_answered());
+    // The session layer followed the stream's framing: whole, after our stop.
+    assert!(
+        matches!(
+            session.outcome(),
+            Some(dsipc::session::Outcome::Stopped { bytes }) if bytes == stream.len() as u64
+        ),
+        "{:?}",
+        session.outcome()
+    );
     assert!(
         stream.starts_with(b"Nettrace"),
         "stream starts with {:?}",
