@@ -84,13 +84,13 @@ impl<'a> Call<'a> {
         timeout_ms: u64,
         buf: Vec<u8>,
     ) -> Result<Self, SessionError> {
-        let first = ask
-            .request(0)?
+        let link = ask
+            .link(0, buf)?
             .ok_or(SessionError::Misuse("an ask with no request"))?;
         Ok(Call {
             ask,
             attempt: 0,
-            link: Link::new(&first, buf)?,
+            link,
             state: State::Active,
             deadline: now.saturating_add(timeout_ms),
             timeout_ms,
@@ -167,14 +167,10 @@ impl<'a> Call<'a> {
             State::Failed(e) => return Err(e.clone()),
             State::Done => return Ok(Step::Done),
             State::Reopen => {
-                let next = match self.ask.request(self.attempt) {
-                    Ok(Some(r)) => r,
-                    Ok(None) => return self.fail(SessionError::Misuse("no fallback left")),
-                    Err(e) => return self.fail(e),
-                };
                 let buf = self.link.take_buffer();
-                match Link::new(&next, buf) {
-                    Ok(l) => self.link = l,
+                match self.ask.link(self.attempt, buf) {
+                    Ok(Some(l)) => self.link = l,
+                    Ok(None) => return self.fail(SessionError::Misuse("no fallback left")),
                     Err(e) => return self.fail(e),
                 }
                 self.state = State::Active;

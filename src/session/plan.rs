@@ -16,7 +16,7 @@ use crate::AnyRequest;
 use super::SessionError;
 
 /// What a [`Call`](super::Call) asks a runtime, with the versions it may fall back to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub enum Ask<'a> {
     /// Process information as the official client gets it: ProcessInfo3, then ProcessInfo2,
@@ -53,9 +53,35 @@ pub enum Ask<'a> {
     /// EnablePerfMap, ApplyStartupHook, AttachProfiler, ...): a failure status or an error
     /// reply is typed, nothing is passed up.
     Status(AnyRequest<'a>),
-    /// One request, every event passed up as it comes (error replies included); for
-    /// commands this layer has no policy for. Not for EventPipe sessions.
-    Raw(AnyRequest<'a>),
+    /// One request of any type (one of a newer runtime's commands, say), every event
+    /// passed up as it comes (error replies included): for commands this layer has no
+    /// policy for. Not for EventPipe sessions.
+    Raw(&'a (dyn Request + Sync)),
+}
+
+impl core::fmt::Debug for Ask<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Ask::ProcessInfo => f.write_str("ProcessInfo"),
+            Ask::ProcessInfoBasic => f.write_str("ProcessInfoBasic"),
+            Ask::Environment { max_bytes } => f
+                .debug_struct("Environment")
+                .field("max_bytes", max_bytes)
+                .finish(),
+            Ask::Dump { path, kind, flags } => f
+                .debug_struct("Dump")
+                .field("path", path)
+                .field("kind", kind)
+                .field("flags", flags)
+                .finish(),
+            Ask::StopTracing { session_id } => f
+                .debug_struct("StopTracing")
+                .field("session_id", session_id)
+                .finish(),
+            Ask::Status(r) => f.debug_tuple("Status").field(r).finish(),
+            Ask::Raw(r) => f.debug_tuple("Raw").field(&r.command()).finish(),
+        }
+    }
 }
 
 impl<'a> Ask<'a> {
@@ -67,7 +93,32 @@ impl<'a> Ask<'a> {
             Ask::Environment { .. } => Command::ProcessEnvironment,
             Ask::Dump { .. } => Command::GenerateCoreDump3,
             Ask::StopTracing { .. } => Command::StopTracing,
-            Ask::Status(r) | Ask::Raw(r) => r.command(),
+            Ask::Status(r) => r.command(),
+            Ask::Raw(r) => r.command(),
+        }
+    }
+
+    /// Encodes the request tried at `attempt` into a link (`None`: nothing older carries
+    /// the ask).
+    pub(crate) fn link(
+        &self,
+        attempt: usize,
+        buf: alloc::vec::Vec<u8>,
+    ) -> Result<Option<super::link::Link>, SessionError> {
+        match (self, attempt) {
+            (Ask::Raw(r), 0) => {
+                if r.command().is_collect_tracing() {
+                    return Err(SessionError::InvalidArgument(
+                        "EventPipe sessions start with start_tracing (session::Tracing), not a one-shot call",
+                    ));
+                }
+                super::link::Link::new(*r, buf).map(Some)
+            }
+            (Ask::Raw(_), _) => Ok(None),
+            _ => match self.request(attempt)? {
+                Some(r) => super::link::Link::new(&r, buf).map(Some),
+                None => Ok(None),
+            },
         }
     }
 
@@ -115,10 +166,10 @@ impl<'a> Ask<'a> {
             (Ask::StopTracing { session_id }, 0) => {
                 AnyRequest::StopTracing(StopTracing { session_id })
             }
-            (Ask::Status(r), 0) | (Ask::Raw(r), 0) => {
+            (Ask::Status(r), 0) => {
                 if r.command().is_collect_tracing() {
                     return Err(SessionError::InvalidArgument(
-                        "EventPipe sessions go through Tracing",
+                        "EventPipe sessions start with start_tracing (session::Tracing), not a one-shot call",
                     ));
                 }
                 r

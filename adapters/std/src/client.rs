@@ -1,7 +1,7 @@
 //! [`DiagnosticsClient`]: one method per command, each on a fresh connection.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dsipc::conn::ClientEvent;
 use dsipc::payload::{
@@ -133,11 +133,6 @@ impl<T: Transport> DiagnosticsClient<T> {
         self.max_environment
     }
 
-    /// The deadline of a call starting now.
-    fn call_deadline(&self) -> Instant {
-        crate::deadline_after(self.timeout)
-    }
-
     /// The timeout.
     pub fn timeout(&self) -> Duration {
         self.timeout
@@ -151,39 +146,12 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// Low level: sends any request on a fresh connection and hands every event (reply,
     /// error reply, continuation) to `on_event`, within the timeout. Not for EventPipe
     /// sessions: use [`start_tracing`](Self::start_tracing).
-    pub fn exchange<R, F>(&self, request: &R, on_event: F) -> Result<(), Error>
+    pub fn exchange<R, F>(&self, request: &R, mut on_event: F) -> Result<(), Error>
     where
-        R: Request + ?Sized,
+        R: Request + Sync,
         F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
     {
-        self.exchange_within(request, self.timeout, self.call_deadline(), on_event)
-    }
-
-    /// One exchange by `deadline`; `timeout` is the budget reported in a timeout error.
-    fn exchange_within<R, F>(
-        &self,
-        request: &R,
-        timeout: Duration,
-        deadline: Instant,
-        on_event: F,
-    ) -> Result<(), Error>
-    where
-        R: Request + ?Sized,
-        F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
-    {
-        let command = request.command();
-        if command.is_collect_tracing() {
-            return Err(Error::InvalidArgument(
-                "EventPipe sessions go through start_tracing",
-            ));
-        }
-        drive::run(
-            request,
-            |t| self.transport.connect(t),
-            timeout,
-            deadline,
-            on_event,
-        )
+        self.call(Ask::Raw(request), self.timeout, |_, ev| on_event(ev))
     }
 
     /// Runs `ask` (with its fallbacks, all within `timeout`) through the session layer's

@@ -145,44 +145,16 @@ impl DiagnosticsClient {
         self.target.address()
     }
 
-    /// Encodes, connects and sends; no timeout of its own.
-    pub(crate) async fn open<R: Request + ?Sized>(
-        &self,
-        request: &R,
-    ) -> Result<drive::Exchange, Error> {
-        let target = &self.target;
-        drive::open(request, || target.open()).await
-    }
-
-    /// One exchange, no timeout of its own.
-    async fn exchange_inner<R, F>(&self, request: &R, on_event: F) -> Result<(), Error>
-    where
-        R: Request + ?Sized,
-        F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
-    {
-        if request.command().is_collect_tracing() {
-            return Err(Error::InvalidArgument(
-                "EventPipe sessions go through start_tracing",
-            ));
-        }
-        let mut ex = self.open(request).await?;
-        drive::run(&mut ex, on_event).await
-    }
-
     /// Low level: sends any request on a fresh connection and hands every event (reply,
     /// error reply, continuation) to `on_event`, within the timeout. Not for EventPipe
     /// sessions: use [`start_tracing`](Self::start_tracing).
-    pub async fn exchange<R, F>(&self, request: &R, on_event: F) -> Result<(), Error>
+    pub async fn exchange<R, F>(&self, request: &R, mut on_event: F) -> Result<(), Error>
     where
-        R: Request + ?Sized,
+        R: Request + Sync,
         F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
     {
-        within(
-            request.command(),
-            self.timeout,
-            self.exchange_inner(request, on_event),
-        )
-        .await
+        self.call(Ask::Raw(request), self.timeout, |_, ev| on_event(ev))
+            .await
     }
 
     /// Runs `ask` (with its fallbacks, within `timeout`) through the session layer's `Call`,
