@@ -58,6 +58,14 @@ if [ "$mode" = relock ]; then
     log "regenerating Cargo.lock for rust-version 1.63"
     rm -f Cargo.lock
     CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback "$RUSTUP_CARGO" generate-lockfile
+    # inferno's dependencies whose newest versions by rust-version still pull crates that
+    # do not build with 1.63: ahash 0.8.12 needs getrandom 0.3 (its wasi dependencies are
+    # edition 2024), is-terminal 0.4.17 windows-sys 0.60 (windows-link wants 1.71).
+    for pin in "ahash 0.8.11" "is-terminal 0.4.13"; do
+        set -- $pin
+        CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback \
+            "$RUSTUP_CARGO" update -q -p "$1" --precise "$2"
+    done
 fi
 
 # --- vendor ----------------------------------------------------------------------------------

@@ -8,12 +8,13 @@
 #
 # The CLI is built here without its `mio` feature (on Unix its default monitor runs on
 # dsipc-mio, and mio 1.x needs a newer Rust: without it the monitor serves each connection
-# on its own thread, as on Windows) and without `pprof` (prost needs a newer Rust).
+# on its own thread, as on Windows) and without `pprof` (prost needs a newer Rust); with
+# `flamegraph` (inferno 0.11.19 builds with 1.63 at the versions pinned below).
 #
 # cargo 1.65 cannot read the root workspace as it is (its dev-dependencies pull crates of
 # the 2024 edition), so this copies these crates into target/msrv-ws without the core's
 # dev-dependencies and benches and without the CLI's dsipc-mio dependency (and `mio`
-# feature; no default features), pins the proc-macro crates and the
+# feature; of its default features only `flamegraph`), pins the proc-macro crates and the
 # crates below to versions that support 1.63, and vendors with rustup's cargo.
 set -euo pipefail
 
@@ -49,7 +50,7 @@ s = open(sys.argv[1]).read()
 s = re.sub(r"(?m)^dsipc-mio = .*\n", "", s)
 s, n = re.subn(r"(?m)^mio = .*\n", "", s)
 assert n == 1, "cli/Cargo.toml: no `mio` feature to remove"
-s, n = re.subn(r"(?m)^default = \[.*\]$", 'default = []', s)
+s, n = re.subn(r"(?m)^default = \[.*\]$", 'default = ["flamegraph"]', s)
 assert n == 1, "cli/Cargo.toml: no default features to replace"
 open(sys.argv[1], "w").write(s)
 EOF
@@ -63,8 +64,13 @@ cd "$W"
 # (serde_json's and http's; 1.0.18 wants 1.68), ryu 1.0.20 (serde_json 1.0.145's; 1.0.23
 # wants 1.71). hyper 1.x, http 1.x, http-body(-util),
 # bytes, sha2 0.10, getrandom 0.2 and tokio 1.38 build with 1.63 as the root lock has them.
+# For dsipc-trace's flamegraph: inferno 0.11.19 (0.11.20 on declare rust-version 1.71),
+# ahash 0.8.11 (0.8.12 needs getrandom 0.3), is-terminal 0.4.13 (0.4.17 needs windows-sys
+# 0.60), rgb 0.8.50 (0.8.51 wants 1.64), once_cell 1.20.3 (1.21 wants 1.65), log 0.4.28
+# (0.4.35 wants 1.71).
 for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177" "anyhow 1.0.99" "backtrace 0.3.69" \
-    "hyper-util 0.1.19" "serde_json 1.0.145" "itoa 1.0.15" "ryu 1.0.20"; do
+    "hyper-util 0.1.19" "serde_json 1.0.145" "itoa 1.0.15" "ryu 1.0.20" \
+    "inferno 0.11.19" "ahash 0.8.11" "is-terminal 0.4.13" "rgb 0.8.50" "once_cell 1.20.3" "log 0.4.28"; do
     set -- $pin
     cargo update -q -p "$1" --precise "$2"
 done

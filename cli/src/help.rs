@@ -28,7 +28,8 @@ commands:
                     load a startup hook assembly
   attach-profiler PID --clsid GUID --path PATH
                     attach a profiler
-  convert FILE      a .nettrace file to JSON lines, folded stacks, speedscope or pprof
+  convert FILE      a .nettrace file to JSON lines, folded stacks, speedscope, pprof or a
+                    flame graph
   report FILE       top methods of a .nettrace file's CPU samples
   monitor --listen PATH
                     reverse diagnostic port: runtimes connect here
@@ -170,12 +171,14 @@ diagnostic port).
 
 const TRACE: &str = "\
 usage: dsipc trace PID -o FILE [--providers SPEC] [--duration SECS] [--no-rundown]
-                   [--buffer-mb N] [--format speedscope|folded|pprof] [--force]
+                   [--buffer-mb N] [--format speedscope|folded|pprof|flamegraph]
+                   [--force]
 
 EventPipe trace to a .nettrace file; stops at the duration or on Ctrl-C (StopTracing, then
 drains; a second Ctrl-C keeps what was received and exits 130). FILE is only written once
 the session has started. --format also writes the profile, built while the stream
-arrives, beside FILE (same stem, .speedscope.json, .folded or .pb.gz). On a terminal a
+arrives, beside FILE (same stem, .speedscope.json, .folded, .pb.gz or .svg; the flame
+graph is titled with the process, its pid and the trace's time span). On a terminal a
 progress line shows time, MiB, events, samples and lost events. Exit status 1 also when the
 stream ended before any stop short of its end-of-stream object (the stream's parser
 decides, V4 to V6) or did not parse, or did not end after the
@@ -240,13 +243,13 @@ Attach a profiler (ICorProfilerCallback) from PATH with CLSID GUID and optional 
 ";
 
 const CONVERT: &str = "\
-usage: dsipc convert FILE [--format jsonl|folded|speedscope|pprof] [-o OUT|-]
+usage: dsipc convert FILE [--format jsonl|folded|speedscope|pprof|flamegraph] [-o OUT|-]
                      [--managed-only] [--force] [LIMITS]
 
 Convert a .nettrace file: events as JSON lines (with activity_id and
 related_activity_id where the event has them), or its CPU samples as folded stacks,
-speedscope or gzipped pprof (default speedscope; default OUT beside FILE: same stem, the
-format's extension). A truncated or corrupt file converts what precedes the bad bytes and
+speedscope, gzipped pprof or a flame graph SVG (default speedscope; default OUT beside
+FILE: same stem, the format's extension). A truncated or corrupt file converts what precedes the bad bytes and
 fails naming their offset.
 
 LIMITS stop the conversion with an error naming the limit a trace goes past:

@@ -10,8 +10,8 @@
 //! by the parser's maximum block size, memory by the distinct metadata, methods and stacks,
 //! never by trace length), always, because parsing costs little next to the runtime's
 //! rate: it gives the progress line its event, sample and lost-event counts. With
-//! `--format speedscope|folded|pprof` the profile of what was parsed is written beside
-//! the trace at the end (same stem, the format's extension, through a temporary file
+//! `--format speedscope|folded|pprof|flamegraph` the profile of what was parsed is written
+//! beside the trace at the end (same stem, the format's extension, through a temporary file
 //! renamed into place). A stream that does not parse never costs the trace: the
 //! `.nettrace` keeps every byte received; with `--format` the command then fails (after
 //! writing the profile of what preceded the bad bytes, if anything did), without it a
@@ -30,7 +30,6 @@ use dsipc::wire::Text;
 use dsipc_std::{Chunk, DiagnosticsClient, Endpoint, Error, TraceSession};
 
 use crate::convert::live::{self, LiveCounter, LiveCounts, LiveProfile, ProfileFormat};
-use crate::convert::Selection;
 use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
 use crate::{args, pid_command, print_out, providers, CliError, CliResult};
@@ -341,6 +340,10 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         None => None,
     };
     let profile_dest = format.map(|f| live::destination(f, &output));
+    // The process's name titles a flame graph: read now, while the process runs.
+    let process = format
+        .map(|_| crate::counters::process_name(pid))
+        .filter(|n| !n.is_empty());
     if let Some(dest) = &profile_dest {
         if *dest == output {
             return Err(CliError::Usage(format!(
@@ -518,7 +521,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     );
     let profiled = match (format, profile_dest, profile_out, live) {
         (Some(format), Some(dest), Some(o), Parsed::Profile(live)) => {
-            write_profile(*live, format, o, &dest, &output)
+            live::write_profile(*live, format, o, (&dest, &output), process)
         }
         _ => {
             if let Some(problem) = &parse_problem {
@@ -531,69 +534,6 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         }
     };
     traced.and(profiled)
-}
-
-/// Writes the profile of what `live` parsed to `dest`; fails if the stream did not parse
-/// (the trace itself is kept either way).
-fn write_profile(
-    live: LiveProfile,
-    format: ProfileFormat,
-    out: Output,
-    dest: &Path,
-    trace: &Path,
-) -> CliResult {
-    let problem = live.error().map(|e| e.to_string());
-    let truncated = live.error().map_or(false, |e| e.is_truncation());
-    let peak = live.stream().peak_buffer();
-    if live.analyzer().info().is_none() {
-        out.abandon();
-        note!(
-            "dsipc: no profile written: the stream did not parse: {}",
-            clean(problem.as_deref().unwrap_or("no trace header"))
-        );
-        return Err(CliError::Exit(1));
-    }
-    let name = trace
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    match live::write(
-        live,
-        format,
-        Selection {
-            managed_only: false,
-        },
-        out,
-        &name,
-    ) {
-        Ok(what) => note!(
-            "dsipc: wrote {}: {} (receive buffer peak {} KiB)",
-            display(dest),
-            what,
-            (peak + 1023) / 1024
-        ),
-        Err(e) => {
-            note!("dsipc: no profile written: {}", clean(&e.to_string()));
-            return Err(CliError::Exit(1));
-        }
-    }
-    match problem {
-        Some(p) if truncated => {
-            note!(
-                "dsipc: the profile covers what the trace holds: {}",
-                clean(&p)
-            );
-            Ok(())
-        }
-        Some(p) => {
-            note!(
-                "dsipc: the stream did not parse: {}; the profile covers what precedes it",
-                clean(&p)
-            );
-            Err(CliError::Exit(1))
-        }
-        None => Ok(()),
-    }
 }
 
 /// Flushes the trace and reports how the session ended.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{dsipc_limit, regex_host, repo_root, run, sample, temp_dir, Run};
+use common::{dsipc_limit, flame, regex_host, repo_root, run, sample, temp_dir, Run};
 
 /// `dsipc ARGS`: conversions of the 30 MB sample in a debug build need more than the
 /// default limit.
@@ -388,6 +388,70 @@ fn golden_captures_report_regex_on_top() {
             .unwrap()
             .contains("RegexInterpreter"));
         assert!(pprof_top(&pprof).contains("RegexInterpreter"));
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `convert --format flamegraph` of the committed Regex-busy captures: an SVG beside the
+/// trace (same stem, `.svg`), titled with the file and the trace's pid, every sample under
+/// `all`, and the Regex interpreter's frame the widest of its row; `--managed-only` draws
+/// fewer samples of a trace with external ones.
+#[test]
+fn convert_flamegraph_shows_the_regex_interpreter_widest() {
+    let data = repo_root().join("tests/data/nettrace");
+    let dir = temp_dir("flamegraph");
+    for (name, samples, _) in GOLDEN {
+        let path = dir.join(name.trim_end_matches(".gz"));
+        let out = Command::new("gzip")
+            .arg("-dc")
+            .arg(data.join(name))
+            .output()
+            .expect("gzip");
+        assert!(out.status.success());
+        fs::write(&path, &out.stdout).unwrap();
+        let r = dsipc(&["convert", path.to_str().unwrap(), "--format", "flamegraph"]);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let svg_path = path.with_extension("svg");
+        assert!(
+            r.stderr.contains(&format!(
+                "wrote {}: {} samples",
+                svg_path.display(),
+                samples
+            )),
+            "{}",
+            r.stderr
+        );
+        let svg = fs::read_to_string(&svg_path).unwrap();
+        let title = flame::title(&svg);
+        let file = path.file_name().unwrap().to_str().unwrap();
+        assert!(
+            title.starts_with(&format!("dsipc: {} (pid ", file)) && title.ends_with(" s)"),
+            "{}",
+            title
+        );
+        let frames = flame::frames(&svg);
+        let all = frames.iter().find(|f| f.name == "all").expect("all");
+        assert_eq!(all.samples, *samples);
+        let (regex, widest) = flame::widest_in_the_row_of(&frames, "RegexInterpreter");
+        assert_eq!(regex, widest, "{}", name);
+        assert!(regex.name.starts_with(
+            "System.Text.RegularExpressions!System.Text.RegularExpressions.RegexInterpreter."
+        ));
+    }
+    if let Some(trace) = sample("mixed_managed_external_samples.nettrace") {
+        let t = trace.to_str().unwrap();
+        let drawn = |extra: &[&str]| {
+            let out = dir.join("mixed.svg");
+            let mut args = vec!["convert", t, "--format", "flamegraph", "--force", "-o"];
+            args.push(out.to_str().unwrap());
+            args.extend_from_slice(extra);
+            let r = dsipc(&args);
+            assert_eq!(r.code, Some(0), "{}", r.stderr);
+            let frames = flame::frames(&fs::read_to_string(&out).unwrap());
+            frames.iter().find(|f| f.name == "all").unwrap().samples
+        };
+        let (all, managed) = (drawn(&[]), drawn(&["--managed-only"]));
+        assert!(managed < all && managed > 0, "{} {}", managed, all);
     }
     let _ = fs::remove_dir_all(&dir);
 }

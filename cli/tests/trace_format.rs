@@ -1,4 +1,4 @@
-//! `dsipc trace --format speedscope|folded|pprof` (issue 10 §3): the profile built while
+//! `dsipc trace --format speedscope|folded|pprof|flamegraph` (issue 10 §3, issue 25): the profile built while
 //! the stream arrives, against the real .NET 8.0.4 and Core 3.1.23 hosts busy in Regex
 //! backtracking (it must equal `dsipc convert` of the written trace), a runtime killed
 //! mid-trace (truncated: the profile of what arrived), the fake runtime's garbage stream (a
@@ -13,7 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    dsipc_limit, fake, me, names_in, regex_host, repo_root, run, s, temp_dir, trace_in, Live, Run,
+    dsipc_limit, fake, flame, me, names_in, regex_host, repo_root, run, s, temp_dir, trace_in,
+    Live, Run,
 };
 use dsipc::Command as Cmd;
 use dsipc_testkit::{Answer, Config, StreamSpec, TempDir};
@@ -154,6 +155,64 @@ fn net8_trace_format_writes_the_profile_live_equal_to_convert() {
 #[test]
 fn netcore31_trace_format_writes_the_profile_live_equal_to_convert() {
     trace_every_format("netcore31");
+}
+
+/// `dsipc trace --format flamegraph` of the .NET 8 host busy in Regex backtracking: the
+/// SVG beside the trace (same stem, `.svg`), titled with the process's name and pid, the
+/// Regex interpreter's frame the widest of its row, and the same frames as `dsipc convert`
+/// of the written trace. `DSIPC_KEEP_FLAMEGRAPH=DIR` keeps the SVG (the README's picture).
+#[test]
+fn net8_trace_format_flamegraph_shows_the_regex_interpreter_widest() {
+    let (mut host, pid) = regex_host("net8", 120);
+    let comm = fs::read_to_string(format!("/proc/{}/comm", pid)).unwrap();
+    let dir = temp_dir("flamegraph");
+    let trace = dir.join("regex.nettrace");
+    let r = dsipc(&[
+        "trace",
+        &pid.to_string(),
+        "--duration",
+        "3",
+        "--format",
+        "flamegraph",
+        "-o",
+        s(&trace),
+    ]);
+    host.kill();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let svg_path = dir.join("regex.svg");
+    assert!(
+        r.stderr
+            .contains(&format!("dsipc: wrote {}: ", svg_path.display())),
+        "{}",
+        r.stderr
+    );
+    let svg = fs::read_to_string(&svg_path).unwrap();
+    let title = flame::title(&svg);
+    assert!(
+        title.starts_with(&format!("dsipc: {} (pid {}), ", comm.trim_end(), pid)),
+        "{}",
+        title
+    );
+    let frames = flame::frames(&svg);
+    let (regex, widest) = flame::widest_in_the_row_of(&frames, "RegexInterpreter");
+    assert_eq!(regex, widest);
+    assert!(
+        regex.name.starts_with(
+            "System.Text.RegularExpressions!System.Text.RegularExpressions.RegexInterpreter."
+        ),
+        "{:?}",
+        regex
+    );
+    let converted = dir.join("converted.svg");
+    convert(&trace, "flamegraph", &converted);
+    assert_eq!(
+        flame::frames(&fs::read_to_string(&converted).unwrap()),
+        frames
+    );
+    if let Some(keep) = std::env::var_os("DSIPC_KEEP_FLAMEGRAPH") {
+        fs::copy(&svg_path, Path::new(&keep).join("flamegraph-regex.svg")).unwrap();
+    }
+    let _ = fs::remove_dir_all(&dir);
 }
 
 /// The runtime dies mid-trace: the profile of what arrived is written, equal to

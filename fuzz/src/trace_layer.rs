@@ -87,6 +87,7 @@ fn pass(stream_bytes: &[u8], chunker: &mut dyn FnMut(usize) -> usize) -> Pass {
     let (events, samples, lost) = (a.events(), a.samples(), a.lost_events());
     let meta = ProfileMeta {
         name: "fuzz".into(),
+        process: None,
         info: a.info().copied(),
     };
     let profile = a.finish_profile(false);
@@ -99,6 +100,8 @@ fn pass(stream_bytes: &[u8], chunker: &mut dyn FnMut(usize) -> usize) -> Pass {
         f.write(&profile, sel, &meta, &mut std::io::sink())
             .expect("writing to a sink");
     }
+    // A flame graph of a profile without a framed sample is an error, never a panic.
+    let _ = ProfileFormat::Flamegraph.write(&profile, sel, &meta, &mut std::io::sink());
     let mut folded = Vec::new();
     ProfileFormat::Folded
         .write(&profile, sel, &meta, &mut folded)

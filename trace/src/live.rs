@@ -83,6 +83,7 @@ impl LiveProfile {
     pub fn into_profile(self, name: &str) -> (Profile, ProfileMeta) {
         let meta = ProfileMeta {
             name: name.to_string(),
+            process: None,
             info: self.analyzer.info().copied(),
         };
         (self.analyzer.finish_profile(false), meta)

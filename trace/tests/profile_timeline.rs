@@ -23,6 +23,7 @@ fn profile(name: &str) -> (Profile, ProfileMeta) {
     stream.finish(&mut each).expect("ends cleanly");
     let meta = ProfileMeta {
         name: name.into(),
+        process: None,
         info: analyzer.info().copied(),
     };
     (analyzer.finish_profile(false), meta)

@@ -123,6 +123,7 @@ pub fn analyze(
         profile,
         meta: ProfileMeta {
             name: String::new(),
+            process: None,
             info,
         },
         summary,

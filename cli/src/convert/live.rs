@@ -8,8 +8,9 @@ pub use dsipc_trace::format::ProfileFormat;
 use dsipc_trace::format::Selection;
 pub use dsipc_trace::{LiveCounter, LiveCounts, LiveProfile};
 
-use crate::error::CliError;
-use crate::output::{self, Output};
+use crate::error::{CliError, CliResult};
+use crate::output::{self, display, Output};
+use crate::term::{clean, note};
 
 /// Where the profile of the trace at `trace` goes: the same stem, the format's extension
 /// (as `dsipc convert` names its outputs).
@@ -18,16 +19,17 @@ pub fn destination(format: ProfileFormat, trace: &Path) -> PathBuf {
 }
 
 /// Writes the profile of what `live` parsed to `out` (prepared before the session), as
-/// `dsipc convert` would; `name` titles a speedscope profile. Returns a one-line summary of
-/// what was written.
+/// `dsipc convert` would; `name` titles a speedscope profile, `process` (the traced
+/// process's name, when known) a flame graph. Returns a one-line summary of what was written.
 pub fn write(
     live: LiveProfile,
     format: ProfileFormat,
     sel: Selection,
     mut out: Output,
-    name: &str,
+    (name, process): (&str, Option<String>),
 ) -> Result<String, CliError> {
-    let (profile, meta) = live.into_profile(name);
+    let (profile, mut meta) = live.into_profile(name);
+    meta.process = process;
     let what = format!(
         "{} samples, {} stacks, {} frames ({} of {} addresses unresolved)",
         profile.total_samples(),
@@ -42,6 +44,70 @@ pub fn write(
     }
     out.commit()?;
     Ok(what)
+}
+
+/// Writes the profile of what `live` parsed to `dest` (beside `trace`; `process` names the
+/// traced process when known); fails if the stream did not parse (the trace itself is kept
+/// either way).
+pub fn write_profile(
+    live: LiveProfile,
+    format: ProfileFormat,
+    out: Output,
+    (dest, trace): (&Path, &Path),
+    process: Option<String>,
+) -> CliResult {
+    let problem = live.error().map(|e| e.to_string());
+    let truncated = live.error().map_or(false, |e| e.is_truncation());
+    let peak = live.stream().peak_buffer();
+    if live.analyzer().info().is_none() {
+        out.abandon();
+        note!(
+            "dsipc: no profile written: the stream did not parse: {}",
+            clean(problem.as_deref().unwrap_or("no trace header"))
+        );
+        return Err(CliError::Exit(1));
+    }
+    let name = trace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match write(
+        live,
+        format,
+        Selection {
+            managed_only: false,
+        },
+        out,
+        (&name, process),
+    ) {
+        Ok(what) => note!(
+            "dsipc: wrote {}: {} (receive buffer peak {} KiB)",
+            display(dest),
+            what,
+            (peak + 1023) / 1024
+        ),
+        Err(e) => {
+            note!("dsipc: no profile written: {}", clean(&e.to_string()));
+            return Err(CliError::Exit(1));
+        }
+    }
+    match problem {
+        Some(p) if truncated => {
+            note!(
+                "dsipc: the profile covers what the trace holds: {}",
+                clean(&p)
+            );
+            Ok(())
+        }
+        Some(p) => {
+            note!(
+                "dsipc: the stream did not parse: {}; the profile covers what precedes it",
+                clean(&p)
+            );
+            Err(CliError::Exit(1))
+        }
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -115,7 +181,9 @@ mod tests {
                 managed_only: false,
             };
             let out = Output::create(&dest, false).ok().unwrap();
-            write(p, ProfileFormat::Folded, sel, out, "t").ok().unwrap();
+            write(p, ProfileFormat::Folded, sel, out, ("t", None))
+                .ok()
+                .unwrap();
             outputs.push((counts, std::fs::read(&dest).unwrap()));
         }
         assert!(!outputs[0].1.is_empty());

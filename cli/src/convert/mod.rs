@@ -1,5 +1,5 @@
-//! `dsipc convert` and `dsipc report`: nettrace files to jsonl, folded stacks, speedscope and
-//! pprof, and the top methods of a CPU profile.
+//! `dsipc convert` and `dsipc report`: nettrace files to jsonl, folded stacks, speedscope,
+//! pprof and flame graphs, and the top methods of a CPU profile.
 
 mod analyze;
 mod jsonl;
@@ -17,23 +17,24 @@ use analyze::{analyze, Analysis};
 
 pub use dsipc_trace::format::Selection;
 
+/// `--format`: JSON lines, or one of the trace layer's profile formats (whose extension
+/// names the default output, as `dsipc trace --format` names its profile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     Jsonl,
-    Folded,
-    Speedscope,
-    Pprof,
+    Profile(ProfileFormat),
 }
 
 impl Format {
     fn parse(s: &str) -> Result<Format, CliError> {
         match s {
             "jsonl" => Ok(Format::Jsonl),
-            "folded" => Ok(Format::Folded),
-            "speedscope" => Ok(Format::Speedscope),
-            "pprof" => Ok(Format::Pprof),
+            "folded" | "speedscope" | "pprof" | "flamegraph" => ProfileFormat::parse(s)
+                .map(Format::Profile)
+                // A format this build leaves out (the Windows build has no pprof).
+                .map_err(|e| CliError::Failed(format!("--format {}: {}", s, e))),
             other => Err(CliError::Usage(format!(
-                "--format wants jsonl, folded, speedscope or pprof, not {:?}",
+                "--format wants jsonl, folded, speedscope, pprof or flamegraph, not {:?}",
                 other
             ))),
         }
@@ -42,9 +43,7 @@ impl Format {
     fn extension(self) -> &'static str {
         match self {
             Format::Jsonl => ".jsonl",
-            Format::Folded => ".folded",
-            Format::Speedscope => ".speedscope.json",
-            Format::Pprof => ".pb.gz",
+            Format::Profile(f) => f.extension(),
         }
     }
 }
@@ -94,12 +93,6 @@ pub fn cmd_convert(args: &[String]) -> Result<(), CliError> {
     p.expect_positionals(&["FILE"])?;
     let input = PathBuf::from(&p.positionals[0]);
     let format = Format::parse(p.value("--format").unwrap_or("speedscope"))?;
-    #[cfg(not(feature = "pprof"))]
-    if format == Format::Pprof {
-        return Err(CliError::Failed(
-            "this dsipc was built without pprof output (the Windows build leaves it out)".into(),
-        ));
-    }
     let sel = Selection {
         managed_only: p.flag("--managed-only"),
     };
@@ -175,21 +168,15 @@ fn convert_into(
     limits: AnalyzerLimits,
     out: &mut Output,
 ) -> Result<Analysis, CliError> {
-    if format == Format::Jsonl {
-        let a = analyze(file, input, Some(out.writer()), limits)?;
-        return Ok(a);
-    }
-    let a = analyze(file, input, None, limits)?;
-    let mut a = a;
+    let profile_format = match format {
+        Format::Jsonl => return analyze(file, input, Some(out.writer()), limits),
+        Format::Profile(f) => f,
+    };
+    let mut a = analyze(file, input, None, limits)?;
     a.meta.name = input
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let profile_format = match format {
-        Format::Folded => ProfileFormat::Folded,
-        Format::Speedscope => ProfileFormat::Speedscope,
-        _ => ProfileFormat::Pprof,
-    };
     profile_format
         .write(&a.profile, sel, &a.meta, out.writer())
         .map_err(|e| CliError::io("", e))?;

@@ -363,8 +363,9 @@ fn collect(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The target's process name (for the json file), as dotnet-counters records it.
-fn process_name(pid: u32) -> String {
+/// The target's process name (for the json file), as dotnet-counters records it; `dsipc
+/// trace`'s flame graph title too. Empty when unknown.
+pub(crate) fn process_name(pid: u32) -> String {
     #[cfg(target_os = "linux")]
     {
         if let Ok(s) = std::fs::read_to_string(format!("/proc/{}/comm", pid)) {

@@ -782,6 +782,7 @@ impl Api {
                         },
                         &dsipc_trace::format::ProfileMeta {
                             name: name.clone(),
+                            process: None,
                             info: None,
                         },
                         &mut out,

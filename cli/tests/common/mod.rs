@@ -3,6 +3,7 @@
 //! configuration. Each test file uses a part of it.
 #![allow(dead_code)]
 
+pub mod flame;
 pub mod serve;
 
 use std::ffi::OsString;

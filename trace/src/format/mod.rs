@@ -1,7 +1,10 @@
 //! The CPU profile's outputs, written to a `Write` the caller owns: folded stacks,
-//! speedscope, pprof (feature `pprof`), and the top-methods report. One writer per format,
+//! speedscope, pprof (feature `pprof`), flame graphs (feature `flamegraph`), and the
+//! top-methods report. One writer per format,
 //! shared by `dsipc convert`, `dsipc trace --format` and any embedder.
 
+#[cfg(feature = "flamegraph")]
+mod flamegraph;
 mod folded;
 #[cfg(feature = "pprof")]
 mod pprof;
@@ -38,6 +41,8 @@ pub enum ProfileFormat {
     Speedscope,
     /// gzipped profile.proto (`.pb.gz`).
     Pprof,
+    /// A flame graph (`.svg`), drawn by inferno.
+    Flamegraph,
 }
 
 /// One thread's place in a [`Timeline`].
@@ -68,6 +73,8 @@ pub struct Timeline {
 pub struct ProfileMeta {
     /// The profile's name (speedscope shows it; usually the trace's file name).
     pub name: String,
+    /// The traced process's name, when the caller knows it (a flame graph's title).
+    pub process: Option<String>,
     /// The trace header (sampling interval, clock), if the stream had one.
     pub info: Option<TraceInfo>,
 }
@@ -159,27 +166,30 @@ impl ProfileMeta {
 }
 
 impl ProfileFormat {
-    /// `folded`, `speedscope` or `pprof` (an error naming the choices otherwise, and saying so
-    /// when this build has no pprof).
+    /// `folded`, `speedscope`, `pprof` or `flamegraph` (an error naming the choices
+    /// otherwise, and saying so when this build has no pprof or no flamegraph).
     pub fn parse(s: &str) -> Result<ProfileFormat, String> {
         match s {
             "folded" => Ok(ProfileFormat::Folded),
             "speedscope" => Ok(ProfileFormat::Speedscope),
             "pprof" if cfg!(feature = "pprof") => Ok(ProfileFormat::Pprof),
             "pprof" => Err("this build has no pprof output (feature pprof)".into()),
+            "flamegraph" if cfg!(feature = "flamegraph") => Ok(ProfileFormat::Flamegraph),
+            "flamegraph" => Err("this build has no flame graph output (feature flamegraph)".into()),
             other => Err(format!(
-                "wants speedscope, folded or pprof, not {:?}",
+                "wants speedscope, folded, pprof or flamegraph, not {:?}",
                 other
             )),
         }
     }
 
-    /// The file name extension (`.folded`, `.speedscope.json`, `.pb.gz`).
+    /// The file name extension (`.folded`, `.speedscope.json`, `.pb.gz`, `.svg`).
     pub fn extension(self) -> &'static str {
         match self {
             ProfileFormat::Folded => ".folded",
             ProfileFormat::Speedscope => ".speedscope.json",
             ProfileFormat::Pprof => ".pb.gz",
+            ProfileFormat::Flamegraph => ".svg",
         }
     }
 
@@ -208,6 +218,13 @@ impl ProfileFormat {
             ProfileFormat::Pprof => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "this build has no pprof output (feature pprof)",
+            )),
+            #[cfg(feature = "flamegraph")]
+            ProfileFormat::Flamegraph => flamegraph::write(profile, sel, meta, out),
+            #[cfg(not(feature = "flamegraph"))]
+            ProfileFormat::Flamegraph => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this build has no flame graph output (feature flamegraph)",
             )),
         }
     }
