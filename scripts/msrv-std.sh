@@ -12,14 +12,19 @@
 # `flamegraph` (inferno 0.11.19 builds with 1.63 at the versions pinned below).
 #
 # cargo 1.65 cannot read the root workspace as it is (its dev-dependencies pull crates of
-# the 2024 edition), so this copies these crates into target/msrv-ws without the core's
-# dev-dependencies and benches and without the CLI's dsipc-mio dependency (and `mio`
-# feature; of its default features only `flamegraph`), pins the proc-macro crates and the
-# crates below to versions that support 1.63, and vendors with rustup's cargo.
+# the 2024 edition), so this copies these crates into msrv-ws (in the cargo target
+# directory, from `cargo metadata`) without the core's dev-dependencies and benches and
+# without the CLI's dsipc-mio dependency (and `mio` feature; of its default features only
+# `flamegraph`), pins the proc-macro crates and the crates below to versions that support
+# 1.63 (tokio among them: the manifests give lower bounds only), and vendors with rustup's
+# cargo. The workspace's manifests inherit [workspace.package] and [workspace.dependencies]
+# from the copied root manifest (cargo 1.64 and later read them).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-W="$ROOT/target/msrv-ws"
+TARGET_DIR="$(cd "$ROOT" && cargo metadata --format-version 1 --no-deps \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+W="$TARGET_DIR/msrv-ws"
 RUSTC_163=/usr/bin/rustc
 CARGO_OLD=/usr/bin/cargo
 [ -x "$RUSTC_163" ] && [ -x "$CARGO_OLD" ] \
@@ -63,13 +68,16 @@ cd "$W"
 # edition 2024, rust-version 1.85), serde_json 1.0.145 (1.0.154 wants 1.71), itoa 1.0.15
 # (serde_json's and http's; 1.0.18 wants 1.68), ryu 1.0.20 (serde_json 1.0.145's; 1.0.23
 # wants 1.71). hyper 1.x, http 1.x, http-body(-util),
-# bytes, sha2 0.10, getrandom 0.2 and tokio 1.38 build with 1.63 as the root lock has them.
+# bytes, sha2 0.10 and getrandom 0.2 build with 1.63 as the root lock has them. tokio:
+# 1.38.2, the last line whose rust-version is 1.63; the manifests ask for "1.38" (no upper
+# bound, so that applications keep their newer tokio): the version is held here and in the
+# lockfiles, so it is pinned explicitly rather than left to whatever the copy holds.
 # For dsipc-trace's flamegraph: inferno 0.11.19 (0.11.20 on declare rust-version 1.71),
 # ahash 0.8.11 (0.8.12 needs getrandom 0.3), is-terminal 0.4.13 (0.4.17 needs windows-sys
 # 0.60), rgb 0.8.50 (0.8.51 wants 1.64), once_cell 1.20.3 (1.21 wants 1.65), log 0.4.28
 # (0.4.35 wants 1.71).
 for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177" "anyhow 1.0.99" "backtrace 0.3.69" \
-    "hyper-util 0.1.19" "serde_json 1.0.145" "itoa 1.0.15" "ryu 1.0.20" \
+    "hyper-util 0.1.19" "serde_json 1.0.145" "itoa 1.0.15" "ryu 1.0.20" "tokio 1.38.2" \
     "inferno 0.11.19" "ahash 0.8.11" "is-terminal 0.4.13" "rgb 0.8.50" "once_cell 1.20.3" "log 0.4.28"; do
     set -- $pin
     cargo update -q -p "$1" --precise "$2"

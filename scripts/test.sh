@@ -2,6 +2,7 @@
 # The project's whole test suite, from a fresh machine: installs what it needs (Debian
 # packages, a Python venv with real .NET 8.0.4 and .NET Core 3.1.23 runtimes, cargo tools),
 # then runs lints, every Rust test (including interop against the real runtimes), the
+# published packages' contents (cargo package) and dsipc-tokio on the newest tokio, the
 # Rust 1.63 build, the Windows build and tests under wine, and bounded fuzzing.
 #
 #   scripts/test.sh            everything (what CI runs)
@@ -59,6 +60,10 @@ step "examples/custom_loop.rs (the session layer in a poll(2) loop) against real
 scripts/example-custom-loop.sh
 step "dsipc monitor without dsipc-mio (the thread-per-connection monitor Windows uses)"
 cargo test -p dsipc-cli --no-default-features --test monitor
+step "cargo package of every library crate (none ships tests/data, scripts/, .ci/, fuzz/, windows/)"
+scripts/package-check.sh
+step "dsipc-tokio in a new project on the newest tokio 1.x"
+scripts/tokio-compat.sh
 
 if [ "${SKIP_WINDOWS:-0}" != 1 ]; then
     step "Rust 1.63 and Windows toolchain (Debian)"

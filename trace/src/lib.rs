@@ -39,6 +39,11 @@
 #![deny(missing_docs)]
 
 mod analyzer;
+/// The README's Rust examples, compiled (and run where they need no runtime) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod counters;
 pub mod format;
 mod hash;

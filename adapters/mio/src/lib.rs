@@ -129,6 +129,11 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+/// The README's Rust examples, compiled (and run where they need no runtime) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod conn;
 mod control;
 mod error;

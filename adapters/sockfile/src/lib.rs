@@ -22,6 +22,11 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+/// The README's Rust examples, compiled (and run where they need no runtime) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub mod fdpass;

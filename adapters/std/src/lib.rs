@@ -70,6 +70,11 @@ mod fdpass;
 mod session;
 mod transport;
 
+/// The README's Rust examples, compiled (and run where they need no runtime) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod counters;
 pub mod reverse;
 

@@ -63,6 +63,11 @@
 
 mod client;
 mod conn;
+/// The README's Rust examples, compiled (and run where they need no runtime) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod counters;
 mod drive;
 mod pool;
