@@ -75,7 +75,6 @@ mod transport;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub mod counters;
 pub mod reverse;
 
 #[cfg(unix)]

@@ -14,8 +14,6 @@
 //!   connection by a [`StopHandle`]; the stream ends when the runtime closes it.
 //! - [`reverse::ReverseListener`]: a reverse port (`DOTNET_DiagnosticPorts=...,connect`)
 //!   yielding each runtime's Advertise and its connection.
-//! - [`counters::CounterRun`]: a counters session (EventCounters and
-//!   System.Diagnostics.Metrics) decoded by dsipc-trace into typed samples for a sink.
 //! - [`reverse::RuntimePool`]: listen mode for a monitor: a reverse port that keeps each
 //!   runtime's latest idle connection (at most one per runtime, at most
 //!   [`MAX_POOLED_RUNTIMES`](reverse::MAX_POOLED_RUNTIMES) runtimes), lists the runtimes
@@ -68,7 +66,6 @@ mod conn;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub mod counters;
 mod drive;
 mod pool;
 mod session;

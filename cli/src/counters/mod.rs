@@ -4,6 +4,8 @@
 mod http;
 pub(crate) mod output;
 mod prom;
+pub(crate) mod run_async;
+pub(crate) mod session;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -11,9 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use dsipc_std::counters::CounterSession;
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Notice};
+use session::CounterSession;
 
 use crate::args::{parse, Parsed};
 use crate::error::CliError;
@@ -199,7 +201,7 @@ fn first_sample_limit(interval: f64) -> Duration {
     Duration::from_secs_f64((interval * 3.0).max(10.0))
 }
 
-fn report_end(who: &str, pid: u32, end: &dsipc_std::counters::SessionEnd) {
+fn report_end(who: &str, pid: u32, end: &session::SessionEnd) {
     if end.stats.malformed > 0 {
         eprintln!(
             "{}: pid {}: skipped {} malformed counter payload(s)",
@@ -526,7 +528,7 @@ fn export(args: &[String]) -> Result<()> {
 }
 
 /// Runs one runtime's counters session on the current tokio runtime (dsipc-tokio's
-/// [`CounterRun`](dsipc_tokio::counters::CounterRun)), its samples straight into `store`;
+/// [`CounterRun`](run_async::CounterRun)), its samples straight into `store`;
 /// its series go when it ends. `started` hears whether the session started (its stop
 /// handle). The one session loop of `counters export`, `monitor --metrics` and `serve`'s
 /// `/metrics`; `who` prefixes its messages (`dsipc`, `dsipc: serve`).
@@ -541,7 +543,7 @@ pub(crate) fn spawn_session(
     >,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let run = match dsipc_tokio::counters::CounterRun::start(&client, &config).await {
+        let run = match run_async::CounterRun::start(&client, &config).await {
             Ok(run) => run,
             Err(e) => {
                 lock(&store).remove(pid);

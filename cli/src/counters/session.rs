@@ -1,4 +1,4 @@
-//! A running counters session: the EventPipe session, decoded by
+//! A running counters session on dsipc-std (blocking): the EventPipe session, decoded by
 //! [`dsipc_trace::counters::Decoder`] (the trace layer holds the decoding; this module only
 //! runs the session).
 //!
@@ -16,7 +16,7 @@ use dsipc::payload::Provider;
 
 use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats, Decoder};
 
-use crate::{DiagnosticsClient, Error, StopHandle, Transport};
+use dsipc_std::{DiagnosticsClient, Error, StopHandle, Transport};
 
 /// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).
 const BUFFER_MB: u32 = 10;
@@ -99,11 +99,6 @@ impl<T: Transport + Send + Sync + 'static> CounterSession<T> {
         })
     }
 
-    /// The runtime's id for this session.
-    pub fn session_id(&self) -> u64 {
-        self.stop.session_id()
-    }
-
     /// The next event, waiting up to `timeout`.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<CounterEvent, RecvTimeoutError> {
         match &self.events {
@@ -123,11 +118,6 @@ impl<T: Transport + Send + Sync + 'static> CounterSession<T> {
     /// What the decoder has seen so far.
     pub fn stats(&self) -> DecodeStats {
         lock(&self.shared).stats.clone()
-    }
-
-    /// A handle that stops the session from another thread.
-    pub fn stop_handle(&self) -> StopHandle<T> {
-        self.stop.clone()
     }
 
     /// Stops the session (unless the stream already ended), drains it to its end, and
@@ -168,12 +158,12 @@ impl<T: Transport + Send + Sync + 'static> CounterSession<T> {
     }
 }
 
-/// A counters session driven on the caller's thread: [`run`](Self::run) hands every event
+/// A counters session driven on the caller's thread: [`run_observed`](Self::run_observed) hands every event
 /// to the caller's sink as soon as it is decoded, until the runtime ends the stream (it
 /// exits) or a [`StopHandle`] from [`stop_handle`](Self::stop_handle) stops it (from any
 /// thread: StopTracing, then the stream is drained to its end).
 pub struct CounterRun<T: Transport + Send + Sync + 'static> {
-    session: crate::TraceSession<T>,
+    session: dsipc_std::TraceSession<T>,
     decoder: Decoder,
 }
 
@@ -197,23 +187,14 @@ impl<T: Transport + Send + Sync + 'static> CounterRun<T> {
         })
     }
 
-    /// The runtime's id for this session.
-    pub fn session_id(&self) -> u64 {
-        self.session.session_id()
-    }
-
     /// A handle that stops the session from another thread.
     pub fn stop_handle(&self) -> StopHandle<T> {
         self.session.stop_handle()
     }
 
-    /// Drives the session to its end on this thread, each event to `sink`; how it ended.
-    pub fn run(self, sink: &mut dyn FnMut(CounterEvent)) -> SessionEnd {
-        self.run_observed(sink, &mut |_| {})
-    }
-
-    /// [`run`](Self::run), also handing the decoder's figures to `stats` after each chunk.
-    fn run_observed(
+    /// Drives the session to its end on this thread, each event to `sink` and the
+    /// decoder's figures to `stats` after each chunk; how it ended.
+    pub(crate) fn run_observed(
         mut self,
         sink: &mut dyn FnMut(CounterEvent),
         stats: &mut dyn FnMut(&DecodeStats),
@@ -245,3 +226,7 @@ impl<T: Transport + Send + Sync + 'static> Drop for CounterSession<T> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

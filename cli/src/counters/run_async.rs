@@ -1,11 +1,10 @@
 //! A counters session on tokio: the EventPipe session `config` describes, decoded by
 //! [`dsipc_trace::counters::Decoder`] (the trace layer holds the decoding; this module only
-//! runs the session), as dsipc-std's [`CounterRun`](dsipc_std::counters::CounterRun) does on
-//! a thread.
+//! runs the session), as [`CounterRun`](super::session::CounterRun) does on a thread with dsipc-std.
 //!
 //! ```no_run
 //! use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig};
-//! use dsipc_tokio::counters::CounterRun;
+//! use dsipc::counters::run_async::CounterRun;
 //! use dsipc_tokio::DiagnosticsClient;
 //!
 //! # async fn run() -> Result<(), dsipc_tokio::Error> {
@@ -28,9 +27,9 @@
 use dsipc::payload::Provider;
 use dsipc_trace::counters::{CounterEvent, CountersConfig, Decoder};
 
-pub use dsipc_std::counters::SessionEnd;
+pub use super::session::SessionEnd;
 
-use crate::{DiagnosticsClient, Error, StopHandle, TraceSession};
+use dsipc_tokio::{DiagnosticsClient, Error, StopHandle, TraceSession};
 
 /// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).
 const BUFFER_MB: u32 = 10;
@@ -55,11 +54,6 @@ impl CounterRun {
             session,
             decoder: Decoder::new(config),
         })
-    }
-
-    /// The runtime's id for this session.
-    pub fn session_id(&self) -> u64 {
-        self.session.session_id()
     }
 
     /// A handle that stops the session from another task.
