@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_DISPOSITION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -122,6 +121,7 @@ impl ApiError {
             StatusCode::TOO_MANY_REQUESTS => "Too Many Requests",
             StatusCode::NOT_FOUND => "Not Found",
             StatusCode::NOT_IMPLEMENTED => "Not Implemented",
+            StatusCode::REQUEST_TIMEOUT => "Request Timeout",
             _ => "Internal Server Error",
         }
     }
@@ -140,6 +140,7 @@ impl ApiError {
                 StatusCode::BAD_REQUEST => "https://tools.ietf.org/html/rfc9110#section-15.5.1",
                 StatusCode::TOO_MANY_REQUESTS => "https://tools.ietf.org/html/rfc6585#section-4",
                 StatusCode::NOT_FOUND => "https://tools.ietf.org/html/rfc9110#section-15.5.5",
+                StatusCode::REQUEST_TIMEOUT => "https://tools.ietf.org/html/rfc9110#section-15.5.9",
                 _ => "https://tools.ietf.org/html/rfc9110#section-15.6.1",
             },
         );
@@ -1047,24 +1048,14 @@ pub(super) fn member<'a>(
         .map(|(_, v)| v)
 }
 
-/// The request body, at most [`MAX_BODY`] bytes.
+/// The request body, at most [`MAX_BODY`] bytes, at Kestrel's minimum data rate
+/// ([`http::read_body`]): 408 when it comes too slowly, 400 when it is too large.
 pub(super) async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
-    match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                Err(ApiError::bad_request(format!(
-                    "The request body is larger than {} bytes.",
-                    MAX_BODY
-                )))
-            } else {
-                Err(ApiError::bad_request(format!(
-                    "The request body could not be read: {}",
-                    e
-                )))
-            }
+    http::read_body(req, MAX_BODY).await.map_err(|e| {
+        if e.is_timeout() {
+            ApiError::with_status(StatusCode::REQUEST_TIMEOUT, e.to_string())
+        } else {
+            ApiError::bad_request(e.to_string())
         }
-    }
+    })
 }

@@ -1,0 +1,131 @@
+//! `dsipc serve` against hostile clients and peers, over raw TCP where curl would be too
+//! polite: request bodies that trickle, requests without a Host header, a flood of reverse
+//! connections, runtime text with terminal controls. Through each, serve keeps answering
+//! `/info` and stays small. Tests synchronise on answers and on serve's printed lines.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::serve::{Serve, START};
+use dsipc_testkit::TempDir;
+
+/// The most serve may hold resident through a hostile case.
+const MAX_RSS_KIB: u64 = 64 * 1024;
+
+/// A raw request head on `serve`'s API (with its key), without `Host` unless `head` has one.
+fn raw(serve: &Serve, head: &str) -> TcpStream {
+    let mut s = TcpStream::connect(&serve.api).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let key = serve.key.as_deref().expect("a key");
+    write!(s, "{}Authorization: Bearer {}\r\n\r\n", head, key).unwrap();
+    s
+}
+
+/// What came back until the server closed: status and the whole text.
+fn answer(mut s: TcpStream) -> (u16, String) {
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+fn assert_small(serve: &Serve) {
+    let kib = common::vm_hwm_kib(serve.live.child.id());
+    assert!(kib < MAX_RSS_KIB, "serve's peak RSS is {} KiB", kib);
+}
+
+/// Request bodies that trickle (a byte, then silence) cannot lock the API out: at the
+/// connection limit a new client evicts the oldest one still waiting for its body, which is
+/// answered 408; one alone is answered 408 once it falls under Kestrel's 240 bytes/s after
+/// 5 s. stderr says each once.
+#[test]
+fn serve_slow_request_bodies_are_answered_408_and_never_lock_the_api_out() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let mut serve = Serve::with_key(dir.path());
+    let post = format!(
+        "POST /trace?pid=1 HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n",
+        serve.api
+    );
+    // Alone: the minimum data rate.
+    let mut one = raw(&serve, &post);
+    one.write_all(b"{").unwrap();
+    let (status, text) = answer(one);
+    assert_eq!(status, 408, "{}", text);
+    assert!(text.contains("slower than 240 bytes/s"), "{}", text);
+    serve
+        .live
+        .stderr_line("slower than 240 bytes/s after 5 s: answered 408", START);
+
+    // A flood holding every connection: /info still answers, the oldest is told 408.
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let mut s = raw(&serve, &post);
+        s.write_all(b"{").unwrap();
+        held.push(s);
+    }
+    for _ in 0..3 {
+        assert_eq!(serve.get("/info").status, 200);
+    }
+    let (status, text) = answer(held.remove(0));
+    assert_eq!(status, 408, "{}", text);
+    assert!(text.contains("every connection was needed"), "{}", text);
+    for s in held {
+        assert_eq!(answer(s).0, 408);
+    }
+    assert_eq!(serve.get("/info").status, 200);
+    assert_small(&serve);
+    let run = serve.live.interrupt(Duration::from_secs(20));
+    for needle in ["bytes/s after 5 s", "to make room"] {
+        assert_eq!(
+            run.stderr.matches(needle).count(),
+            1,
+            "{:?} once in {}",
+            needle,
+            run.stderr
+        );
+    }
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request without Host, or any with two, is 400 (as Kestrel);
+/// HTTP/1.0 may leave Host out.
+#[test]
+fn serve_requests_without_one_host_header_are_400() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let serve = Serve::with_key(dir.path());
+    let host = format!("Host: {}\r\n", serve.api);
+    for (head, want) in [
+        (
+            "GET /info HTTP/1.1\r\nConnection: close\r\n".to_string(),
+            400,
+        ),
+        (
+            format!(
+                "GET /info HTTP/1.1\r\n{}{}Connection: close\r\n",
+                host, host
+            ),
+            400,
+        ),
+        (
+            format!("GET /info HTTP/1.0\r\n{}Host: other\r\n", host),
+            400,
+        ),
+        ("GET /info HTTP/1.0\r\n".to_string(), 200),
+        (
+            format!("GET /info HTTP/1.1\r\n{}Connection: close\r\n", host),
+            200,
+        ),
+    ] {
+        let (status, text) = answer(raw(&serve, &head));
+        assert_eq!(status, want, "{:?}: {}", head, text);
+    }
+    assert_eq!(serve.get("/info").status, 200);
+}
