@@ -8,10 +8,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use common::counters_capture_renaming_cpu_usage;
 use common::serve::{Serve, START};
-use dsipc_testkit::TempDir;
+use dsipc_testkit::{Config, StreamSpec, TempDir};
 
 /// The most serve may hold resident through a hostile case.
 const MAX_RSS_KIB: u64 = 64 * 1024;
@@ -127,5 +128,52 @@ fn serve_requests_without_one_host_header_are_400() {
         let (status, text) = answer(raw(&serve, &head));
         assert_eq!(status, want, "{:?}: {}", head, text);
     }
+    assert_eq!(serve.get("/info").status, 200);
+}
+
+/// Counter names come from the runtime: `/metrics` escapes their controls and bidi
+/// overrides in HELP (`\\x1b` text, the format's own escape for the backslash), so a
+/// terminal running curl sees text, and Prometheus still parses it.
+#[test]
+fn serve_metrics_escape_control_characters_from_the_runtime() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let _rt = common::serve::fake(
+        &dir,
+        Config::new().like_net8_0_4().stream(StreamSpec {
+            // Slowly, so the series are there (they go when the session ends) while the
+            // test scrapes.
+            chunk: 1024,
+            pause: Duration::from_millis(100),
+            ..StreamSpec::content(counters_capture_renaming_cpu_usage(
+                "\u{1b}]0;\u{9b}\u{202e}\u{7}!!",
+            ))
+        }),
+    );
+    let serve = Serve::with_key(dir.path());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        let m = serve.scrape();
+        assert_eq!(m.status, 200);
+        let t = m.text();
+        if t.contains("systemruntime_cpu_usage") {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "no counters: {}", t);
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+        assert!(
+            !text.contains(bad),
+            "{:?} reached /metrics:\n{:?}",
+            bad,
+            text
+        );
+    }
+    assert!(
+        text.contains("\\\\x1b]0;\\\\x9b\\\\u{202e}\\\\x07!!"),
+        "the escaped name is missing:\n{}",
+        text
+    );
+    common::promtool_check(&text);
     assert_eq!(serve.get("/info").status, 200);
 }
