@@ -177,3 +177,37 @@ fn serve_metrics_escape_control_characters_from_the_runtime() {
     common::promtool_check(&text);
     assert_eq!(serve.get("/info").status, 200);
 }
+
+/// dotnet-monitor's MetricsController asks for no key: `/metrics` answers on the API
+/// address without one (the rest still wants it). Its OperationsController binds any int32
+/// pid and filters: a pid no process has lists nothing, a pid that is not an int32 is 400.
+#[test]
+fn serve_matches_dotnet_monitor_on_open_metrics_and_operations_pid_filters() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let serve = Serve::with_key(dir.path());
+    let open = serve.get_with("/metrics", &["-H", "Authorization: none"]);
+    assert_eq!(open.status, 200, "{}", open.text());
+    assert!(
+        open.header("content-type")
+            .map_or(false, |t| t.starts_with("text/plain; version=0.0.4")),
+        "{}",
+        open.headers
+    );
+    assert_eq!(
+        serve
+            .get_with("/processes", &["-H", "Authorization: none"])
+            .status,
+        401
+    );
+    for pid in ["-5", "0", "-2147483648"] {
+        let a = serve.get(&format!("/operations?pid={}", pid));
+        assert_eq!(a.status, 200, "pid {}: {}", pid, a.text());
+        assert_eq!(a.json(), serde_json::json!([]));
+    }
+    serve
+        .get("/operations?pid=2147483648")
+        .assert_problem(400, "\"pid\"");
+    serve
+        .get("/operations?pid=-1&uid=nope")
+        .assert_problem(400, "\"uid\"");
+}

@@ -265,6 +265,17 @@ impl Params {
             .map(|(_, v)| v.as_str())
     }
 
+    /// These parameters but `name`.
+    fn without(&self, name: &str) -> Params {
+        Params(
+            self.0
+                .iter()
+                .filter(|(k, _)| !k.eq_ignore_ascii_case(name))
+                .cloned()
+                .collect(),
+        )
+    }
+
     pub(super) fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
         match self.get(name) {
             None => Ok(None),
@@ -402,6 +413,11 @@ impl Api {
 
     /// The main listener: every route, behind the API key.
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        // dotnet-monitor's MetricsController asks for no key: `/metrics` is open on every
+        // address it listens on, the API's too (a Prometheus job may scrape either).
+        if req.method() == Method::GET && req.uri().path() == "/metrics" {
+            return self.handle_metrics(req).await;
+        }
         if !self.authorized(&req) {
             let mut r = Response::new(http::full(Bytes::new()));
             *r.status_mut() = StatusCode::UNAUTHORIZED;
@@ -441,7 +457,6 @@ impl Api {
             (&Method::GET, "/process") => self.process(&params).await,
             (&Method::GET, "/env") => self.env(&params).await,
             (&Method::GET, "/info") => Ok(self.info()),
-            (&Method::GET, "/metrics") => self.metrics(&req).await,
             (&Method::GET, "/trace") => {
                 let egress = params.egress(&self.egress)?;
                 let profile = match params.get("profile") {
@@ -509,13 +524,23 @@ impl Api {
                 self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/operations") => {
-                let sel = params.selector()?;
-                let ops = self.operations.list(
-                    sel.pid,
-                    sel.uid.as_deref(),
-                    sel.name.as_deref(),
-                    &params.tags(),
-                );
+                // dotnet-monitor binds any int32 pid here and filters by it: one that no
+                // process can have (0, negative) lists nothing rather than being a 400.
+                let ops = match params.int("pid")? {
+                    Some(p) if p <= 0 => {
+                        params.without("pid").selector()?;
+                        Vec::new()
+                    }
+                    _ => {
+                        let sel = params.selector()?;
+                        self.operations.list(
+                            sel.pid,
+                            sel.uid.as_deref(),
+                            sel.name.as_deref(),
+                            &params.tags(),
+                        )
+                    }
+                };
                 let mut body = String::from("[");
                 for (i, o) in ops.iter().enumerate() {
                     if i > 0 {

@@ -7,7 +7,8 @@
 //! - `serve generatekey [-o FILE] [--force]`: a new API key; FILE gets only its hash.
 //!
 //! Authentication is on by default: without a key, every API request is answered 401 (as
-//! dotnet-monitor with no key configured). `/metrics` on the metrics URLs needs none.
+//! dotnet-monitor with no key configured). `/metrics` needs none, on the metrics URLs and
+//! the API's alike (as dotnet-monitor's).
 
 mod api;
 mod auth;
