@@ -31,6 +31,10 @@ use tokio::sync::{mpsc, Notify};
 
 /// Connections served at once per listener.
 pub const MAX_CONNECTIONS: usize = 64;
+/// Connections being answered 503 at once per listener (each for at most twice
+/// [`HEAD_TIMEOUT`]); past that a connection there is no room for is closed at once, so a
+/// flood costs at most this many descriptors more.
+pub const MAX_REFUSING: usize = 16;
 /// Longest request head (request line and headers).
 pub const MAX_HEAD: usize = 16 * 1024;
 /// Time a client has to send a request head (and the most a connection may idle).
@@ -420,12 +424,17 @@ pub trait Handler: Send + Sync + 'static {
 /// Serves `listener` with `handler` until the process ends.
 pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) {
     let conns = Arc::new(Conns::default());
+    let refusing = Arc::new(tokio::sync::Semaphore::new(MAX_REFUSING));
+    let accept_failed = AtomicBool::new(false);
     loop {
         let (stream, _peer): (TcpStream, SocketAddr) = match listener.accept().await {
             Ok(a) => a,
             Err(e) => {
                 // Out of descriptors and the like: wait a little rather than spin.
-                eprintln!("dsipc: serve: accept: {}", e);
+                report_once(
+                    &accept_failed,
+                    &format!("cannot accept a connection: {}", e),
+                );
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -441,7 +450,12 @@ pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) {
                 ));
             }
             None => {
-                tokio::spawn(refuse(stream));
+                if let Ok(permit) = Arc::clone(&refusing).try_acquire_owned() {
+                    tokio::spawn(async move {
+                        refuse(stream).await;
+                        drop(permit);
+                    });
+                }
             }
         }
     }

@@ -6,12 +6,17 @@
 
 mod common;
 
+#[path = "../../adapters/mio/tests/support/fdlimit.rs"]
+mod fdlimit;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use common::counters_capture_renaming_cpu_usage;
 use common::serve::{Serve, START};
+use dsipc::wire::{Advertise, Guid, ADVERTISE_LEN};
 use dsipc_testkit::{Config, StreamSpec, TempDir};
 
 /// The most serve may hold resident through a hostile case.
@@ -210,4 +215,116 @@ fn serve_matches_dotnet_monitor_on_open_metrics_and_operations_pid_filters() {
     serve
         .get("/operations?pid=-1&uid=nope")
         .assert_problem(400, "\"uid\"");
+}
+
+/// The descriptor limit serve runs under in the flood test: low enough for a test to reach
+/// (the machine's may be 20,000), high enough for the API's reserve (about 350 with two
+/// listeners).
+const FLOOD_NOFILE: u64 = 512;
+
+/// Runs the child under a descriptor limit of `soft` (hard: `hard`), as a service manager
+/// or a login shell would start it.
+fn with_nofile(cmd: &mut std::process::Command, soft: u64, hard: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: soft as libc::rlim_t,
+                rlim_max: hard as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A peer on the diagnostic port that advertises itself as runtime `n` and then waits.
+fn advertise(port: &std::path::Path, n: u64) -> std::io::Result<UnixStream> {
+    let mut s = UnixStream::connect(port)?;
+    let mut cookie = [0u8; 16];
+    cookie[..8].copy_from_slice(&n.to_le_bytes());
+    cookie[8] = 0xd5;
+    let mut bytes = [0u8; ADVERTISE_LEN];
+    let len = Advertise {
+        runtime_cookie: Guid(cookie),
+        process_id: 100_000 + n,
+        future: 0,
+    }
+    .emit(&mut bytes)
+    .unwrap();
+    s.write_all(&bytes[..len])?;
+    Ok(s)
+}
+
+/// More peers on the diagnostic port than serve has descriptors: serve raises its soft
+/// limit to the hard one, the pool keeps what its bound (well under the limit) allows, closes each further one at once after its
+/// Advertise, says so once, and `/info` keeps answering throughout.
+#[test]
+fn serve_listen_mode_keeps_descriptors_for_the_api_under_a_flood_of_runtimes() {
+    assert!(
+        fdlimit::raise_fd_limit(4096) >= 2048,
+        "the test needs 2048 descriptors"
+    );
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let port = dir.path().join("monitor.sock");
+    let mut serve = Serve::start_with(
+        dir.path(),
+        &["--temp-apikey", "--diagnostic-port", port.to_str().unwrap()],
+        |cmd| with_nofile(cmd, FLOOD_NOFILE / 2, FLOOD_NOFILE),
+    );
+    // serve raised its soft limit to the hard one.
+    let limits =
+        std::fs::read_to_string(format!("/proc/{}/limits", serve.live.child.id())).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    assert_eq!(
+        open_files.split_whitespace().nth(3),
+        Some(FLOOD_NOFILE.to_string().as_str()),
+        "{}",
+        open_files
+    );
+    let flood = {
+        let port = port.clone();
+        std::thread::spawn(move || {
+            (0..2 * FLOOD_NOFILE + 100)
+                .map(|n| advertise(&port, n).expect("serve accepts every peer"))
+                .collect::<Vec<_>>()
+        })
+    };
+    let full = serve
+        .live
+        .stderr_line("the diagnostic port keeps at most", START);
+    assert!(full.contains("(reported once)"), "{}", full);
+    assert_eq!(serve.get("/info").status, 200);
+    let mut peers = flood.join().unwrap();
+    for _ in 0..3 {
+        assert_eq!(serve.get("/info").status, 200);
+    }
+    // The last peer was turned away: closed at once, nothing written to it.
+    let mut last = peers.pop().unwrap();
+    last.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut rest = Vec::new();
+    last.read_to_end(&mut rest).expect("closed");
+    assert!(rest.is_empty());
+    assert_small(&serve);
+    drop(peers);
+    assert_eq!(serve.get("/info").status, 200);
+    let run = serve.live.interrupt(Duration::from_secs(20));
+    assert_eq!(
+        run.stderr.matches("keeps at most").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("Too many open files"),
+        "{}",
+        run.stderr
+    );
 }
