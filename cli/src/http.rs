@@ -426,6 +426,7 @@ pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) {
     let conns = Arc::new(Conns::default());
     let refusing = Arc::new(tokio::sync::Semaphore::new(MAX_REFUSING));
     let accept_failed = AtomicBool::new(false);
+    let refused = AtomicBool::new(false);
     loop {
         let (stream, _peer): (TcpStream, SocketAddr) = match listener.accept().await {
             Ok(a) => a,
@@ -450,6 +451,16 @@ pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) {
                 ));
             }
             None => {
+                report_once(
+                    &refused,
+                    &format!(
+                        "all {} connections of {} are being answered: new ones are answered 503 until one is done",
+                        MAX_CONNECTIONS,
+                        listener
+                            .local_addr()
+                            .map_or_else(|_| "a listener".to_string(), |a| format!("http://{}", a))
+                    ),
+                );
                 if let Ok(permit) = Arc::clone(&refusing).try_acquire_owned() {
                     tokio::spawn(async move {
                         refuse(stream).await;
@@ -551,3 +562,6 @@ async fn refuse(stream: TcpStream) {
     )
     .await;
 }
+
+#[cfg(test)]
+mod tests;
