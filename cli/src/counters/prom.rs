@@ -348,6 +348,17 @@ mod tests {
         s
     }
 
+    #[test]
+    fn help_and_label_text_escape_terminal_controls_visibly() {
+        let mut help = String::new();
+        escape_help("a\u{1b}[2J\u{7}\u{9b}\u{202e}\\b\nc", &mut help);
+        // The format's escapes (\\ and \n), and each control as backslash-escaped text.
+        assert_eq!(help, r"a\\x1b[2J\\x07\\x9b\\u{202e}\\b\nc");
+        let mut label = String::new();
+        escape_label("\"\u{1b}\u{2066}x", &mut label);
+        assert_eq!(label, r#"\"\\x1b\\u{2066}x"#);
+    }
+
     /// dotnet-monitor's own cases (PrometheusDataModelTests.TestGetPrometheusNormalizedName,
     /// a missing unit being our empty one), and a few of ours.
     #[test]
