@@ -6,9 +6,6 @@
 
 mod common;
 
-#[path = "../../adapters/mio/tests/support/fdlimit.rs"]
-mod fdlimit;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -264,10 +261,6 @@ fn advertise(port: &std::path::Path, n: u64) -> std::io::Result<UnixStream> {
 /// Advertise, says so once, and `/info` keeps answering throughout.
 #[test]
 fn serve_listen_mode_keeps_descriptors_for_the_api_under_a_flood_of_runtimes() {
-    assert!(
-        fdlimit::raise_fd_limit(4096) >= 2048,
-        "the test needs 2048 descriptors"
-    );
     let dir = TempDir::new("dsipc-sv").unwrap();
     let port = dir.path().join("monitor.sock");
     let mut serve = Serve::start_with(
@@ -291,7 +284,8 @@ fn serve_listen_mode_keeps_descriptors_for_the_api_under_a_flood_of_runtimes() {
     let flood = {
         let port = port.clone();
         std::thread::spawn(move || {
-            (0..2 * FLOOD_NOFILE + 100)
+            // More than serve's limit, well under this test's (usually 1,024 or more).
+            (0..FLOOD_NOFILE + 100)
                 .map(|n| advertise(&port, n).expect("serve accepts every peer"))
                 .collect::<Vec<_>>()
         })
