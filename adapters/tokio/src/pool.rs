@@ -21,9 +21,9 @@ use crate::reverse::{
 };
 use crate::{DiagnosticsClient, Error};
 
-/// The most runtimes a [`RuntimePool`] keeps at once. A connection of a further runtime is
-/// closed (after its Advertise) until one of the known runtimes is gone; the runtime
-/// retries by itself.
+/// The most runtimes a [`RuntimePool`] keeps at once by default (see
+/// [`RuntimePool::set_max_runtimes`]). A connection of a further runtime is closed (after
+/// its Advertise) until one of the known runtimes is gone; the runtime retries by itself.
 pub const MAX_POOLED_RUNTIMES: usize = 1024;
 
 /// The most connections whose Advertise a [`RuntimePool`] reads at once; further peers
@@ -110,6 +110,10 @@ struct State {
     closed: bool,
     advertise_timeout: Duration,
     grace: Duration,
+    /// The most runtimes kept ([`MAX_POOLED_RUNTIMES`] unless set).
+    max_runtimes: usize,
+    /// Connections of new runtimes closed because the pool was full.
+    refused: u64,
     runtimes: HashMap<Guid, Entry>,
     /// The tasks of accepted connections (reading an Advertise, or watching an idle
     /// connection), aborted when the pool is dropped.
@@ -199,9 +203,12 @@ impl Shared {
                 return false;
             }
             if !st.runtimes.contains_key(&cookie)
-                && st.runtimes.len() >= MAX_POOLED_RUNTIMES
-                && !st.prune(now)
+                && st.runtimes.len() >= st.max_runtimes
+                && !(st.prune(now) && st.runtimes.len() < st.max_runtimes)
             {
+                st.refused += 1;
+                drop(st);
+                self.changed.notify_waiters();
                 return false;
             }
             let epoch = st.next_id();
@@ -477,7 +484,8 @@ pub(crate) async fn open(shared: &Arc<Shared>, cookie: Guid) -> Result<BoxStream
 /// [advertise timeout](Self::advertise_timeout); a peer that sends anything else, or
 /// nothing, is closed) and files the connection under its runtime's cookie: a newer
 /// connection replaces (and closes) an older idle one, so the pool holds at most one idle
-/// connection per runtime and at most [`MAX_POOLED_RUNTIMES`] runtimes.
+/// connection per runtime and at most [`MAX_POOLED_RUNTIMES`] runtimes (or
+/// [`set_max_runtimes`](Self::set_max_runtimes)); a runtime past that is closed at once.
 ///
 /// A runtime is **gone** (no longer in [`runtimes`](Self::runtimes); its commands fail)
 /// when its idle connection reaches EOF or fails (the runtime exited: a runtime writes
@@ -548,6 +556,8 @@ impl RuntimePool {
                 closed: false,
                 advertise_timeout: DEFAULT_ADVERTISE_TIMEOUT,
                 grace: DEFAULT_RECONNECT_GRACE,
+                max_runtimes: MAX_POOLED_RUNTIMES,
+                refused: 0,
                 runtimes: HashMap::new(),
                 tasks: HashMap::new(),
                 next_id: 0,
@@ -589,6 +599,25 @@ impl RuntimePool {
     pub fn set_reconnect_grace(&mut self, grace: Duration) {
         self.shared.lock().grace = grace;
         self.shared.changed.notify_waiters();
+    }
+
+    /// The most runtimes kept at once ([`MAX_POOLED_RUNTIMES`] unless set).
+    pub fn max_runtimes(&self) -> usize {
+        self.shared.lock().max_runtimes
+    }
+
+    /// Sets the most runtimes kept at once (at least 1; runtimes already kept stay). A
+    /// process whose descriptor limit is low sets it well under that limit: each runtime
+    /// holds a connection (two while a command runs on it).
+    pub fn set_max_runtimes(&mut self, max: usize) {
+        self.shared.lock().max_runtimes = max.max(1);
+    }
+
+    /// How many connections of new runtimes were closed (after their Advertise) because
+    /// [`max_runtimes`](Self::max_runtimes) were kept already. Each change wakes
+    /// [`wait_until`](Self::wait_until).
+    pub fn refused(&self) -> u64 {
+        self.shared.lock().refused
     }
 
     /// The runtimes known and alive, oldest first: pid, cookie, when first seen, and

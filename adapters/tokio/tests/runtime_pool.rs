@@ -309,6 +309,43 @@ async fn garbage_and_silent_peers_do_not_disturb_the_pool() {
     assert_eq!(pool.runtimes().len(), 1);
 }
 
+/// A pool bounded by `set_max_runtimes` keeps that many runtimes: a further one is closed
+/// right after its Advertise and counted; a known runtime's new connection still files;
+/// once one is gone, a new one is kept again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_closes_new_runtimes_at_once_and_counts_them() {
+    let dir = TempDir::new("tokio-pool-full").unwrap();
+    let port = dir.join("monitor.sock");
+    let mut pool = RuntimePool::bind(&port).unwrap();
+    assert_eq!(
+        pool.max_runtimes(),
+        dsipc_tokio::reverse::MAX_POOLED_RUNTIMES
+    );
+    pool.set_max_runtimes(2);
+    pool.set_reconnect_grace(Duration::ZERO);
+    let first = advertise(&port, Guid([1; 16]), 1);
+    let _second = advertise(&port, Guid([2; 16]), 2);
+    pool.wait_until(TIMEOUT, |l| l.len() == 2 && l.iter().all(|r| r.idle))
+        .await
+        .unwrap();
+    let mut third = advertise(&port, Guid([3; 16]), 3);
+    assert!(read_to_eof(&mut third).is_empty());
+    pool.wait_until(TIMEOUT, |_| pool.refused() == 1)
+        .await
+        .unwrap();
+    // A known runtime reconnecting is not refused.
+    let _again = advertise(&port, Guid([2; 16]), 2);
+    drop(first);
+    pool.wait_until(TIMEOUT, |l| l.len() == 1).await.unwrap();
+    let _fourth = advertise(&port, Guid([4; 16]), 4);
+    let list = pool
+        .wait_until(TIMEOUT, |l| l.len() == 2 && l.iter().all(|r| r.idle))
+        .await
+        .unwrap();
+    assert_eq!(list.iter().map(|r| r.pid).collect::<Vec<_>>(), vec![2, 4]);
+    assert_eq!(pool.refused(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_connection_replaces_the_idle_one_and_bytes_on_an_idle_one_close_it() {
     let dir = TempDir::new("tokio-pool-replace").unwrap();

@@ -110,24 +110,43 @@ fn label_name(s: &str) -> String {
     out
 }
 
+/// A label value: the format's escapes (`\\`, `\"`, `\n`), and terminal controls as
+/// [`escape_control`] writes them.
 fn escape_label(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
-            c => out.push(c),
+            c => escape_control(c, out),
         }
     }
 }
 
+/// A HELP text: the format's escapes (`\\`, `\n`), and terminal controls as
+/// [`escape_control`] writes them.
 fn escape_help(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
-            c => out.push(c),
+            c => escape_control(c, out),
         }
+    }
+}
+
+/// `c`, or when it could drive a terminal (a control, or a bidi override: the names come
+/// from the runtime, and people read `/metrics` with curl in a terminal) its visible name
+/// as dsipc writes it everywhere (`\x1b`, `\u{202e}`, see [`crate::term::clean`]). The
+/// exposition format knows only the escapes `\\` and `\n` (Prometheus' parser rejects
+/// others), so the backslash of the name is itself escaped: a scraper reads the text
+/// `\x1b`. U+FFFD would lose which character it was.
+fn escape_control(c: char, out: &mut String) {
+    if crate::term::unsafe_char(c) {
+        let visible = crate::term::clean(c.encode_utf8(&mut [0; 4])).into_owned();
+        out.push_str(&visible.replace('\\', "\\\\"));
+    } else {
+        out.push(c);
     }
 }
 
@@ -327,6 +346,17 @@ mod tests {
     fn with_unit(mut s: Sample, unit: &str) -> Sample {
         s.unit = unit.into();
         s
+    }
+
+    #[test]
+    fn help_and_label_text_escape_terminal_controls_visibly() {
+        let mut help = String::new();
+        escape_help("a\u{1b}[2J\u{7}\u{9b}\u{202e}\\b\nc", &mut help);
+        // The format's escapes (\\ and \n), and each control as backslash-escaped text.
+        assert_eq!(help, r"a\\x1b[2J\\x07\\x9b\\u{202e}\\b\nc");
+        let mut label = String::new();
+        escape_label("\"\u{1b}\u{2066}x", &mut label);
+        assert_eq!(label, r#"\"\\x1b\\u{2066}x"#);
     }
 
     /// dotnet-monitor's own cases (PrometheusDataModelTests.TestGetPrometheusNormalizedName,

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_DISPOSITION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -122,6 +121,7 @@ impl ApiError {
             StatusCode::TOO_MANY_REQUESTS => "Too Many Requests",
             StatusCode::NOT_FOUND => "Not Found",
             StatusCode::NOT_IMPLEMENTED => "Not Implemented",
+            StatusCode::REQUEST_TIMEOUT => "Request Timeout",
             _ => "Internal Server Error",
         }
     }
@@ -140,6 +140,7 @@ impl ApiError {
                 StatusCode::BAD_REQUEST => "https://tools.ietf.org/html/rfc9110#section-15.5.1",
                 StatusCode::TOO_MANY_REQUESTS => "https://tools.ietf.org/html/rfc6585#section-4",
                 StatusCode::NOT_FOUND => "https://tools.ietf.org/html/rfc9110#section-15.5.5",
+                StatusCode::REQUEST_TIMEOUT => "https://tools.ietf.org/html/rfc9110#section-15.5.9",
                 _ => "https://tools.ietf.org/html/rfc9110#section-15.6.1",
             },
         );
@@ -262,6 +263,17 @@ impl Params {
             .rev()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+
+    /// These parameters but `name`.
+    fn without(&self, name: &str) -> Params {
+        Params(
+            self.0
+                .iter()
+                .filter(|(k, _)| !k.eq_ignore_ascii_case(name))
+                .cloned()
+                .collect(),
+        )
     }
 
     pub(super) fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
@@ -401,6 +413,11 @@ impl Api {
 
     /// The main listener: every route, behind the API key.
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        // dotnet-monitor's MetricsController asks for no key: `/metrics` is open on every
+        // address it listens on, the API's too (a Prometheus job may scrape either).
+        if req.method() == Method::GET && req.uri().path() == "/metrics" {
+            return self.handle_metrics(req).await;
+        }
         if !self.authorized(&req) {
             let mut r = Response::new(http::full(Bytes::new()));
             *r.status_mut() = StatusCode::UNAUTHORIZED;
@@ -440,7 +457,6 @@ impl Api {
             (&Method::GET, "/process") => self.process(&params).await,
             (&Method::GET, "/env") => self.env(&params).await,
             (&Method::GET, "/info") => Ok(self.info()),
-            (&Method::GET, "/metrics") => self.metrics(&req).await,
             (&Method::GET, "/trace") => {
                 let egress = params.egress(&self.egress)?;
                 let profile = match params.get("profile") {
@@ -508,13 +524,23 @@ impl Api {
                 self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/operations") => {
-                let sel = params.selector()?;
-                let ops = self.operations.list(
-                    sel.pid,
-                    sel.uid.as_deref(),
-                    sel.name.as_deref(),
-                    &params.tags(),
-                );
+                // dotnet-monitor binds any int32 pid here and filters by it: one that no
+                // process can have (0, negative) lists nothing rather than being a 400.
+                let ops = match params.int("pid")? {
+                    Some(p) if p <= 0 => {
+                        params.without("pid").selector()?;
+                        Vec::new()
+                    }
+                    _ => {
+                        let sel = params.selector()?;
+                        self.operations.list(
+                            sel.pid,
+                            sel.uid.as_deref(),
+                            sel.name.as_deref(),
+                            &params.tags(),
+                        )
+                    }
+                };
                 let mut body = String::from("[");
                 for (i, o) in ops.iter().enumerate() {
                     if i > 0 {
@@ -1048,24 +1074,14 @@ pub(super) fn member<'a>(
         .map(|(_, v)| v)
 }
 
-/// The request body, at most [`MAX_BODY`] bytes.
+/// The request body, at most [`MAX_BODY`] bytes, at Kestrel's minimum data rate
+/// ([`http::read_body`]): 408 when it comes too slowly, 400 when it is too large.
 pub(super) async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
-    match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                Err(ApiError::bad_request(format!(
-                    "The request body is larger than {} bytes.",
-                    MAX_BODY
-                )))
-            } else {
-                Err(ApiError::bad_request(format!(
-                    "The request body could not be read: {}",
-                    e
-                )))
-            }
+    http::read_body(req, MAX_BODY).await.map_err(|e| {
+        if e.is_timeout() {
+            ApiError::with_status(StatusCode::REQUEST_TIMEOUT, e.to_string())
+        } else {
+            ApiError::bad_request(e.to_string())
         }
-    }
+    })
 }

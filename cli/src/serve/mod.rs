@@ -7,11 +7,13 @@
 //! - `serve generatekey [-o FILE] [--force]`: a new API key; FILE gets only its hash.
 //!
 //! Authentication is on by default: without a key, every API request is answered 401 (as
-//! dotnet-monitor with no key configured). `/metrics` on the metrics URLs needs none.
+//! dotnet-monitor with no key configured). `/metrics` needs none, on the metrics URLs and
+//! the API's alike (as dotnet-monitor's).
 
 mod api;
 mod auth;
 mod collect;
+mod fds;
 mod livemetrics;
 mod logs;
 mod metrics;
@@ -153,6 +155,12 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         None => None,
         Some(f) => Some(procs::DefaultFilter::parse(f).map_err(CliError::Usage)?),
     };
+    let nofile = fds::raise_nofile();
+    let listeners: usize = api_addrs
+        .iter()
+        .chain(metrics_addrs.iter())
+        .map(|a| a.addrs.len())
+        .sum();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(16)
@@ -163,7 +171,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
     let pool = match p.value_path("--diagnostic-port")? {
         None => None,
         Some(path) => {
-            let pool = dsipc_tokio::reverse::RuntimePool::bind(&path).map_err(|e| {
+            let mut pool = dsipc_tokio::reverse::RuntimePool::bind(&path).map_err(|e| {
                 CliError::Failed(format!(
                     "cannot listen for runtimes on {}: {}",
                     display(&path),
@@ -175,7 +183,11 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
                 display(&path),
                 display(&path)
             );
-            Some(Arc::new(pool))
+            let bound = fds::pool_bound(nofile, listeners);
+            pool.set_max_runtimes(bound);
+            let pool = Arc::new(pool);
+            tokio::spawn(report_full_pool(Arc::clone(&pool), nofile));
+            Some(pool)
         }
     };
     let api = Arc::new(Api {
@@ -343,6 +355,25 @@ async fn run(
         s.abort();
     }
     Ok(())
+}
+
+/// Says once on stderr that the diagnostic port turned a runtime away because the pool was
+/// at its bound.
+async fn report_full_pool(pool: Arc<dsipc_tokio::reverse::RuntimePool>, nofile: Option<u64>) {
+    let forever = std::time::Duration::from_secs(365 * 24 * 3600);
+    while pool
+        .wait_until(forever, |_| pool.refused() > 0)
+        .await
+        .is_err()
+    {}
+    eprintln!(
+        "dsipc: serve: the diagnostic port keeps at most {} runtimes{}: further runtimes are closed until one leaves (reported once)",
+        pool.max_runtimes(),
+        match nofile {
+            Some(n) => format!(" (a reserve of the descriptor limit, {}, stays for the API)", n),
+            None => String::new(),
+        }
+    );
 }
 
 /// Ctrl-C, or SIGTERM where there is one (a service manager's stop).

@@ -760,3 +760,26 @@ pub fn prometheus_bin() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("prometheus"))
 }
+
+/// The committed .NET Core 3.1 counters capture with every "CPU Usage" display name
+/// replaced by `to` (9 UTF-16 units, as long: a hostile name such as an OSC sequence).
+pub fn counters_capture_renaming_cpu_usage(to: &str) -> &'static [u8] {
+    let path = repo_root().join("tests/data/counters/netcore3.1.23-system-runtime.nettrace");
+    let mut data = fs::read(path).unwrap();
+    let utf16 = |t: &str| -> Vec<u8> { t.encode_utf16().flat_map(|u| u.to_le_bytes()).collect() };
+    let (from, to) = (utf16("CPU Usage"), utf16(to));
+    assert_eq!(from.len(), to.len(), "the new name is 9 UTF-16 units");
+    let mut replaced = 0;
+    let mut i = 0;
+    while i + from.len() <= data.len() {
+        if data[i..i + from.len()] == from[..] {
+            data[i..i + from.len()].copy_from_slice(&to);
+            replaced += 1;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(replaced > 0, "the capture names CPU Usage");
+    Box::leak(data.into_boxed_slice())
+}

@@ -77,6 +77,11 @@ impl Answered {
 impl Serve {
     /// `dsipc serve --tmpdir DIR` with `auth` (`--no-auth`, `--api-key-file F`, ...).
     pub fn start(tmpdir: &Path, auth: &[&str]) -> Serve {
+        Serve::start_with(tmpdir, auth, |_| {})
+    }
+
+    /// [`Serve::start`], the command first given to `configure` (a limit, an environment).
+    pub fn start_with(tmpdir: &Path, auth: &[&str], configure: impl FnOnce(&mut Command)) -> Serve {
         let files = TempDir::new("dsipc-serve-test").unwrap();
         let mut cmd = Command::new(super::bin());
         cmd.args([
@@ -89,6 +94,7 @@ impl Serve {
         ])
         .arg(tmpdir)
         .args(auth);
+        configure(&mut cmd);
         let mut live = Live::spawn(cmd);
         let mut key = None;
         if auth.contains(&"--temp-apikey") {
