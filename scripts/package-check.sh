@@ -3,7 +3,7 @@
 # each .crate holds.
 #
 # 1. `cargo package` for every package cargo may publish (no `publish = false`: today dsipc,
-#    dsipc-trace, dsipc-sockfile, dsipc-std, dsipc-tokio, dsipc-mio) in one run: cargo
+#    dsipc-trace, dsipc-platform, dsipc-std, dsipc-tokio, dsipc-mio) in one run: cargo
 #    packages the workspace's path dependencies together and verifies each .crate (builds it
 #    from its unpacked sources) against the ones just packaged, not against crates.io.
 # 2. Lists each .crate's files (tar) and fails if any holds the repository's test data

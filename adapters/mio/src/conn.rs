@@ -11,7 +11,7 @@ use dsipc::conn::ServerConnection;
 use dsipc::recv::RecvBuffer;
 use dsipc::wire::Advertise;
 use dsipc::ClientConnection;
-use dsipc_sockfile::SocketFile;
+use dsipc_platform::SocketFile;
 
 use crate::CloseReason;
 use crate::{ConnId, ListenerId, ListenerKind};

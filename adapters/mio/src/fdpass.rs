@@ -2,8 +2,8 @@
 //! the `user_events_data` descriptor with `SCM_RIGHTS` (one data byte), which the runtime
 //! reads before it replies. [`Control::connect_user_events`] and
 //! [`Control::send_user_events_request`] queue the request and a copy of the descriptor;
-//! the connection sends the descriptor (dsipc-sockfile's
-//! [`send_fd`](dsipc_sockfile::fdpass::send_fd)) as soon as the request bytes are all
+//! the connection sends the descriptor (dsipc-platform's
+//! [`send_fd`](dsipc_platform::fdpass::send_fd)) as soon as the request bytes are all
 //! written, waiting for writability if the socket is full, then closes its copy.
 
 use std::io;
@@ -30,7 +30,7 @@ pub(crate) fn flush_fd(stream: &UnixStream, pending: &mut Option<OwnedFd>) -> io
         Some(fd) => fd,
         None => return Ok(()),
     };
-    match dsipc_sockfile::fdpass::send_fd(stream.as_fd(), fd.as_fd()) {
+    match dsipc_platform::fdpass::send_fd(stream.as_fd(), fd.as_fd()) {
         Ok(()) => {
             *pending = None;
             Ok(())
@@ -150,7 +150,7 @@ mod tests {
         flush_fd(&a, &mut pending).unwrap();
         // The receiver got it; no other copy is left once it closes its own.
         let mut byte = [0u8; 4];
-        let (n, fd) = dsipc_sockfile::fdpass::recv_with_fd(b.as_fd(), &mut byte).unwrap();
+        let (n, fd) = dsipc_platform::fdpass::recv_with_fd(b.as_fd(), &mut byte).unwrap();
         assert_eq!(n, 1);
         drop(fd.expect("a descriptor"));
         mine.set_read_timeout(Some(Duration::from_secs(10)))

@@ -146,10 +146,10 @@ mod read;
 mod respond;
 
 pub use control::Control;
-/// Why a listener could not be created: dsipc-sockfile's (the same type as
-/// `dsipc_std::reverse::ListenError`), whose [`bind_private`](dsipc_sockfile::bind_private)
+/// Why a listener could not be created: dsipc-platform's (the same type as
+/// `dsipc_std::reverse::ListenError`), whose [`bind_private`](dsipc_platform::bind_private)
 /// binds every listener of this crate.
-pub use dsipc_sockfile::ListenError;
+pub use dsipc_platform::ListenError;
 pub use error::{CloseReason, Error};
 pub use event::{Event, Handler};
 pub use ids::{ConnId, ListenerId, ListenerKind, Stats};

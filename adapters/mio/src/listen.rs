@@ -1,16 +1,16 @@
-//! Binding a private Unix listener safely: dsipc-sockfile's
-//! [`bind_private`](dsipc_sockfile::bind_private) (the one dsipc-std uses too), made
+//! Binding a private Unix listener safely: dsipc-platform's
+//! [`bind_private`](dsipc_platform::bind_private) (the one dsipc-std uses too), made
 //! non-blocking for mio.
 
 use std::path::Path;
 
-use dsipc_sockfile::SocketFile;
+use dsipc_platform::SocketFile;
 
 use crate::ListenError;
 
 /// Binds a non-blocking listener at `path` with mode 0600 (owner only).
 ///
-/// This is [`dsipc_sockfile::bind_private`] (see there for the details). What is already at
+/// This is [`dsipc_platform::bind_private`] (see there for the details). What is already at
 /// `path` decides:
 /// - nothing: bind;
 /// - a socket nobody listens on (connect is refused: left by a dead process): it is
@@ -33,7 +33,7 @@ pub fn bind_private(path: &Path) -> Result<mio::net::UnixListener, ListenError> 
 pub(crate) fn bind_guarded(
     path: &Path,
 ) -> Result<(mio::net::UnixListener, SocketFile), ListenError> {
-    let private = dsipc_sockfile::bind_private(path)?;
+    let private = dsipc_platform::bind_private(path)?;
     private.set_nonblocking()?;
     let (listener, file) = private.into_parts();
     Ok((mio::net::UnixListener::from_std(listener), file))

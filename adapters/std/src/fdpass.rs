@@ -5,7 +5,7 @@
 //! [`Error::FdPassingUnsupported`].
 //!
 //! [`DiagnosticsClient::start_user_events_tracing`](crate::DiagnosticsClient::start_user_events_tracing) sends the request, passes the
-//! descriptor (dsipc-sockfile's [`send_fd`](dsipc_sockfile::fdpass::send_fd)), then waits
+//! descriptor (dsipc-platform's [`send_fd`](dsipc_platform::fdpass::send_fd)), then waits
 //! for the session id like [`DiagnosticsClient::start_tracing`](crate::DiagnosticsClient::start_tracing).
 
 use crate::Error;
@@ -51,7 +51,7 @@ mod unix {
 
     impl PassFd for UnixStream {
         fn pass_fd(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
-            dsipc_sockfile::fdpass::send_fd(self.as_fd(), fd)
+            dsipc_platform::fdpass::send_fd(self.as_fd(), fd)
         }
     }
 

@@ -64,8 +64,8 @@ pub type ReverseStream = std::os::unix::net::UnixStream;
 #[cfg(windows)]
 pub type ReverseStream = crate::windows::PipeStream;
 
-/// Why a reverse port could not be bound (defined in dsipc-sockfile, shared with dsipc-mio).
-pub use dsipc_sockfile::ListenError;
+/// Why a reverse port could not be bound (defined in dsipc-platform, shared with dsipc-mio).
+pub use dsipc_platform::ListenError;
 
 /// Why no runtime came out of an accept.
 #[derive(Debug)]

@@ -19,13 +19,13 @@ use dsipc::transport::{key_from_proc_stat, SocketName};
 
 use crate::{Connection, Endpoint, Error, Transport};
 
-/// Binding a private listener and guarding its socket file: dsipc-sockfile's, re-exported
+/// Binding a private listener and guarding its socket file: dsipc-platform's, re-exported
 /// (dsipc-mio uses the same code).
-pub use dsipc_sockfile::{bind_private, PrivateListener, SocketFile};
+pub use dsipc_platform::{bind_private, PrivateListener, SocketFile};
 
-/// Passing one descriptor with `SCM_RIGHTS` (user_events sessions): dsipc-sockfile's,
+/// Passing one descriptor with `SCM_RIGHTS` (user_events sessions): dsipc-platform's,
 /// re-exported (the fake runtime of dsipc-testkit receives with it).
-pub use dsipc_sockfile::fdpass::{recv_with_fd, send_fd};
+pub use dsipc_platform::fdpass::{recv_with_fd, send_fd};
 
 impl Connection for UnixStream {
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {

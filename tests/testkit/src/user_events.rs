@@ -7,7 +7,7 @@
 //! cannot be written makes it answer `E_FAIL`, as a runtime whose tracepoint registration
 //! fails does.
 //!
-//! The descriptor comes through dsipc-std's `unix::recv_with_fd` (dsipc-sockfile): this
+//! The descriptor comes through dsipc-std's `unix::recv_with_fd` (dsipc-platform): this
 //! crate has no unsafe code.
 
 #[cfg(unix)]

@@ -1,4 +1,4 @@
-//! # dsipc-sockfile: the socket files of dsipc's listeners
+//! # dsipc-platform: the socket files of dsipc's listeners
 //!
 //! [`bind_private`] binds a Unix listener only its owner can connect to: the socket is bound
 //! in a fresh private directory (mode 0700) next to its address, made 0600 there, and
