@@ -12,6 +12,7 @@
 mod api;
 mod auth;
 mod collect;
+mod dump;
 mod livemetrics;
 mod logs;
 mod metrics;

@@ -37,6 +37,9 @@ pub struct Runtime {
     pub info: ProcessInfo,
     /// How to reach it.
     pub target: Target,
+    /// Its user: its socket's owner (connect mode, Unix); `None` in listen mode, where
+    /// serve knows only the pid the runtime advertises.
+    pub owner: Option<u32>,
 }
 
 /// How serve reaches a runtime.
@@ -223,8 +226,14 @@ async fn probe(pid: u32, target: Target) -> Option<Runtime> {
             clr_version: None,
             runtime_identifier: None,
         },
+        owner: None,
         target,
     };
+    #[cfg(unix)]
+    if let Target::Endpoint(path) = &r.target {
+        use std::os::unix::fs::MetadataExt;
+        r.owner = std::fs::metadata(path).ok().map(|m| m.uid());
+    }
     match r.client(PROBE_TIMEOUT).process_info().await {
         Ok(info) => r.info = info,
         // .NET Core 3.x has no ProcessInfo: listed as dotnet-monitor lists it (a nil uid,
