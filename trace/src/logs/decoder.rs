@@ -1,6 +1,7 @@
 //! The decoder: events of the provider (and of TplEventSource's activity ids) into entries.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -11,8 +12,8 @@ use super::json::{parse_object, JsonError};
 use super::template::Template;
 use super::{
     LogEntry, LogLevel, LogStats, LogValue, LogValues, Malformed, ACTIVITY_JSON_START,
-    ACTIVITY_JSON_STOP, FORMATTED_MESSAGE, MAX_METADATA, MAX_OPEN_SCOPES, MAX_SCOPE_DEPTH,
-    MAX_STRING, MESSAGE_JSON, PROVIDER,
+    ACTIVITY_JSON_STOP, FORMATTED_MESSAGE, MAX_METADATA, MAX_OPEN_SCOPES, MAX_SCOPE_BYTES,
+    MAX_SCOPE_DEPTH, MAX_STRING, MESSAGE_JSON, PROVIDER,
 };
 use crate::{MetadataTable, StreamError, TraceClock, TraceStream};
 
@@ -36,6 +37,7 @@ struct Meta {
 struct Scope {
     id: i64,
     values: LogValues,
+    _charge: Charge,
 }
 
 /// A scope opened under an activity id: its values and the scope it branched from (kept
@@ -46,6 +48,52 @@ struct ActivityScope {
     parent: Option<Arc<ActivityScope>>,
     /// Scopes on the chain, this one included.
     depth: usize,
+    _charge: Charge,
+}
+
+/// A held scope's bytes, counted in the decoder's total until the scope is dropped (an
+/// activity scope lives on while a child holds it, after its own stop).
+#[derive(Debug)]
+struct Charge {
+    bytes: usize,
+    total: Arc<AtomicUsize>,
+}
+
+impl Charge {
+    /// Charges `bytes` to `total` if it stays within [`MAX_SCOPE_BYTES`].
+    fn take(total: &Arc<AtomicUsize>, bytes: usize) -> Option<Charge> {
+        let held = total.load(Ordering::Relaxed);
+        if held.saturating_add(bytes) > MAX_SCOPE_BYTES {
+            return None;
+        }
+        total.fetch_add(bytes, Ordering::Relaxed);
+        Some(Charge {
+            bytes,
+            total: Arc::clone(total),
+        })
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// The bytes a scope's values take: each member's slot, its name and its text.
+fn scope_bytes(values: &LogValues) -> usize {
+    std::mem::size_of::<ActivityScope>()
+        + values
+            .iter()
+            .map(|(k, v)| {
+                std::mem::size_of::<(String, LogValue)>()
+                    + k.len()
+                    + match v {
+                        LogValue::String(s) => s.len(),
+                        _ => 0,
+                    }
+            })
+            .sum::<usize>()
 }
 
 /// Decodes a logging session's nettrace stream, fed in chunks of any size, into entries.
@@ -66,6 +114,8 @@ struct State {
     open_scopes: usize,
     /// Open scopes by the activity id their start branched.
     activities: HashMap<Guid, Arc<ActivityScope>>,
+    /// The bytes of the scopes held (at most [`MAX_SCOPE_BYTES`]).
+    scope_bytes: Arc<AtomicUsize>,
 }
 
 impl Default for LogDecoder {
@@ -87,8 +137,15 @@ impl LogDecoder {
                 scopes: HashMap::new(),
                 open_scopes: 0,
                 activities: HashMap::new(),
+                scope_bytes: Arc::new(AtomicUsize::new(0)),
             },
         }
+    }
+
+    /// The bytes the scopes held take now (at most [`MAX_SCOPE_BYTES`]): their values'
+    /// text and slots.
+    pub fn scope_bytes(&self) -> usize {
+        self.state.scope_bytes.load(Ordering::Relaxed)
     }
 
     /// What was seen so far.
@@ -408,10 +465,25 @@ impl State {
                 self.stats.scopes_dropped += 1;
                 return Ok(());
             }
+            // A start that replaces a scope of the same activity frees that one first.
+            if known {
+                if let Some(old) = self.activities.remove(&activity) {
+                    self.open_scopes -= 1;
+                    drop(old);
+                }
+            }
+            let charge = match Charge::take(&self.scope_bytes, scope_bytes(&values)) {
+                Some(c) => c,
+                None => {
+                    self.stats.scopes_dropped += 1;
+                    return Ok(());
+                }
+            };
             let scope = Arc::new(ActivityScope {
                 values,
                 parent,
                 depth,
+                _charge: charge,
             });
             if self.activities.insert(activity, scope).is_none() {
                 self.open_scopes += 1;
@@ -426,7 +498,21 @@ impl State {
             }
             return Ok(());
         }
-        stack.push(Scope { id, values });
+        let charge = match Charge::take(&self.scope_bytes, scope_bytes(&values)) {
+            Some(c) => c,
+            None => {
+                self.stats.scopes_dropped += 1;
+                if stack.is_empty() {
+                    self.scopes.remove(&at.thread);
+                }
+                return Ok(());
+            }
+        };
+        stack.push(Scope {
+            id,
+            values,
+            _charge: charge,
+        });
         self.open_scopes += 1;
         Ok(())
     }

@@ -28,8 +28,8 @@
 //! Bounds: a string field longer than [`MAX_STRING`], an argument list or scope larger than
 //! [`MAX_ARGUMENTS`] members, JSON nested deeper than [`MAX_JSON_DEPTH`] is malformed (the
 //! event is counted in [`LogStats::malformed`] and skipped, never a panic); at most
-//! [`MAX_OPEN_SCOPES`] scopes are held, [`MAX_SCOPE_DEPTH`] per thread, and
-//! [`MAX_METADATA`] metadata records.
+//! [`MAX_OPEN_SCOPES`] scopes are held, [`MAX_SCOPE_DEPTH`] per thread, [`MAX_SCOPE_BYTES`]
+//! in all, and [`MAX_METADATA`] metadata records.
 //!
 //! ```
 //! use dsipc_trace::logs::{LogDecoder, LogFormat};
@@ -92,6 +92,12 @@ pub const MAX_JSON_DEPTH: usize = 32;
 pub const MAX_OPEN_SCOPES: usize = 10_000;
 /// Most scopes one entry can be in (nested on one activity chain or one thread).
 pub const MAX_SCOPE_DEPTH: usize = 64;
+/// Most bytes the scopes held take at once (their values, as [`LogDecoder::scope_bytes`]
+/// counts them): 16 MiB. Real scopes hold a few short values (a request id, a path: well
+/// under 1 KiB), so [`MAX_OPEN_SCOPES`] of them fit (at 1.6 KiB each); without it a runtime
+/// could make a decoder hold [`MAX_OPEN_SCOPES`] scopes of [`MAX_STRING`] each (10 GB). A
+/// scope that does not fit is dropped and counted, like one past the other two limits.
+pub const MAX_SCOPE_BYTES: usize = 16 << 20;
 /// Most distinct metadata records kept.
 pub const MAX_METADATA: usize = 4096;
 
@@ -383,7 +389,8 @@ pub struct LogStats {
     pub malformed: u64,
     /// The last of them.
     pub last_malformed: Option<Malformed>,
-    /// Scopes not held (past [`MAX_OPEN_SCOPES`] or [`MAX_SCOPE_DEPTH`]).
+    /// Scopes not held (past [`MAX_OPEN_SCOPES`], [`MAX_SCOPE_DEPTH`] or
+    /// [`MAX_SCOPE_BYTES`]).
     pub scopes_dropped: u64,
     /// Metadata records dropped over [`MAX_METADATA`].
     pub metadata_dropped: u64,
