@@ -25,7 +25,9 @@ done
 
 if [ -z "${BIN:-}" ]; then
     cargo build --release -q -p dsipc-cli
-    BIN="$ROOT/target/release/dsipc"
+    # shellcheck source=scripts/target-dir.sh
+    . "$ROOT/scripts/target-dir.sh"
+    BIN="$(cargo_target_dir "$ROOT")/release/dsipc"
 fi
 SAMPLES="$ROOT/target/nettrace-samples"
 mkdir -p "$SAMPLES"

@@ -73,14 +73,23 @@ def proc_hwm_kib(pid):
     return 0
 
 
+def cargo_target_dir():
+    """Where cargo puts the build output (CARGO_TARGET_DIR honoured): scripts/target-dir.sh."""
+    return subprocess.check_output(
+        ["bash", "-c", '. "$0/scripts/target-dir.sh" && cargo_target_dir "$0"', REPO],
+        text=True).strip()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dsipc", default=os.path.join(REPO, "target", "release", "dsipc"))
+    ap.add_argument("--dsipc", help="the dsipc binary (default: the release build where cargo puts it)")
     ap.add_argument("--runtimes", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--delay-seconds", type=float, default=20)
     ap.add_argument("--mode", choices=["export", "monitor"], default="export")
     args = ap.parse_args()
+    if not args.dsipc:
+        args.dsipc = os.path.join(cargo_target_dir(), "release", "dsipc")
     python = os.environ.get("DSIPC_PYTHON")
     if not python:
         raise SystemExit("set DSIPC_PYTHON (. target/dotnet-venv/dsipc-runtimes.env)")

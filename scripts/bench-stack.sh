@@ -15,7 +15,9 @@ if [ -z "${DSIPC_PYTHON:-}" ]; then
 fi
 
 cargo build --release -q -p dsipc-cli
-BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/dsipc"
+# shellcheck source=scripts/target-dir.sh
+. "$ROOT/scripts/target-dir.sh"
+BIN="$(cargo_target_dir "$ROOT")/release/dsipc"
 OUT="$(mktemp -d)"
 # The host exits when its stdin closes: keep it open through a coprocess pipe.
 coproc HOST { exec "$DSIPC_PYTHON" "$ROOT/tests/runtime/host.py" --runtime "$RUNTIME" \

@@ -107,8 +107,11 @@ t0=$(now)
 log "$("$DEB_RUSTC" --version), $("$DEB_CARGO" --version): build --target $TARGET"
 t_start=$(now)
 deb_cargo build
-[ -f "$WS/target/$TARGET/debug/dsipc.exe" ] || die "dsipc.exe was not built"
-log "built $WS/target/$TARGET/debug/dsipc.exe"
+# shellcheck source=scripts/target-dir.sh
+. "$ROOT/scripts/target-dir.sh"
+EXE="$(CARGO="$DEB_CARGO" cargo_target_dir "$WS")/$TARGET/debug/dsipc.exe"
+[ -f "$EXE" ] || die "dsipc.exe was not built"
+log "built $EXE"
 deb_cargo test --no-run --message-format=json-render-diagnostics >"$WS/target/test-artifacts.json"
 # dsipc-std is a path dependency, not a member: its own unit tests (the Windows transport's
 # among them) are built explicitly.

@@ -21,7 +21,9 @@ scripts/setup-runtimes.sh
 
 say "2. build the dsipc CLI"
 cargo build --release -q -p dsipc-cli
-DSIPC="$ROOT/target/release/dsipc"
+# shellcheck source=scripts/target-dir.sh
+. "$ROOT/scripts/target-dir.sh"
+DSIPC="$(cargo_target_dir "$ROOT")/release/dsipc"
 ls -l "$DSIPC"
 
 say "3. start a sample .NET 8 target (tests/runtime/host.py --busy)"

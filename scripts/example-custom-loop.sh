@@ -12,7 +12,9 @@ cd "$ROOT"
 set -a; . target/dotnet-venv/dsipc-runtimes.env; set +a
 
 cargo build --quiet --example custom_loop --features alloc
-BIN="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/examples/custom_loop"
+# shellcheck disable=SC1091
+. "$ROOT/scripts/target-dir.sh"
+BIN="$(cargo_target_dir "$ROOT")/debug/examples/custom_loop"
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }

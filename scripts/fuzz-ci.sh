@@ -32,6 +32,10 @@ if ! cargo "${TC[@]}" fuzz --version >/dev/null 2>&1; then
 fi
 
 cd "$FUZZ"
+# shellcheck source=scripts/target-dir.sh
+. "$ROOT/scripts/target-dir.sh"
+# Where cargo puts fuzz/'s build output (fuzz/ is a workspace of its own).
+OUTDIR="$(cargo_target_dir "$FUZZ")"
 if [[ $# -gt 0 ]]; then
     TARGETS=("$@")
 else
@@ -45,7 +49,7 @@ echo "fuzz-ci: building ${#TARGETS[@]} targets (-s none, release, debug assertio
 # One build for all targets (cargo fuzz build takes one target or none).
 cargo "${TC[@]}" fuzz build -s none 2>&1 | grep -v '^ *Compiling' || true
 for t in "${TARGETS[@]}"; do
-    [[ -x "target/$HOST/release/$t" ]] || { echo "fuzz-ci: target $t was not built"; exit 1; }
+    [[ -x "$OUTDIR/$HOST/release/$t" ]] || { echo "fuzz-ci: target $t was not built"; exit 1; }
 done
 echo "fuzz-ci: build took $(( $(date +%s) - t0 ))s"
 
@@ -67,7 +71,7 @@ report_crash() {
 }
 
 for t in "${TARGETS[@]}"; do
-    bin="target/$HOST/release/$t"
+    bin="$OUTDIR/$HOST/release/$t"
     seeds="corpus-seeds/$t"
     regress="regressions/$t"
     work="corpus/$t"

@@ -22,8 +22,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-TARGET_DIR="$(cd "$ROOT" && cargo metadata --format-version 1 --no-deps \
-    | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+# shellcheck disable=SC1091
+. "$ROOT/scripts/target-dir.sh"
+TARGET_DIR="$(cargo_target_dir "$ROOT")"
 W="$TARGET_DIR/msrv-ws"
 RUSTC_163=/usr/bin/rustc
 CARGO_OLD=/usr/bin/cargo

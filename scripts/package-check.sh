@@ -23,7 +23,9 @@ log() { echo "package-check: $*"; }
 die() { echo "package-check: error: $*" >&2; exit 1; }
 
 META="$(cargo metadata --format-version 1 --no-deps)"
-TARGET_DIR="$(python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])' <<<"$META")"
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/target-dir.sh"
+TARGET_DIR="$(cargo_target_dir)"
 # name version, one line per publishable package (`publish` is null unless restricted).
 mapfile -t PACKAGES < <(python3 -c '
 import json, sys

@@ -19,8 +19,9 @@ cd "$ROOT"
 log() { echo "tokio-compat: $*"; }
 die() { echo "tokio-compat: error: $*" >&2; exit 1; }
 
-TARGET_DIR="$(cargo metadata --format-version 1 --no-deps \
-    | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/target-dir.sh"
+TARGET_DIR="$(cargo_target_dir "$(dirname "${BASH_SOURCE[0]}")/..")"
 APP="$TARGET_DIR/tokio-compat"
 rm -rf "$APP/src" "$APP/Cargo.toml" "$APP/Cargo.lock"
 mkdir -p "$APP/src"

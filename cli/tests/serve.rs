@@ -1024,6 +1024,41 @@ fn serve_listen_mode_serves_runtimes_that_connect_to_it() {
     }
 }
 
+/// Listen mode resumes the runtimes that connect: a real .NET 8 runtime started as `serve
+/// --help` says (`DOTNET_DiagnosticPorts=PATH,connect`, so suspended at startup until a
+/// ResumeRuntime) runs managed code while serve runs, with no request made (the host prints
+/// READY, which reads `Environment.Version`, only once the runtime runs), and is listed.
+#[test]
+fn serve_listen_mode_resumes_runtimes_suspended_at_startup() {
+    configure_python();
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let port = dir.path().join("port.sock");
+    let serve = Serve::start(
+        dir.path(),
+        &["--temp-apikey", "--diagnostic-port", port.to_str().unwrap()],
+    );
+    let own = TempDir::new("dsipc-sv-own").unwrap();
+    let mut ports = port.as_os_str().to_os_string();
+    ports.push(",connect");
+    let opts = HostOptions::net8(240)
+        .env("TMPDIR", own.path().as_os_str())
+        .env("DOTNET_DiagnosticPorts", ports);
+    let mut h = HostedRuntime::spawn(&opts).expect("spawn host");
+    let ready = h.wait_ready(Duration::from_secs(90));
+    assert!(
+        ready.is_ok(),
+        "the runtime never resumed: {:?}",
+        ready.err()
+    );
+    let listed = serve.get("/processes").json();
+    assert_eq!(
+        listed[0]["pid"].as_u64(),
+        Some(u64::from(ready.unwrap().pid)),
+        "{}",
+        listed
+    );
+}
+
 /// A real runtime that exits while its trace streams: the body is cut (curl exit 18),
 /// never a clean end of a trace that is not whole; serve goes on answering.
 #[test]

@@ -232,3 +232,49 @@ fn serve_logs_against_real_net8_runs_its_duration_and_ends() {
     }
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+/// A runtime that opens scopes holding a megabyte each and never ends them: the session's
+/// decoder holds at most MAX_SCOPE_BYTES of them, serve says so once (on stderr), and the
+/// entry after them still comes.
+#[test]
+fn serve_logs_says_once_that_scopes_over_the_byte_budget_are_dropped() {
+    let big = format!(r#"{{"S":"{}"}}"#, "x".repeat(1_000_000));
+    let mut t = common_logs::LogTrace::new();
+    t.per_block = 4;
+    for i in 0..(dsipc_trace::logs::MAX_SCOPE_BYTES / 1_000_000 + 3) {
+        t.scope_start(i as u64 + 1, i as i32, "C", &big);
+    }
+    t.log(
+        1,
+        2,
+        "C",
+        7,
+        "",
+        "after",
+        r#"{"{OriginalFormat}":"after"}"#,
+        "{}",
+    );
+    let trace: &'static [u8] = Box::leak(t.bytes().into_boxed_slice());
+    let dir = TempDir::new("dsipc-svl").unwrap();
+    let _rt = fake(&dir, trace);
+    let mut serve = Serve::start(dir.path(), &["--temp-apikey"]);
+    let nd = curl(
+        &serve,
+        "/logs?durationSeconds=30",
+        &["-H", "Accept: application/x-ndjson"],
+    );
+    assert_eq!(nd.status, 200, "{}", nd.text());
+    assert!(nd.text().contains("\"after\""), "{}", nd.text());
+    // Said once: up to serve's last line, one warning for the session.
+    serve.live.signal(libc::SIGINT);
+    serve
+        .live
+        .stderr_line("serve: stopping", Duration::from_secs(30));
+    let said = serve
+        .live
+        .stderr_lines()
+        .iter()
+        .filter(|l| l.contains("scopes dropped"))
+        .count();
+    assert_eq!(said, 1, "{:?}", serve.live.stderr_lines());
+}

@@ -31,9 +31,17 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOST_PY = os.path.join(REPO, "tests", "runtime", "host.py")
 OUT = os.path.join(REPO, "tests", "data", "nettrace")
-DSIPC = os.environ.get("DSIPC_BIN") or os.path.join(REPO, "target", "release", "dsipc")
+# $DSIPC_BIN, else the release build where cargo puts it (see main).
+DSIPC = os.environ.get("DSIPC_BIN")
 PROVIDERS = "Microsoft-DotNETCore-SampleProfiler:0xF00000000000:5,Microsoft-Windows-DotNETRuntime:0xC019:5"
 RUNTIMES = [("net8", "net8.0.4"), ("netcore31", "netcore3.1.23")]
+
+
+def cargo_target_dir():
+    """Where cargo puts the build output (CARGO_TARGET_DIR honoured): scripts/target-dir.sh."""
+    return subprocess.check_output(
+        ["bash", "-c", '. "$0/scripts/target-dir.sh" && cargo_target_dir "$0"', REPO],
+        text=True).strip()
 
 
 def env_python():
@@ -53,6 +61,9 @@ HEAP_OBJECTS = 10000
 
 
 def main():
+    global DSIPC
+    if not DSIPC:
+        DSIPC = os.path.join(cargo_target_dir(), "release", "dsipc")
     os.makedirs(OUT, exist_ok=True)
     py = env_python()
     heap = "--heap" in sys.argv[1:]

@@ -54,6 +54,7 @@ mod lost;
 mod metadata;
 mod order;
 mod profile;
+mod stack_table;
 mod stacks;
 mod stream;
 mod symbols;
@@ -67,6 +68,7 @@ pub use order::TimeOrder;
 pub use profile::{
     LimitExceeded, Profile, ProfileBuilder, ProfileLimits, SampleKind, ThreadProfile, ThreadSamples,
 };
+pub use stack_table::StackTable;
 pub use stacks::{StackFrame, StackSnapshot, ThreadStack, NATIVE_FRAMES};
 pub use stream::{StreamError, TraceStream, MAX_BLOCK};
 pub use symbols::{MethodName, MethodRecord, SymbolTable, UNRESOLVED_FRAME};

@@ -1,10 +1,12 @@
 //! The sample-profile builder: SampleProfiler samples per thread over an interned stack table.
 
+use std::collections::hash_map::RandomState;
 use std::collections::BTreeSet;
 use std::fmt;
-use std::hash::Hasher;
+use std::hash::{BuildHasher, Hasher};
 
-use super::hash::{FxHashMap, FxHasher};
+use super::hash::FxHashMap;
+use super::stack_table::StackTable;
 use super::symbols::{SymbolTable, UNRESOLVED_FRAME};
 
 /// What the thread was doing when sampled (SampleProfiler's `u32` payload).
@@ -69,7 +71,7 @@ pub struct Profile {
     /// Frame names (`Module!Namespace.Method(args)`, or [`UNRESOLVED_FRAME`]).
     pub frames: Vec<String>,
     /// Stacks as frame indexes, leaf first.
-    pub stacks: Vec<Vec<u32>>,
+    pub stacks: StackTable,
     /// Threads in order of their first sample.
     pub threads: Vec<ThreadProfile>,
     /// Distinct instruction pointers sampled stacks hold.
@@ -178,9 +180,11 @@ impl std::error::Error for LimitExceeded {}
 
 /// Builds a [`Profile`] from stack blocks, sequence points and SampleProfiler events.
 ///
-/// Stack ids are only valid within their sequence-point window: the builder caches the
-/// current window's stacks and, when a sample references one, interns it into a compact,
-/// deduplicated stack table (the window cache is dropped at the next sequence point).
+/// Stack ids are only valid within their sequence-point window: the builder interns each
+/// stack as it comes into a compact, deduplicated stack table, and the window maps its ids
+/// to interned stacks (dropped at the next sequence point); a sample marks its stack
+/// sampled (only sampled stacks' addresses count for [`is_sampled`](Self::is_sampled) and
+/// make the profile).
 /// Samples are counted per (thread, stack, kind). Instruction pointers are resolved when the
 /// profile is finished (the rundown, which names most methods, arrives last). Memory: the
 /// current window, distinct stacks, threads and methods; never the number of samples.
@@ -190,20 +194,28 @@ pub struct ProfileBuilder {
     limits: ProfileLimits,
     limit_error: Option<LimitExceeded>,
     // The current window's stacks with consecutive ids (as runtimes write them): id -
-    // window_base -> span in window_ips, and its interned stack once a sample used it.
+    // window_base -> its interned stack. Interned as they come, so the window holds 4 bytes
+    // a stack, not a second copy of its addresses (a window without sequence points is as
+    // large as the stream's stacks).
     window_base: u32,
-    window_spans: Vec<(u32, u32)>,
-    window_ips: Vec<u64>,
-    window_interned: Vec<u32>,
+    window_ids: Vec<u32>,
     // Stacks whose id does not follow (a gap or an id below the base): by id, so that a
     // hostile id never allocates room for the ids in between.
-    window_far: FxHashMap<u32, (u32, u32, u32)>,
-    // The interned stack table (leaf first).
+    window_far: FxHashMap<u32, u32>,
+    // A stack's addresses while it is read.
+    scratch: Vec<u64>,
+    // The interned stack table (leaf first), and whether a sample used each stack.
     stack_ips: Vec<u64>,
     stack_spans: Vec<(u32, u32)>,
-    stack_by_hash: FxHashMap<u64, u32>,
-    // Collision chains of `stack_by_hash`: the next interned stack of the same hash.
-    stack_next: Vec<u32>,
+    stack_sampled: Vec<bool>,
+    sampled_stacks: usize,
+    // The interned stacks by content: open addressing over their indexes (NOT_INTERNED:
+    // free), at most half full, so 8 to 16 bytes a stack where a map from hash to index
+    // with collision chains took 24 to 44. Hashed with a key of this builder's own
+    // (std's RandomState), so that no set of stacks can be crafted to collide and make
+    // interning quadratic.
+    stack_slots: Vec<u32>,
+    stack_hasher: RandomState,
     threads: Vec<ThreadState>,
     thread_index: FxHashMap<u64, u32>,
     counts: FxHashMap<(u32, u32, SampleKind), u64>,
@@ -247,106 +259,122 @@ impl ProfileBuilder {
         if self.limit_error.is_some() {
             return;
         }
-        let start = self.window_ips.len();
-        self.window_ips.extend(ips);
-        let frames = self.window_ips.len() - start;
-        if frames > self.limits.max_stack_frames {
-            self.window_ips.truncate(start);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        // Kept up to one past the limit; the rest only counted (for the error).
+        let mut ips = ips.into_iter();
+        scratch.extend(ips.by_ref().take(self.limits.max_stack_frames + 1));
+        if scratch.len() > self.limits.max_stack_frames {
             self.limit_error = Some(LimitExceeded::StackFrames {
-                frames,
+                frames: scratch.len() + ips.count(),
                 limit: self.limits.max_stack_frames,
             });
+            self.scratch = scratch;
             return;
         }
-        let span = (start as u32, self.window_ips.len() as u32);
-        if self.window_spans.is_empty() && self.window_far.is_empty() {
+        let stack = self.intern(&scratch);
+        self.scratch = scratch;
+        if self.window_ids.is_empty() && self.window_far.is_empty() {
             self.window_base = id;
         }
         match id.checked_sub(self.window_base) {
-            Some(i) if (i as usize) < self.window_spans.len() => {
-                self.window_spans[i as usize] = span;
-                self.window_interned[i as usize] = NOT_INTERNED;
-            }
-            Some(i) if i as usize == self.window_spans.len() => {
-                self.window_spans.push(span);
-                self.window_interned.push(NOT_INTERNED);
-            }
+            Some(i) if (i as usize) < self.window_ids.len() => self.window_ids[i as usize] = stack,
+            Some(i) if i as usize == self.window_ids.len() => self.window_ids.push(stack),
             _ => {
-                self.window_far.insert(id, (span.0, span.1, NOT_INTERNED));
+                self.window_far.insert(id, stack);
             }
         }
     }
 
     /// A sequence point: the stack ids of the window end here.
     pub fn on_sequence_point(&mut self) {
-        self.window_spans.clear();
-        self.window_ips.clear();
-        self.window_interned.clear();
+        self.window_ids.clear();
         self.window_far.clear();
     }
 
-    fn intern(&mut self, ips: &[u64]) -> u32 {
-        let mut h = FxHasher::default();
+    fn stack_hash(&self, ips: &[u64]) -> u64 {
+        let mut h = self.stack_hasher.build_hasher();
         for &ip in ips {
             h.write_u64(ip);
         }
         h.write_usize(ips.len());
-        let hash = h.finish();
-        let mut c = self
-            .stack_by_hash
-            .get(&hash)
-            .copied()
-            .unwrap_or(NOT_INTERNED);
-        let head = c;
-        while c != NOT_INTERNED {
+        h.finish()
+    }
+
+    /// The slot of `ips` in `stack_slots`: the one holding it, or the free one it goes to.
+    fn stack_slot(&self, ips: &[u64]) -> usize {
+        let mask = self.stack_slots.len() - 1;
+        let mut i = self.stack_hash(ips) as usize & mask;
+        loop {
+            let c = self.stack_slots[i];
+            if c == NOT_INTERNED {
+                return i;
+            }
             let (a, b) = self.stack_spans[c as usize];
             if &self.stack_ips[a as usize..b as usize] == ips {
-                return c;
+                return i;
             }
-            c = self.stack_next[c as usize];
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Doubles `stack_slots` (at least 64) and places every interned stack again.
+    fn grow_stack_slots(&mut self) {
+        let size = (self.stack_slots.len() * 2).max(64);
+        self.stack_slots = vec![NOT_INTERNED; size];
+        for id in 0..self.stack_spans.len() {
+            let (a, b) = self.stack_spans[id];
+            let mut i =
+                self.stack_hash(&self.stack_ips[a as usize..b as usize]) as usize & (size - 1);
+            while self.stack_slots[i] != NOT_INTERNED {
+                i = (i + 1) & (size - 1);
+            }
+            self.stack_slots[i] = id as u32;
+        }
+    }
+
+    fn intern(&mut self, ips: &[u64]) -> u32 {
+        if (self.stack_spans.len() + 1) * 2 > self.stack_slots.len() {
+            self.grow_stack_slots();
+        }
+        let slot = self.stack_slot(ips);
+        if self.stack_slots[slot] != NOT_INTERNED {
+            return self.stack_slots[slot];
         }
         let id = self.stack_spans.len() as u32;
         let a = self.stack_ips.len() as u32;
         self.stack_ips.extend_from_slice(ips);
         self.stack_spans.push((a, self.stack_ips.len() as u32));
-        self.stack_next.push(head);
-        self.stack_by_hash.insert(hash, id);
-        self.sampled_ips.extend(ips.iter().copied());
+        self.stack_slots[slot] = id;
+        self.stack_sampled.push(false);
         id
     }
 
-    /// The interned stack for window stack `id` (an unknown id or 0 is the empty stack).
+    /// Notes that a sample used interned stack `s` (its addresses then count as sampled).
+    fn mark_sampled(&mut self, s: u32) {
+        if !self.stack_sampled[s as usize] {
+            self.stack_sampled[s as usize] = true;
+            self.sampled_stacks += 1;
+            let (a, b) = self.stack_spans[s as usize];
+            self.sampled_ips
+                .extend(self.stack_ips[a as usize..b as usize].iter().copied());
+        }
+    }
+
+    /// The interned stack for window stack `id` (an unknown id or 0 is the empty stack),
+    /// marked sampled.
     fn window_stack(&mut self, id: u32) -> u32 {
-        if id == 0 {
-            return self.intern(&[]);
-        }
-        let near = match id.checked_sub(self.window_base) {
-            Some(i) if (i as usize) < self.window_spans.len() => Some(i as usize),
-            _ => None,
+        let found = match id.checked_sub(self.window_base) {
+            _ if id == 0 => None,
+            Some(i) if (i as usize) < self.window_ids.len() => Some(self.window_ids[i as usize]),
+            _ => self.window_far.get(&id).copied(),
         };
-        let (a, b, memo) = match near {
-            Some(i) => {
-                let (a, b) = self.window_spans[i];
-                (a, b, self.window_interned[i])
-            }
-            None => match self.window_far.get(&id) {
-                Some(&far) => far,
-                None => return self.intern(&[]),
-            },
+        let stack = match found {
+            Some(s) => s,
+            None => self.intern(&[]),
         };
-        if memo != NOT_INTERNED {
-            return memo;
-        }
-        let ips = std::mem::take(&mut self.window_ips);
-        let interned = self.intern(&ips[a as usize..b as usize]);
-        self.window_ips = ips;
-        match near {
-            Some(i) => self.window_interned[i] = interned,
-            None => {
-                self.window_far.insert(id, (a, b, interned));
-            }
-        }
-        interned
+        self.mark_sampled(stack);
+        stack
     }
 
     /// A SampleProfiler sample of `thread` on window stack `stack_id` at `timestamp`.
@@ -444,45 +472,94 @@ impl ProfileBuilder {
         (self.symbols, last)
     }
 
-    /// Distinct stacks interned so far.
+    /// Distinct stacks sampled so far.
     pub fn distinct_stacks(&self) -> usize {
-        self.stack_spans.len()
+        self.sampled_stacks
     }
 
     /// Resolves every sampled instruction pointer and returns the profile. With
     /// `managed_only`, samples taken in native code or while blocked are dropped.
     pub fn finish(self, managed_only: bool) -> Profile {
-        // Counters grouped by thread, in order of the threads' first samples.
-        let mut counts: Vec<((u32, u32, SampleKind), u64)> = self.counts.into_iter().collect();
-        counts.sort_unstable_by_key(|&((t, _, _), _)| t);
+        // What the profile is made of; the rest (the last window, which without sequence
+        // points is as large as the stream's stacks, and the interning indexes) is freed
+        // before the profile grows.
+        let ProfileBuilder {
+            symbols,
+            stack_ips,
+            stack_spans,
+            threads,
+            counts,
+            sampled_ips,
+            window_ids,
+            window_far,
+            stack_slots,
+            stack_sampled,
+            thread_index,
+            ..
+        } = self;
+        drop((
+            window_ids,
+            window_far,
+            stack_slots,
+            stack_sampled,
+            thread_index,
+        ));
+        // The counters, per thread (in order of the threads' first samples), read straight
+        // into each thread's samples, with room for exactly what it has: the counters' table
+        // is freed once read, and no other copy of them is made.
+        let keeps = |kind: SampleKind| !managed_only || kind == SampleKind::Managed;
+        let mut per_thread: Vec<Vec<ThreadSamples>> = {
+            let mut n = vec![0usize; threads.len()];
+            for &(t, _, kind) in counts.keys() {
+                if keeps(kind) {
+                    n[t as usize] += 1;
+                }
+            }
+            n.into_iter().map(Vec::with_capacity).collect()
+        };
+        for ((t, stack, kind), count) in counts {
+            if keeps(kind) {
+                per_thread[t as usize].push(ThreadSamples { stack, kind, count });
+            }
+        }
         let mut profile = Profile::default();
         // Interned stack -> profile stack (only stacks kept samples use).
-        let mut stack_map: Vec<u32> = vec![NOT_INTERNED; self.stack_spans.len()];
-        let mut frame_of_ip: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut stack_map: Vec<u32> = vec![NOT_INTERNED; stack_spans.len()];
+        // Every sampled address in order (the set freed as it is read), and its frame once
+        // resolved: 12 bytes an address, where a hash map from address to frame took three
+        // times that (and twice more while it grew).
+        let ips: Vec<u64> = sampled_ips.into_iter().collect();
+        let mut frame_of_ip: Vec<u32> = vec![NOT_INTERNED; ips.len()];
         let mut frame_of_method: FxHashMap<usize, u32> = FxHashMap::default();
         let mut unresolved_frame: Option<u32> = None;
-        let mut symbols = self.symbols;
-        let mut rest = &counts[..];
-        while let Some(&((t, _, _), _)) = rest.first() {
-            let n = rest.iter().take_while(|((u, _, _), _)| *u == t).count();
-            let (mine, others) = rest.split_at(n);
-            rest = others;
-            let state = &self.threads[t as usize];
-            let mut samples: Vec<ThreadSamples> = Vec::with_capacity(mine.len());
-            for &((_, stack, kind), count) in mine {
-                if managed_only && kind != SampleKind::Managed {
-                    continue;
-                }
+        let mut symbols = symbols;
+        let mut frames: Vec<u32> = Vec::new();
+        let by_count = |a: &ThreadSamples, b: &ThreadSamples| {
+            b.count.cmp(&a.count).then(a.stack.cmp(&b.stack))
+        };
+        for (t, mut samples) in per_thread.into_iter().enumerate() {
+            if samples.is_empty() {
+                continue;
+            }
+            // Most sampled first, so that profile stacks are numbered in that order.
+            samples.sort_by(by_count);
+            for sample in samples.iter_mut() {
+                let stack = sample.stack;
                 let mapped = stack_map[stack as usize];
-                let mapped = if mapped != NOT_INTERNED {
+                sample.stack = if mapped != NOT_INTERNED {
                     mapped
                 } else {
-                    let (a, b) = self.stack_spans[stack as usize];
-                    let mut frames = Vec::with_capacity((b - a) as usize);
-                    for &ip in &self.stack_ips[a as usize..b as usize] {
-                        let frame = match frame_of_ip.get(&ip) {
-                            Some(&f) => f,
-                            None => {
+                    let (a, b) = stack_spans[stack as usize];
+                    frames.clear();
+                    for &ip in &stack_ips[a as usize..b as usize] {
+                        // Every address of a sampled stack is in the set.
+                        let slot = match ips.binary_search(&ip) {
+                            Ok(i) => i,
+                            Err(_) => continue,
+                        };
+                        let frame = match frame_of_ip[slot] {
+                            f if f != NOT_INTERNED => f,
+                            _ => {
                                 profile.distinct_ips += 1;
                                 let f = match symbols.resolve(ip) {
                                     Some(m) => *frame_of_method.entry(m).or_insert_with(|| {
@@ -497,27 +574,19 @@ impl ProfileBuilder {
                                         })
                                     }
                                 };
-                                frame_of_ip.insert(ip, f);
+                                frame_of_ip[slot] = f;
                                 f
                             }
                         };
                         frames.push(frame);
                     }
-                    profile.stacks.push(frames);
-                    let id = profile.stacks.len() as u32 - 1;
+                    let id = profile.stacks.push(&frames);
                     stack_map[stack as usize] = id;
                     id
                 };
-                samples.push(ThreadSamples {
-                    stack: mapped,
-                    kind,
-                    count,
-                });
             }
-            if samples.is_empty() {
-                continue;
-            }
-            samples.sort_by(|a, b| b.count.cmp(&a.count).then(a.stack.cmp(&b.stack)));
+            samples.sort_by(by_count);
+            let state = &threads[t];
             profile.threads.push(ThreadProfile {
                 thread_id: state.thread_id,
                 first_timestamp: state.first,

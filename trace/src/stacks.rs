@@ -11,6 +11,7 @@ use super::hash::FxHashMap;
 use super::profile::{
     LastSample, Profile, ProfileBuilder, SampleKind, ThreadProfile, ThreadSamples,
 };
+use super::stack_table::StackTable;
 use super::symbols::{MethodName, SymbolTable};
 
 /// What `dotnet-stack report` prints for a run of frames no managed method covers (native
@@ -80,7 +81,7 @@ impl StackSnapshot {
     pub fn to_profile(&self) -> Profile {
         let mut frames: Vec<String> = Vec::new();
         let mut index: FxHashMap<String, u32> = FxHashMap::default();
-        let mut stacks = Vec::with_capacity(self.threads.len());
+        let mut stacks = StackTable::new();
         let mut threads = Vec::with_capacity(self.threads.len());
         for t in &self.threads {
             let stack: Vec<u32> = t
@@ -109,7 +110,7 @@ impl StackSnapshot {
                     count: 1,
                 }],
             });
-            stacks.push(stack);
+            stacks.push(&stack);
         }
         Profile {
             frames,

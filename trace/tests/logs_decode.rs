@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use common_logs::{payload, sample, LogTrace, F, MESSAGE_JSON, SCOPE_START};
 use dsipc_trace::logs::{
     LogDecoder, LogEntry, LogFormat, LogLevel, LogValue, Malformed, MAX_ARGUMENTS, MAX_OPEN_SCOPES,
-    MAX_SCOPE_DEPTH, MAX_STRING,
+    MAX_SCOPE_BYTES, MAX_SCOPE_DEPTH, MAX_STRING,
 };
 use dsipc_trace::StreamError;
 
@@ -463,4 +463,67 @@ fn logs_activity_scopes_are_bounded_in_depth() {
     // The scope past the limit is dropped; the ones after it branch from a scope not held,
     // so each starts a chain of its own (as a start whose parent the session never saw).
     assert_eq!(d.stats().scopes_dropped, 1);
+}
+
+/// The bytes held in scopes are bounded: scopes that never end, each with a 1,000,000
+/// character argument (as the probe that took serve's `/logs` to 208 MiB with 400 of 500,000,
+/// here 24 to keep the test short), on threads and on activity chains: the decoder holds at
+/// most MAX_SCOPE_BYTES of them, drops (and counts) the rest, and entries carry the scopes
+/// held. Stopped scopes give their bytes back.
+#[test]
+fn logs_scope_bytes_are_bounded_in_all() {
+    use common_logs::activity;
+    let per_scope = 1_000_000;
+    let count = MAX_SCOPE_BYTES / per_scope + 8;
+    let big = format!(r#"{{"S":"{}"}}"#, "x".repeat(per_scope));
+    let fit = MAX_SCOPE_BYTES / per_scope;
+    for activities in [false, true] {
+        let mut t = LogTrace::new();
+        t.per_block = 8;
+        for i in 0..count as u32 {
+            if activities {
+                // Each its own chain (a request each), so depth is not what stops them.
+                let mut a = activity(1);
+                a[1..5].copy_from_slice(&i.to_le_bytes());
+                t.activity = (a, [0; 16]);
+            }
+            // One thread each, so MAX_SCOPE_DEPTH is not what stops them either.
+            t.scope_start(u64::from(i) + 1, i as i32, "C", &big);
+        }
+        t.log(1, 2, "C", 1, "", "m", r#"{"{OriginalFormat}":"m"}"#, "{}");
+        let bytes = t.bytes();
+        let mut d = LogDecoder::new();
+        let mut entries = Vec::new();
+        let mut most = 0;
+        for c in bytes.chunks(64 * 1024) {
+            d.feed(c, &mut |e| entries.push(e)).unwrap();
+            most = most.max(d.scope_bytes());
+        }
+        d.finish(&mut |e| entries.push(e)).unwrap();
+        assert!(most <= MAX_SCOPE_BYTES, "{} bytes held", most);
+        let held = count - d.stats().scopes_dropped as usize;
+        assert!(
+            held > 0 && held <= fit,
+            "{} scopes held (activities: {}): {:?}",
+            held,
+            activities,
+            d.stats()
+        );
+        assert!(d.scope_bytes() >= held * per_scope);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(d.stats().malformed, 0);
+    }
+
+    // Stopped scopes free their bytes: scope after scope, each stopped, are all held.
+    let mut t = LogTrace::new();
+    t.per_block = 8;
+    for i in 0..count as i32 {
+        t.scope_start(1, i, "C", &big);
+        t.log(1, 2, "C", i, "", "m", r#"{"{OriginalFormat}":"m"}"#, "{}");
+        t.scope_stop(1, i, "C");
+    }
+    let (e, d) = decode(&t.bytes());
+    assert_eq!(d.stats().scopes_dropped, 0, "{:?}", d.stats());
+    assert!(e.iter().all(|e| e.scopes.len() == 1));
+    assert_eq!(d.scope_bytes(), 0);
 }

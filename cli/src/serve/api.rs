@@ -6,7 +6,6 @@
 //! stream: a trace is sent as the runtime writes it (a chunked body; a client that goes away
 //! stops the session), a dump is read from serve's storage folder and deleted once sent.
 
-use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -15,7 +14,6 @@ use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_DISPOSITION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
-use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use dsipc::payload::{DumpType, Provider};
@@ -861,71 +859,6 @@ impl Api {
             name: artifact_name(pid, "gcdump"),
             content_type: "application/octet-stream",
             body: http::full(bytes),
-            stop: None,
-        })
-    }
-
-    async fn dump(&self, runtime: &Runtime, kind: DumpType) -> Result<Artifact, ApiError> {
-        let permit = Api::permit(&self.dumps, "dump", MAX_DUMPS)?;
-        // dotnet-monitor's dump name on Linux: `core_{timestamp}`.
-        let name = format!("core_{}", timestamp());
-        let path = self
-            .dump_dir
-            .join(format!("{}-{}", std::process::id(), name));
-        let text = path
-            .to_str()
-            .ok_or_else(|| ApiError::internal("the dump folder's path is not UTF-8"))?
-            .to_string();
-        let written = runtime
-            .client(DUMP_TIMEOUT)
-            .write_dump(&text, kind, 0)
-            .await;
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&path);
-            return Err(e.into());
-        }
-        let mut file = match tokio::fs::File::open(&path).await {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = std::fs::remove_file(&path);
-                return Err(ApiError::internal(format!(
-                    "the runtime's dump cannot be read: {}",
-                    e
-                )));
-            }
-        };
-        // Unlinked at once: the open file is all that is left, gone when it is closed.
-        let _ = std::fs::remove_file(&path);
-        let (tx, body) = http::channel(4, self.send_timeout);
-        tokio::spawn(async move {
-            let _permit = permit;
-            loop {
-                let mut buf = vec![0u8; 256 * 1024];
-                match file.read(&mut buf).await {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        buf.truncate(n);
-                        if let Err(g) = tx.send(Bytes::from(buf)).await {
-                            if g == http::Gone::Stalled {
-                                tx.fail(io::Error::new(
-                                    io::ErrorKind::TimedOut,
-                                    "the client stalled",
-                                ));
-                            }
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        tx.fail(e);
-                        break;
-                    }
-                }
-            }
-        });
-        Ok(Artifact {
-            name,
-            content_type: "application/octet-stream",
-            body,
             stop: None,
         })
     }

@@ -124,7 +124,7 @@ pub(super) async fn route(
         api.send_timeout,
         pid,
         "logs",
-        LogsSink::new(format),
+        LogsSink::new(format, pid),
     );
     let artifact = Artifact {
         name: artifact_name(pid, "txt"),
@@ -268,14 +268,34 @@ struct LogsSink {
     decoder: LogDecoder,
     format: LogFormat,
     error: Option<dsipc_trace::StreamError>,
+    /// The runtime's pid (for the warning about dropped scopes).
+    pid: u32,
+    /// The warning about dropped scopes was printed (once per session).
+    said_dropped: bool,
 }
 
 impl LogsSink {
-    fn new(format: LogFormat) -> LogsSink {
+    fn new(format: LogFormat, pid: u32) -> LogsSink {
         LogsSink {
             decoder: LogDecoder::new(),
             format,
             error: None,
+            pid,
+            said_dropped: false,
+        }
+    }
+
+    /// Says once per session that scopes were dropped (their count is in the decoder).
+    fn say_dropped(&mut self) {
+        if !self.said_dropped && self.decoder.stats().scopes_dropped > 0 {
+            self.said_dropped = true;
+            eprintln!(
+                "dsipc: serve: /logs of pid {}: scopes dropped (over {} open, {} deep or {} MiB held); entries logged in them lack them",
+                self.pid,
+                tl::MAX_OPEN_SCOPES,
+                tl::MAX_SCOPE_DEPTH,
+                tl::MAX_SCOPE_BYTES >> 20
+            );
         }
     }
 }
@@ -293,6 +313,7 @@ impl Sink for LogsSink {
         {
             self.error = Some(e);
         }
+        self.say_dropped();
         if out.is_empty() {
             None
         } else {
@@ -307,6 +328,7 @@ impl Sink for LogsSink {
             Some(e) => Err(e),
             None => self.decoder.finish(&mut |e| format.write(&e, &mut out)),
         };
+        self.say_dropped();
         match result {
             Ok(()) => Ok(if out.is_empty() {
                 None

@@ -13,6 +13,7 @@
 mod api;
 mod auth;
 mod collect;
+mod dump;
 mod fds;
 mod livemetrics;
 mod logs;
@@ -308,6 +309,11 @@ async fn run(
     key_configured: bool,
 ) -> CliResult {
     let mut servers = Vec::new();
+    if let Some(pool) = &api.discovery.pool {
+        servers.push(tokio::spawn(procs::resume_connected_runtimes(Arc::clone(
+            pool,
+        ))));
+    }
     for (addrs, metrics_only) in [(api_addrs, false), (metrics_addrs, true)] {
         let route = Arc::new(Route {
             api: Arc::clone(&api),

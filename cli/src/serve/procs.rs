@@ -4,6 +4,7 @@
 //! one by `pid`, `uid` (the runtime instance cookie) or `name` (the process name), all that
 //! are given having to match; without any, the default process is the only one there is.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,12 @@ use super::api::ApiError;
 
 /// Time one runtime has to answer ProcessInfo while listing.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Time a runtime that connected to serve's reverse port has to answer ResumeRuntime: the
+/// same as ProcessInfo while listing, [`PROBE_TIMEOUT`]. The runtime answers at once (a
+/// suspended one resumes, a running one ignores it); the wait for its connection counts,
+/// and a runtime busy with another command reconnects within milliseconds of answering it.
+pub const RESUME_TIMEOUT: Duration = PROBE_TIMEOUT;
 
 /// A runtime serve can reach.
 #[derive(Clone, Debug)]
@@ -30,6 +37,9 @@ pub struct Runtime {
     pub info: ProcessInfo,
     /// How to reach it.
     pub target: Target,
+    /// Its user: its socket's owner (connect mode, Unix); `None` in listen mode, where
+    /// serve knows only the pid the runtime advertises.
+    pub owner: Option<u32>,
 }
 
 /// How serve reaches a runtime.
@@ -54,6 +64,54 @@ impl Runtime {
             Target::Pooled(pool, cookie) => pool.client(*cookie),
         }
         .with_timeout(timeout)
+    }
+}
+
+/// Listen mode: sends ResumeRuntime to every runtime once it connects to serve's reverse
+/// port, as dotnet-monitor's `ServerEndpointInfoSource` does for every runtime instance it
+/// accepts. A runtime started with `DOTNET_DiagnosticPorts=PATH,connect` is suspended
+/// (`suspend` is the default) until then; one that is not ignores the command.
+///
+/// Once per runtime instance (cookie) while it stays connected; one that is gone and comes
+/// back is resumed again (dotnet-monitor accepts it afresh). An error reply (a runtime that
+/// does not know the command) is ignored, as dotnet-monitor ignores `ServerErrorException`;
+/// any other failure is logged, and not retried (dotnet-monitor logs it too). Runs until
+/// aborted.
+pub async fn resume_connected_runtimes(pool: Arc<RuntimePool>) {
+    // The cookies of the runtimes resumed (or being resumed) and still listed: at most the
+    // pool's own bound (MAX_POOLED_RUNTIMES) plus the ones that joined since the last look.
+    let mut known: HashSet<Guid> = HashSet::new();
+    loop {
+        // No timeout worth having: `wait_until` treats this as "a year", and we wait again.
+        let listed = match pool
+            .wait_until(Duration::MAX, |list| {
+                list.iter().any(|r| !known.contains(&r.cookie))
+            })
+            .await
+        {
+            Ok(list) => list,
+            Err(_) => continue,
+        };
+        known.retain(|c| listed.iter().any(|r| r.cookie == *c));
+        for r in listed {
+            if known.insert(r.cookie) {
+                tokio::spawn(resume(pool.client(r.cookie), r.pid));
+            }
+        }
+    }
+}
+
+/// Resumes one runtime of the pool (see [`resume_connected_runtimes`]).
+async fn resume(client: DiagnosticsClient, pid: u64) {
+    match client.with_timeout(RESUME_TIMEOUT).resume_runtime().await {
+        Ok(()) => {}
+        // The runtime answered, with an error: it does not know ResumeRuntime.
+        Err(dsipc_tokio::Error::ErrorReply { .. })
+        | Err(dsipc_tokio::Error::NotSupported { .. }) => {}
+        Err(e) => eprintln!(
+            "dsipc: serve: cannot resume the runtime of pid {}: {}",
+            pid, e
+        ),
     }
 }
 
@@ -166,8 +224,14 @@ async fn probe(pid: u32, target: Target) -> Option<Runtime> {
         uid: String::new(),
         name: String::new(),
         info: unknown_info(pid),
+        owner: None,
         target,
     };
+    #[cfg(unix)]
+    if let Target::Endpoint(path) = &r.target {
+        use std::os::unix::fs::MetadataExt;
+        r.owner = std::fs::metadata(path).ok().map(|m| m.uid());
+    }
     match r.client(PROBE_TIMEOUT).process_info().await {
         Ok(info) => r.info = info,
         // .NET Core 3.x has no ProcessInfo: listed as dotnet-monitor lists it (a nil uid,

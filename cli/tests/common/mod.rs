@@ -437,6 +437,11 @@ impl Live {
         }
     }
 
+    /// The stderr lines read so far (by [`Live::stderr_line`]).
+    pub fn stderr_lines(&self) -> &[String] {
+        &self.stderr
+    }
+
     /// Waits (bounded) for a stderr line containing `needle`; returns it.
     pub fn stderr_line(&mut self, needle: &str, limit: Duration) -> String {
         let deadline = Instant::now() + limit;

@@ -1,5 +1,6 @@
 //! What the fake runtime says: its identity, per-command answers and EventPipe streams.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dsipc::payload::ProcessInfo3Reply;
@@ -194,6 +195,36 @@ pub enum Answer {
         /// Bytes written before closing.
         bytes: usize,
     },
+    /// For GenerateCoreDump (every version): puts this at the path the request names
+    /// instead of a dump, then answers OK (a runtime that answers a dump request with a
+    /// file of its choosing). Other commands: [`Answer::Default`].
+    Dump(DumpPlant),
+}
+
+/// What [`Answer::Dump`] puts at the dump's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DumpPlant {
+    /// A symbolic link to this path.
+    Symlink(PathBuf),
+    /// A hard link to this file.
+    HardLink(PathBuf),
+    /// This file, renamed there (prepared by the test: another owner, say).
+    Rename(PathBuf),
+}
+
+impl DumpPlant {
+    /// Puts the plant at `at`.
+    pub(crate) fn plant(&self, at: &Path) -> std::io::Result<()> {
+        match self {
+            #[cfg(unix)]
+            DumpPlant::Symlink(to) => std::os::unix::fs::symlink(to, at),
+            #[cfg(not(unix))]
+            DumpPlant::Symlink(_) => Err(std::io::ErrorKind::Unsupported.into()),
+            DumpPlant::HardLink(to) => std::fs::hard_link(to, at),
+            DumpPlant::Rename(from) => std::fs::rename(from, at),
+        }
+    }
 }
 
 /// What [`Answer::RawThen`] does after its bytes, until the client closes (or the idle

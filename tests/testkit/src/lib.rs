@@ -69,7 +69,7 @@ mod socket;
 mod unique;
 mod user_events;
 
-pub use answer::{Answer, Identity, StreamSpec, Then};
+pub use answer::{Answer, DumpPlant, Identity, StreamSpec, Then};
 pub use fake::{Config, FakeRuntime, Received, ReversePort, StreamEnd, StreamRecord};
 pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready};
 pub use pattern::{check_pattern, fill_pattern, pattern_byte};

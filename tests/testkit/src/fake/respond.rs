@@ -45,6 +45,7 @@ pub(super) fn answer(
             | Answer::ErrorWithMessage(..)
             | Answer::IgnoreStop
             | Answer::Stream(_)
+            | Answer::Dump(_)
     );
     if let Some(stream) = answer_with(shared, stream, machine, request, reverse, configured) {
         if finish && !shared.stopping() {
@@ -88,6 +89,14 @@ fn answer_with(
         Answer::EnvironmentAnnouncing(announced) if command == Command::ProcessEnvironment => {
             flood_environment(shared, &mut stream, &mut machine, announced);
         }
+        Answer::Dump(plant) if dump_name(request).is_some() => {
+            let name = dump_name(request).unwrap_or_default();
+            let reply = match plant.plant(std::path::Path::new(&name)) {
+                Ok(()) => ok,
+                Err(_) => Response::Error(ErrorReply::new(Hresult::E_FAIL)),
+            };
+            send(&mut stream, &mut machine, &reply);
+        }
         Answer::Close => {}
         Answer::Hang => hang(shared, &mut stream),
         Answer::Raw(bytes) => {
@@ -123,6 +132,7 @@ fn answer_with(
         | Answer::Default
         | Answer::IgnoreStop
         | Answer::EnvironmentAnnouncing(_)
+        | Answer::Dump(_)
         | Answer::Vanish { .. } => match request {
             AnyRequest::ProcessInfo(_)
             | AnyRequest::ProcessInfo2(_)
@@ -183,6 +193,16 @@ fn answer_with(
         },
     }
     Some(stream)
+}
+
+/// The path a GenerateCoreDump request (any version) names; `None` for other commands.
+fn dump_name(request: &AnyRequest<'_>) -> Option<String> {
+    match request {
+        AnyRequest::GenerateCoreDump(r) => Some(r.dump_name.chars_lossy().collect()),
+        AnyRequest::GenerateCoreDump2(r) => Some(r.dump_name.chars_lossy().collect()),
+        AnyRequest::GenerateCoreDump3(r) => Some(r.dump_name.chars_lossy().collect()),
+        _ => None,
+    }
 }
 
 /// Announces `announced` bytes of environment and sends the configured entries over and

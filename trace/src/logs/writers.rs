@@ -1,0 +1,192 @@
+//! Writers: dotnet-monitor's `/logs` output formats.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::LogEntry;
+use crate::format::push_json_string;
+
+/// dotnet-monitor's `/logs` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogFormat {
+    /// `application/x-ndjson`: a JSON object per line.
+    NdJson,
+    /// `application/json-seq` (RFC 7464): each object after a 0x1E, ended by a newline.
+    JsonSeq,
+    /// `text/plain`: as the simple console formatter writes, with a time stamp and the event
+    /// name.
+    Text,
+}
+
+impl LogFormat {
+    /// Its content type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            LogFormat::NdJson => "application/x-ndjson",
+            LogFormat::JsonSeq => "application/json-seq",
+            LogFormat::Text => "text/plain",
+        }
+    }
+
+    /// Appends `entry` as this format writes it.
+    pub fn write(self, entry: &LogEntry, out: &mut String) {
+        match self {
+            LogFormat::NdJson => write_json(entry, out),
+            LogFormat::JsonSeq => {
+                out.push('\u{1e}');
+                write_json(entry, out);
+            }
+            LogFormat::Text => write_text(entry, out),
+        }
+    }
+}
+
+/// `yyyy-MM-dd HH:mm:ssZ` (.NET's "u" format) of `t`, UTC.
+pub fn universal_sortable(t: SystemTime) -> String {
+    let secs = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64) - i64::from(e.duration().subsec_nanos() > 0),
+    };
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}Z",
+        y,
+        m,
+        d,
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// One JSON object and its newline, as dotnet-monitor's StreamingLogger writes it:
+/// `Timestamp`, `LogLevel`, `EventId`, `EventName`, `Category`, `Message`, `Exception`
+/// (when one was logged), `State` (`Message` and the arguments), `Scopes` (when some are
+/// open: one object per scope, outermost first).
+fn write_json(e: &LogEntry, out: &mut String) {
+    out.push_str("{\"Timestamp\":");
+    push_json_string(out, &universal_sortable(e.timestamp));
+    out.push_str(",\"LogLevel\":");
+    push_json_string(out, e.level.name());
+    out.push_str(",\"EventId\":");
+    out.push_str(&e.event_id.to_string());
+    out.push_str(",\"EventName\":");
+    push_json_string(out, &e.event_name);
+    out.push_str(",\"Category\":");
+    push_json_string(out, &e.category);
+    out.push_str(",\"Message\":");
+    push_json_string(out, &e.message);
+    if let Some(x) = &e.exception {
+        out.push_str(",\"Exception\":");
+        push_json_string(out, x);
+    }
+    out.push_str(",\"State\":{\"Message\":");
+    push_json_string(out, &e.message);
+    for (k, v) in &e.arguments {
+        out.push(',');
+        push_json_string(out, k);
+        out.push(':');
+        v.push_json(out);
+    }
+    out.push('}');
+    if !e.scopes.is_empty() {
+        out.push_str(",\"Scopes\":[");
+        for (i, scope) in e.scopes.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push('{');
+            for (j, (k, v)) in scope.iter().enumerate() {
+                if j > 0 {
+                    out.push(',');
+                }
+                push_json_string(out, k);
+                out.push(':');
+                v.push_json(out);
+            }
+            out.push('}');
+        }
+        out.push(']');
+    }
+    out.push_str("}\n");
+}
+
+/// The padding of every line after the first (`info: ` is 6 wide).
+const PADDING: &str = "      ";
+
+/// dotnet-monitor's plain text (the simple console formatter's layout):
+///
+/// ```text
+/// 2024-05-01 10:00:00Z info: Category[EventId][EventName]
+///       => k:v, k2:v2 => k3:v3
+///       Message
+///       Exception, each line padded
+/// ```
+fn write_text(e: &LogEntry, out: &mut String) {
+    out.push_str(&universal_sortable(e.timestamp));
+    out.push(' ');
+    out.push_str(e.level.short());
+    out.push_str(": ");
+    out.push_str(&e.category);
+    out.push('[');
+    out.push_str(&e.event_id.to_string());
+    out.push(']');
+    if !e.event_name.is_empty() {
+        out.push('[');
+        out.push_str(&e.event_name);
+        out.push(']');
+    }
+    out.push('\n');
+    if !e.scopes.is_empty() {
+        out.push_str(PADDING);
+        for (i, scope) in e.scopes.iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str("=> ");
+            for (j, (k, v)) in scope.iter().enumerate() {
+                if j > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(k);
+                out.push(':');
+                v.push_text(out);
+            }
+        }
+        out.push('\n');
+    }
+    out.push_str(PADDING);
+    out.push_str(&e.message);
+    out.push('\n');
+    if let Some(x) = &e.exception {
+        out.push_str(PADDING);
+        let x = x.replace("\r\n", "\n");
+        out.push_str(&x.replace('\n', &format!("\n{}", PADDING)));
+        out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn universal_sortable_times() {
+        assert_eq!(universal_sortable(UNIX_EPOCH), "1970-01-01 00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_714_557_600_999);
+        assert_eq!(universal_sortable(t), "2024-05-01 10:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(universal_sortable(t), "2000-02-29 00:00:00Z");
+    }
+}
