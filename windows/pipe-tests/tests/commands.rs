@@ -224,7 +224,8 @@ fn drain_and_stop<'a, R: Into<dsipc::AnyRequest<'a>>>(
             },
             |bytes| bytes >= stop_after,
         )
-        .expect("drain to a clean end");
+        .expect("drain to a clean end")
+        .bytes();
     assert_eq!(n, offset);
     n
 }
@@ -262,7 +263,7 @@ fn eventpipe_sessions_of_every_version_stop_from_a_second_connection() {
         std::thread::sleep(Duration::from_millis(100));
         handle.stop()
     });
-    total += s.drain(|_| Ok(()), |_| false).unwrap();
+    total += s.drain(|_| Ok(()), |_| false).unwrap().bytes();
     stopper.join().unwrap().unwrap();
     eprintln!(
         "six sessions, {} bytes in {:.2} s",

@@ -39,7 +39,8 @@ fn a_64_mib_eventpipe_stream_arrives_whole() {
             },
             |_| false,
         )
-        .unwrap();
+        .unwrap()
+        .bytes();
     let secs = t.elapsed().as_secs_f64();
     assert_eq!(bad, None, "first wrong byte");
     assert_eq!(n, 64 * MIB);

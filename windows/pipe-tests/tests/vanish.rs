@@ -103,6 +103,6 @@ fn a_stream_cut_short_by_a_dying_server_ends_the_session() {
     );
     let providers = [dsipc::fixtures::RUNTIME_PROVIDER];
     let mut session = client.collect_tracing(&providers, 16, false).unwrap();
-    let n = session.drain(|_| Ok(()), |_| false).unwrap();
+    let n = session.drain(|_| Ok(()), |_| false).unwrap().bytes();
     assert_eq!(n, 300_000);
 }
