@@ -89,6 +89,18 @@ pub use info::{text_to_string, ProcessInfo};
 pub use plan::{Ask, Rundown, TraceConfig, DEFAULT_CIRCULAR_BUFFER_MB};
 pub use tracing::{Outcome, TraceStep, Tracing};
 
+/// Default budget of one call (connecting, sending, every reply and every fallback to an
+/// older command version), and of each wait of a stopping session.
+pub const DEFAULT_TIMEOUT: core::time::Duration = core::time::Duration::from_secs(10);
+
+/// Default bound on the environment block a runtime may announce (16 MiB: real
+/// environments are a few KiB; Linux caps argv plus environment near 2 MiB by default).
+pub const DEFAULT_MAX_ENVIRONMENT: u64 = 16 * 1024 * 1024;
+
+/// How long a runtime's connection to a reverse port may take to send its Advertise (real
+/// runtimes send it at once).
+pub const DEFAULT_ADVERTISE_TIMEOUT: core::time::Duration = core::time::Duration::from_secs(5);
+
 /// A time on the caller's monotonic clock, in milliseconds from any origin it keeps
 /// (the layer only compares and adds).
 pub type Millis = u64;

@@ -1,4 +1,12 @@
-//! # dsipc-platform: the socket files of dsipc's listeners
+//! # dsipc-platform: what dsipc's drivers share below the protocol
+//!
+//! - `discovery` (Unix): finding a runtime's `dotnet-diagnostic-{pid}-{key}-socket` (the
+//!   target's TMPDIR from `/proc/PID/environ`, `/tmp`, other mount namespaces through
+//!   `/proc/PID/root`) and listing every runtime.
+//! - `windows`: the `\\.\pipe\` listing, named pipes with read and write timeouts
+//!   (`PipeStream`), their server side (`PipeListener`), pipe names.
+//! - [`Error`]: the error type dsipc-std, dsipc-tokio and the CLI share.
+//! - The socket files of listeners, below.
 //!
 //! [`bind_private`] binds a Unix listener only its owner can connect to: the socket is bound
 //! in a fresh private directory (mode 0700) next to its address, made 0600 there, and
@@ -8,10 +16,9 @@
 //! bound. [`ListenError`] says why a listener (Unix socket or Windows pipe) could not be
 //! created.
 //!
-//! Used by dsipc-std (which re-exports all of it from its old paths,
-//! `dsipc_std::unix::{bind_private, PrivateListener, SocketFile}` and
-//! `dsipc_std::reverse::ListenError`) and by dsipc-mio, so that the event loop does not
-//! depend on the blocking adapter. Std only, Rust 1.63.
+//! Used by dsipc-std (which re-exports all of it from its old paths, `dsipc_std::unix`,
+//! `dsipc_std::windows`, `dsipc_std::Error`, `dsipc_std::reverse::ListenError`), dsipc-tokio
+//! and dsipc-mio, so that no driver depends on another. The core, std and libc, Rust 1.63.
 //!
 //! [`fdpass`] (Unix): passing one descriptor with `SCM_RIGHTS`, as user_events sessions
 //! need; the only module with unsafe code (`sendmsg`/`recvmsg` through libc).
@@ -28,10 +35,27 @@ use std::path::PathBuf;
 pub struct ReadmeDoctests;
 
 #[cfg(unix)]
+pub mod discovery;
+mod error;
+#[cfg(unix)]
 #[allow(unsafe_code)]
 pub mod fdpass;
 #[cfg(unix)]
 mod unix;
+#[cfg(windows)]
+#[allow(unsafe_code)]
+pub mod windows;
+
+pub use error::Error;
+
+/// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`)
+/// means a century, not an overflow panic.
+pub fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
+}
 
 #[cfg(unix)]
 pub use unix::{bind_private, PrivateListener, SocketFile};

@@ -18,13 +18,7 @@ use crate::drive;
 use crate::session::TraceSession;
 use crate::{Endpoint, Error, Transport};
 
-/// Default timeout: the budget of one method call (connecting, sending, every reply, and
-/// every fallback to an older command version).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Default bound on the environment block a runtime may announce (16 MiB: real
-/// environments are a few KiB; Linux caps argv plus environment near 2 MiB by default).
-pub const DEFAULT_MAX_ENVIRONMENT: u64 = 16 * 1024 * 1024;
+pub use dsipc::session::{DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 
 /// A client of one runtime's diagnostic server. Every method opens its own connection,
 /// sends one well-formed request, reads the reply within the timeout, and closes.

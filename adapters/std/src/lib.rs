@@ -65,7 +65,6 @@
 
 mod client;
 mod drive;
-mod error;
 mod fdpass;
 mod session;
 mod transport;
@@ -89,7 +88,8 @@ pub use client::{
 pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 /// How a session's stream ended (the session layer's).
 pub use dsipc::session::Outcome;
-pub use error::Error;
+/// The error type every driver shares: dsipc-platform's.
+pub use dsipc_platform::Error;
 #[cfg(unix)]
 pub use fdpass::PassFd;
 pub use session::{Chunk, Control, StopHandle, TraceSession};
@@ -98,14 +98,7 @@ pub use transport::{Connection, Endpoint, Transport};
 /// The core crate, re-exported: requests, providers, GUIDs and HRESULTs come from here.
 pub use dsipc;
 
-/// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`)
-/// means a century, not an overflow panic.
-pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
-    let now = std::time::Instant::now();
-    now.checked_add(timeout)
-        .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86_400)))
-        .unwrap_or(now)
-}
+pub(crate) use dsipc_platform::deadline_after;
 
 /// A process with a diagnostic endpoint, on any platform.
 #[derive(Debug, Clone, PartialEq, Eq)]

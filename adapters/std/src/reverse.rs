@@ -51,9 +51,7 @@ use dsipc::ClientError;
 
 use crate::{Connection, DiagnosticsClient, Error, Transport};
 
-/// How long an accepted connection may take to send its Advertise (real runtimes send it
-/// at once).
-pub const DEFAULT_ADVERTISE_TIMEOUT: Duration = Duration::from_secs(5);
+pub use dsipc::session::DEFAULT_ADVERTISE_TIMEOUT;
 
 /// The stream of an accepted runtime: a Unix socket, or on Windows the server end of a
 /// named pipe.

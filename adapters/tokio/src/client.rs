@@ -21,7 +21,7 @@ use crate::drive;
 use crate::session::{self, TraceSession};
 use crate::{Error, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 
-pub(crate) use dsipc_std::text_to_string;
+pub(crate) use dsipc::session::text_to_string;
 
 /// Runs `fut` within `timeout`; past it, [`Error::Timeout`] for `command`.
 pub(crate) fn within<F: Future>(command: Command, timeout: Duration, fut: F) -> Within<F> {
@@ -104,13 +104,11 @@ impl DiagnosticsClient {
     #[cfg(any(unix, windows))]
     pub fn for_pid_in(pid: u32, tmpdir: Option<&Path>) -> Result<Self, Error> {
         #[cfg(unix)]
-        let path = dsipc_std::unix::find_socket(pid, tmpdir)?;
+        let path = dsipc_platform::discovery::find_socket(pid, tmpdir)?;
         #[cfg(windows)]
         let path = {
             let _ = tmpdir;
-            dsipc_std::windows::endpoint_for_pid(pid)
-                .path()
-                .to_path_buf()
+            dsipc_platform::windows::pipe_for_pid(pid)
         };
         Ok(Self::new(path))
     }

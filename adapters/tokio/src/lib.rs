@@ -77,13 +77,13 @@ pub use conn::AsyncStream;
 pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 pub use session::{NextChunk, StopHandle, TraceSession};
 
+/// What ProcessInfo (any version) reported, owned (dsipc-std's type).
+pub use dsipc::session::ProcessInfo;
+/// Default timeout of a call, and default bound on an announced environment block.
+pub use dsipc::session::{DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 /// The error type (dsipc-std's, shared by both adapters): `#[non_exhaustive]`, one line of
 /// text naming the HRESULT and its meaning where the runtime sent one.
-pub use dsipc_std::Error;
-/// What ProcessInfo (any version) reported, owned (dsipc-std's type).
-pub use dsipc_std::ProcessInfo;
-/// Default timeout of a call, and default bound on an announced environment block.
-pub use dsipc_std::{DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
+pub use dsipc_platform::Error;
 
 /// The core crate, re-exported: requests, providers, GUIDs and HRESULTs come from here.
 pub use dsipc;

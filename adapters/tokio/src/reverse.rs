@@ -14,7 +14,7 @@
 //! alive, and [`RuntimePool::client`] is a full [`DiagnosticsClient`] whose every
 //! command takes the runtime's next connection.
 //!
-//! On Unix the socket is bound as dsipc-std binds it (`dsipc_std::unix::bind_private`:
+//! On Unix the socket is bound as dsipc-std binds it (`dsipc_platform::bind_private`:
 //! mode 0600 without a window, a stale socket replaced, nothing else ever removed, the
 //! file removed on drop if it is still ours). On Windows the listener serves the named
 //! pipe `\\.\pipe\NAME`, rejecting remote clients.
@@ -54,7 +54,7 @@ pub use crate::pool::{
 
 /// How long an accepted connection may take to send its Advertise (real runtimes send it
 /// at once).
-pub use dsipc_std::reverse::DEFAULT_ADVERTISE_TIMEOUT;
+pub use dsipc::session::DEFAULT_ADVERTISE_TIMEOUT;
 
 /// A runtime that connected to a reverse port and advertised itself; its connection runs
 /// one command. Dropping it unused closes the connection (the runtime reconnects at once).
@@ -141,9 +141,9 @@ async fn read_advertise(stream: &mut BoxStream) -> Result<Advertise, Error> {
 }
 
 /// A listener error as the crate's one error type: an I/O error of a fitting kind that
-/// carries the [`dsipc_std::reverse::ListenError`] (its text, and `get_ref` downcasts).
-fn listen_error(e: dsipc_std::reverse::ListenError) -> Error {
-    use dsipc_std::reverse::ListenError as L;
+/// carries the [`dsipc_platform::ListenError`] (its text, and `get_ref` downcasts).
+fn listen_error(e: dsipc_platform::ListenError) -> Error {
+    use dsipc_platform::ListenError as L;
     let kind = match &e {
         L::NotASocket { .. } => io::ErrorKind::AlreadyExists,
         L::InUse { .. } => io::ErrorKind::AddrInUse,
@@ -243,7 +243,7 @@ pub(crate) async fn read_advertise_within(
 #[cfg(unix)]
 pub(crate) mod imp {
     use super::*;
-    use dsipc_std::unix::SocketFile;
+    use dsipc_platform::SocketFile;
     use tokio::net::UnixListener;
 
     /// Removes the socket file on drop (if it is still the one bound).
@@ -259,7 +259,7 @@ pub(crate) mod imp {
 
     impl Listener {
         pub(super) fn bind(address: &Path) -> Result<(Listener, PathBuf), Error> {
-            let private = dsipc_std::unix::bind_private(address).map_err(listen_error)?;
+            let private = dsipc_platform::bind_private(address).map_err(listen_error)?;
             private.set_nonblocking().map_err(listen_error)?;
             let (listener, file) = private.into_parts();
             let listener = UnixListener::from_std(listener)?;
@@ -309,22 +309,20 @@ pub(crate) mod imp {
     impl Listener {
         pub(super) fn bind(address: &Path) -> Result<(Listener, PathBuf), Error> {
             let name = address.to_string_lossy();
-            let path = dsipc_std::windows::pipe_path(&name).map_err(|e| {
-                listen_error(dsipc_std::reverse::ListenError::InvalidName { name: e.0 })
+            let path = dsipc_platform::windows::pipe_path(&name).map_err(|e| {
+                listen_error(dsipc_platform::ListenError::InvalidName { name: e.0 })
             })?;
             // A probe first (Wine ignores FILE_FLAG_FIRST_PIPE_INSTANCE), then the flag,
             // which closes the race on Windows; as dsipc-std's PipeListener does.
-            if dsipc_std::windows::pipe_exists(&path) {
-                return Err(listen_error(dsipc_std::reverse::ListenError::InUse {
-                    path,
-                }));
+            if dsipc_platform::windows::pipe_exists(&path) {
+                return Err(listen_error(dsipc_platform::ListenError::InUse { path }));
             }
             let next = create(&path, true).map_err(|source| {
                 // ERROR_ACCESS_DENIED: another process serves this name.
                 if source.raw_os_error() == Some(5) {
-                    listen_error(dsipc_std::reverse::ListenError::InUse { path: path.clone() })
+                    listen_error(dsipc_platform::ListenError::InUse { path: path.clone() })
                 } else {
-                    listen_error(dsipc_std::reverse::ListenError::Io {
+                    listen_error(dsipc_platform::ListenError::Io {
                         op: "create the pipe",
                         path: path.clone(),
                         source,

@@ -170,7 +170,9 @@ impl Error {
         matches!(self, Error::Timeout { .. })
     }
 
-    pub(crate) fn from_client(e: ClientError) -> Error {
+    /// The error for a core machine's [`ClientError`] (an encoding refusal is
+    /// [`Error::InvalidRequest`], a too-small buffer [`Error::BufferTooSmall`]).
+    pub fn from_client(e: ClientError) -> Error {
         match e {
             ClientError::Encode(EncodeError::BufferTooSmall { needed }) => {
                 Error::BufferTooSmall { needed }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use dsipc::transport::PipeName;
 
 use super::sys::*;
-use super::{endpoint_for_pid, pipe_exists, raw, wide};
+use super::{pipe_exists, pipe_for_pid, raw, wide};
 use crate::Error;
 
 /// A process with a diagnostic pipe.
@@ -38,7 +38,7 @@ pub enum ListMethod {
 #[non_exhaustive]
 pub enum ListError {
     /// This account may not enumerate `\\.\pipe\` (`ERROR_ACCESS_DENIED`). A process whose
-    /// pid is known can still be reached: [`endpoint_for_pid`].
+    /// pid is known can still be reached: [`pipe_for_pid`].
     Denied {
         /// The system's error.
         source: io::Error,
@@ -213,7 +213,7 @@ pub fn list_processes_with_method() -> Result<(Vec<DiagnosableProcess>, ListMeth
             })?;
             let found = pids
                 .into_iter()
-                .filter(|&pid| pipe_exists(endpoint_for_pid(pid).path()))
+                .filter(|&pid| pipe_exists(&pipe_for_pid(pid)))
                 .collect();
             (found, ListMethod::ProcessProbe)
         }
@@ -225,7 +225,7 @@ pub fn list_processes_with_method() -> Result<(Vec<DiagnosableProcess>, ListMeth
         .into_iter()
         .map(|pid| DiagnosableProcess {
             pid,
-            pipe: endpoint_for_pid(pid).path().to_path_buf(),
+            pipe: pipe_for_pid(pid),
         })
         .collect();
     Ok((procs, method))
