@@ -13,7 +13,7 @@
 #
 # cargo 1.65 cannot read the root workspace as it is (its dev-dependencies pull crates of
 # the 2024 edition), so this copies these crates into msrv-ws (in the cargo target
-# directory, from `cargo metadata`) without the core's dev-dependencies and benches and
+# directory, from `cargo metadata`) without the core's dev-dependencies, examples and benches and
 # without the CLI's dsipc-mio dependency (and `mio` feature; of its default features only
 # `flamegraph`), pins the proc-macro crates and the crates below to versions that support
 # 1.63 (tokio among them: the manifests give lower bounds only), and vendors with rustup's
@@ -42,7 +42,8 @@ rm -rf "$W/adapters/std/target" "$W/adapters/platform/target" "$W/adapters/tokio
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
-for section in (r"\[dev-dependencies\]", r"\[\[bench\]\]", r"\[profile\.bench\]"):
+for section in (r"\[dev-dependencies\]", r"\[target\.'cfg\(unix\)'\.dev-dependencies\]",
+                r"\[\[example\]\]", r"\[\[bench\]\]", r"\[profile\.bench\]"):
     # Repeat: adjacent sections (several [[bench]]) share the newline between them.
     n = 1
     while n:
