@@ -320,7 +320,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         None => return Err(CliError::Usage("trace needs -o FILE".into())),
     };
     let specs = match p.value_text("--providers")? {
-        Some(s) => providers::parse_providers(s).map_err(CliError::Usage)?,
+        Some(s) => providers::parse_providers(s).map_err(|e| CliError::Usage(e.to_string()))?,
         None => providers::default_providers(),
     };
     let duration = match p.value_os("--duration") {

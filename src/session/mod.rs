@@ -13,6 +13,8 @@
 //!   it, and the [`Outcome`]: stopped, ended by the runtime, or cut at an offset (the
 //!   stream's framing is followed as it passes, so a runtime killed mid-session is never
 //!   a clean end);
+//! - which providers: dotnet-trace's `--providers` syntax and built-in profiles
+//!   ([`providers`]: [`parse_providers`], [`Profile`]);
 //! - deadlines: the caller passes the time ([`Millis`], from any monotonic clock) and waits
 //!   until [`Call::poll_timeout`] / [`Tracing::poll_timeout`]; nothing here reads a clock.
 //!
@@ -81,12 +83,14 @@ mod error;
 mod info;
 mod link;
 mod plan;
+pub mod providers;
 mod tracing;
 
 pub use call::{Call, Step};
 pub use error::SessionError;
 pub use info::{text_to_string, ProcessInfo};
 pub use plan::{Ask, Rundown, TraceConfig, DEFAULT_CIRCULAR_BUFFER_MB};
+pub use providers::{parse_providers, Profile, ProviderError, ProviderSpec};
 pub use tracing::{Outcome, TraceStep, Tracing};
 
 /// Default budget of one call (connecting, sending, every reply and every fallback to an

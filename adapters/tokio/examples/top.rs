@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use dsipc::payload::Provider;
+use dsipc::session::Profile;
 use dsipc_tokio::DiagnosticsClient;
 use dsipc_trace::format::report::{counts, MethodCounts};
 use dsipc_trace::format::Selection;
@@ -83,20 +83,14 @@ fn parse(args: &[String]) -> Result<Args, String> {
     })
 }
 
-/// dotnet-trace's `cpu-sampling` profile: the sample profiler and the runtime provider
-/// with its default keywords, both at Informational.
-fn providers() -> [Provider<'static>; 2] {
-    [
-        Provider::new("Microsoft-DotNETCore-SampleProfiler", 0xF000_0000_0000, 4),
-        Provider::new("Microsoft-Windows-DotNETRuntime", 0x14_C14F_CCBD, 4),
-    ]
-}
-
 async fn run(args: Args) -> Result<(), String> {
     let client = DiagnosticsClient::for_pid_in(args.pid, args.tmpdir.as_deref())
         .map_err(|e| e.to_string())?;
+    // dotnet-trace's `cpu-sampling` profile (the session layer's presets).
+    let specs = Profile::CpuSampling.providers();
+    let providers: Vec<_> = specs.iter().map(|p| p.as_provider()).collect();
     let mut session = client
-        .collect_tracing(&providers(), 256, true)
+        .collect_tracing(&providers, 256, true)
         .await
         .map_err(|e| format!("cannot start the session: {}", e))?;
     let stop = session.stop_handle();
