@@ -24,6 +24,7 @@
 //! need; the only module with unsafe code (`sendmsg`/`recvmsg` through libc).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+#![warn(unsafe_op_in_unsafe_fn)]
 
 use std::fmt;
 use std::io;

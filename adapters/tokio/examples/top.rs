@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use dsipc::session::Profile;
 use dsipc_tokio::DiagnosticsClient;
-use dsipc_trace::format::report::{counts, MethodCounts};
+use dsipc_trace::format::report::top_methods;
 use dsipc_trace::format::Selection;
 use dsipc_trace::LiveProfile;
 
@@ -115,13 +115,7 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let live_counts = live.counts();
     let (profile, _) = live.into_profile("top");
-    let (mut methods, total) = counts(&profile, Selection::default());
-    methods.sort_by(|a: &MethodCounts, b: &MethodCounts| {
-        b.exclusive
-            .cmp(&a.exclusive)
-            .then(b.inclusive.cmp(&a.inclusive))
-            .then(a.name.cmp(&b.name))
-    });
+    let (methods, total) = top_methods(&profile, Selection::default(), args.top);
     println!(
         "pid {}: {} samples in {:.1} s ({} events, {} lost, {} bytes)",
         args.pid,

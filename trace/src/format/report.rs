@@ -18,7 +18,8 @@ pub struct MethodCounts {
     pub inclusive: u64,
 }
 
-/// Exclusive and inclusive counts per frame, and the total of samples considered.
+/// Exclusive and inclusive counts per frame (in frame order: [`top_methods`] sorts), and the
+/// total of samples considered.
 pub fn counts(profile: &Profile, sel: Selection) -> (Vec<MethodCounts>, u64) {
     let mut per_stack: Vec<u64> = vec![0; profile.stacks.len()];
     let mut total = 0;
@@ -60,6 +61,25 @@ pub fn counts(profile: &Profile, sel: Selection) -> (Vec<MethodCounts>, u64) {
             inclusive: inclusive[i],
         })
         .collect();
+    (methods, total)
+}
+
+/// Hottest first: by exclusive samples, then inclusive, then name (a stable order).
+pub fn sort_by_exclusive(methods: &mut [MethodCounts]) {
+    methods.sort_by(|a, b| {
+        b.exclusive
+            .cmp(&a.exclusive)
+            .then(b.inclusive.cmp(&a.inclusive))
+            .then(a.name.cmp(&b.name))
+    });
+}
+
+/// The `n` methods with the most exclusive samples, hottest first
+/// ([`sort_by_exclusive`]), and the total of samples considered.
+pub fn top_methods(profile: &Profile, sel: Selection, n: usize) -> (Vec<MethodCounts>, u64) {
+    let (mut methods, total) = counts(profile, sel);
+    sort_by_exclusive(&mut methods);
+    methods.truncate(n);
     (methods, total)
 }
 
@@ -107,12 +127,7 @@ pub fn render(profile: &Profile, sel: Selection, top: usize) -> String {
             );
         }
     };
-    methods.sort_by(|a, b| {
-        b.exclusive
-            .cmp(&a.exclusive)
-            .then(b.inclusive.cmp(&a.inclusive))
-            .then(a.name.cmp(&b.name))
-    });
+    sort_by_exclusive(&mut methods);
     let by_exclusive: Vec<MethodCounts> = methods.iter().take(top).cloned().collect();
     table("exclusive", &by_exclusive);
     methods.sort_by(|a, b| {
