@@ -63,10 +63,20 @@ fn main() -> Result<(), Error> {
         // The stop connection, driven in the same loop.
         if let Some((call, conn)) = stop.as_mut() {
             match call.poll(now()) {
-                Ok(Step::Connect) => {
-                    *conn = Some(connect(&socket)?);
-                    call.connected()?;
-                }
+                Ok(Step::Connect) => match connect(&socket) {
+                    Ok(c) => {
+                        *conn = Some(c);
+                        call.connected()?;
+                    }
+                    // The stop's connection refused: the session ends with that error.
+                    Err(_) => {
+                        tracing.stop_failed(SessionError::Transport {
+                            command: call.command(),
+                            what: "the stop's connection was refused",
+                        });
+                        stop = None;
+                    }
+                },
                 Ok(Step::Transmit(b)) => {
                     write_all(conn.as_mut().ok_or("no stop connection")?, b)?;
                     call.transmitted()?;
@@ -153,12 +163,19 @@ fn run_call(
 ) -> Result<Option<ProcessInfo>, SessionError> {
     let mut conn: Option<UnixStream> = None;
     let mut info = None;
-    let io = |_e: std::io::Error| SessionError::Misuse("I/O error (this example stops here)");
+    let command = call.command();
+    let io = |_e: std::io::Error| SessionError::Transport {
+        command,
+        what: "the connection failed",
+    };
     loop {
         let command = call.command();
         match call.poll(now())? {
             Step::Connect => {
-                conn = Some(connect(socket).map_err(|_| SessionError::Misuse("cannot connect"))?);
+                conn = Some(connect(socket).map_err(|_| SessionError::Transport {
+                    command,
+                    what: "cannot connect",
+                })?);
                 call.connected()?;
             }
             Step::Transmit(b) => {

@@ -496,6 +496,39 @@ fn a_stop_the_runtime_refuses_ends_the_session_with_its_error() {
 }
 
 #[test]
+fn a_second_connection_refused_ends_the_session_with_its_error() {
+    // The caller's own loop cannot open the stop's connection and says so.
+    let p = providers();
+    let mut tracing = Tracing::new(TraceConfig::new(&p), 0, 1_000).unwrap();
+    let reply = encode(Response::Ok(Reply::SessionId(0x7f00)));
+    assert_eq!(tracing.poll(0), Ok(TraceStep::Connect));
+    tracing.connected().unwrap();
+    assert!(matches!(tracing.poll(0), Ok(TraceStep::Transmit(_))));
+    tracing.transmitted().unwrap();
+    assert_eq!(tracing.poll(0), Ok(TraceStep::Receive));
+    tracing.read_buf().unwrap()[..reply.len()].copy_from_slice(&reply);
+    tracing.filled(reply.len());
+    assert_eq!(
+        tracing.poll(0),
+        Ok(TraceStep::Started { session_id: 0x7f00 })
+    );
+    let mut stop = tracing.request_stop(1).unwrap();
+    assert_eq!(stop.poll(1), Ok(Step::Connect));
+    let refused = SessionError::Transport {
+        command: stop.command(),
+        what: "connection refused",
+    };
+    tracing.stop_failed(refused.clone());
+    assert_eq!(tracing.poll(2), Err(refused.clone()));
+    // Failed for good: the same error again, and no second stop.
+    assert_eq!(tracing.poll(3), Err(refused));
+    assert!(matches!(
+        tracing.request_stop(3),
+        Err(SessionError::Misuse(_))
+    ));
+}
+
+#[test]
 fn a_stream_still_running_after_the_stop_was_answered_is_bounded() {
     let p = providers();
     let tracing = Tracing::new(TraceConfig::new(&p), 0, 50).unwrap();

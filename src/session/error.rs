@@ -71,6 +71,16 @@ pub enum SessionError {
     /// A session's stream broke its nettrace framing (a stream cut short is an
     /// [`Outcome::Cut`](super::Outcome::Cut), not this).
     Stream(NettraceError),
+    /// The caller's transport failed for this command (a connection refused, a read or
+    /// write that failed): what a loop of its own reports with
+    /// [`Tracing::stop_failed`](super::Tracing::stop_failed) when the stop's connection
+    /// fails, for instance. The adapters report their own I/O errors instead.
+    Transport {
+        /// The command whose connection failed.
+        command: Command,
+        /// What failed, in a few words.
+        what: &'static str,
+    },
     /// The caller used the machine out of order (for example
     /// [`Call::read_buf`](super::Call::read_buf) while it waits to connect).
     Misuse(&'static str),
@@ -132,6 +142,7 @@ impl fmt::Display for SessionError {
                 "the runtime announced a {announced}-byte environment, more than the {limit} accepted"
             ),
             SessionError::Stream(e) => write!(f, "trace stream: {e}"),
+            SessionError::Transport { command, what } => write!(f, "{command}: {what}"),
             SessionError::Misuse(m) => write!(f, "misuse: {m}"),
         }
     }

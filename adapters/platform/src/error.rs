@@ -144,6 +144,9 @@ impl Error {
                 Error::EnvironmentTooLarge { announced, limit }
             }
             SessionError::Stream(e) => Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)),
+            SessionError::Transport { what, .. } => {
+                Error::Io(io::Error::new(io::ErrorKind::Other, what))
+            }
             _ => Error::InvalidArgument("an error of a newer session layer"),
         }
     }
