@@ -157,9 +157,14 @@ impl DiagnosticsClient {
 
     /// Runs `ask` (with its fallbacks, within `timeout`) through the session layer's `Call`,
     /// handing each event it passes up to `on_event` with the command it answers.
-    async fn call<F>(&self, ask: Ask<'_>, timeout: Duration, on_event: F) -> Result<(), Error>
+    fn call<'a, F>(
+        &'a self,
+        ask: Ask<'a>,
+        timeout: Duration,
+        on_event: F,
+    ) -> Within<impl Future<Output = Result<(), Error>> + 'a>
     where
-        F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error>,
+        F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error> + 'a,
     {
         let command = ask.command();
         within(
@@ -167,7 +172,6 @@ impl DiagnosticsClient {
             timeout,
             drive::run_call(&self.target, ask, timeout, on_event),
         )
-        .await
     }
 
     /// Sends a request whose OK reply is a status, within the timeout.

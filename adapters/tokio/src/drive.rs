@@ -15,49 +15,58 @@ pub use dsipc::session::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 
 /// Runs a session-layer [`Call`] to its end over connections from `target`: the call
 /// decides what to send, what to fall back to and its deadline; this only connects,
-/// writes and reads. The caller bounds the time (at the call's deadline: `timeout`).
-pub(crate) async fn run_call<F>(
-    target: &Target,
-    ask: Ask<'_>,
+/// writes and reads. The caller's tokio timer waits until the call's deadline (`timeout`
+/// from now), so the call is driven without reading a clock of its own.
+///
+/// The call is built (and an ill-formed request refused) before the future exists, so the
+/// future holds it once (boxed), not the ask beside it: a call's future stays small when a
+/// thousand are in flight.
+pub(crate) fn run_call<'a, F>(
+    target: &'a Target,
+    ask: Ask<'a>,
     timeout: std::time::Duration,
     mut on_event: F,
-) -> Result<(), Error>
+) -> impl std::future::Future<Output = Result<(), Error>> + 'a
 where
-    F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error>,
+    F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error> + 'a,
 {
     let ms = timeout.as_nanos().saturating_add(999_999) / 1_000_000;
-    let ms = ms.min(u128::from(u64::MAX)) as u64;
-    let epoch = tokio::time::Instant::now();
-    let now = || epoch.elapsed().as_millis().min(u128::from(u64::MAX)) as u64;
-    let session = |e| Error::from_session(e, timeout);
-    let mut call = Call::new(ask, 0, ms).map_err(session)?;
-    let mut conn: Option<BoxStream> = None;
-    loop {
-        let command = call.command();
-        match call.poll(now()).map_err(session)? {
-            Step::Connect => {
-                conn = Some(target.open().await?);
-                call.connected().map_err(session)?;
-            }
-            Step::Transmit(bytes) => {
-                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                c.write_all(bytes).await?;
-                c.flush().await?;
-                call.transmitted().map_err(session)?;
-            }
-            Step::Receive => {
-                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                match c.read(call.read_buf().map_err(session)?).await {
-                    Ok(0) => call.eof(),
-                    Ok(n) => call.filled(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::Io(e)),
+    // Boxed: the call lives across every await, and a thousand calls in flight each keep
+    // their future; on the heap it costs one small allocation instead of 300 bytes of
+    // every future.
+    let call = Call::new(ask, 0, ms.min(u128::from(u64::MAX)) as u64).map(Box::new);
+    async move {
+        let session = |e| Error::from_session(e, timeout);
+        let mut call = call.map_err(session)?;
+        let mut conn: Option<BoxStream> = None;
+        loop {
+            let command = call.command();
+            // Time 0 throughout: the deadline is tokio's timer's to keep.
+            match call.poll(0).map_err(session)? {
+                Step::Connect => {
+                    conn = Some(target.open().await?);
+                    call.connected().map_err(session)?;
                 }
+                Step::Transmit(bytes) => {
+                    let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                    c.write_all(bytes).await?;
+                    c.flush().await?;
+                    call.transmitted().map_err(session)?;
+                }
+                Step::Receive => {
+                    let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+                    match c.read(call.read_buf().map_err(session)?).await {
+                        Ok(0) => call.eof(),
+                        Ok(n) => call.filled(n),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(Error::Io(e)),
+                    }
+                }
+                Step::Close => conn = None,
+                Step::Event(ev) => on_event(command, ev)?,
+                Step::Done => return Ok(()),
+                _ => return Err(Error::UnexpectedReply { command }),
             }
-            Step::Close => conn = None,
-            Step::Event(ev) => on_event(command, ev)?,
-            Step::Done => return Ok(()),
-            _ => return Err(Error::UnexpectedReply { command }),
         }
     }
 }
