@@ -192,6 +192,17 @@ pub enum Rundown {
     Keyword(u64),
 }
 
+impl From<bool> for Rundown {
+    /// CollectTracing2's `request_rundown`: the classic rundown, or none.
+    fn from(on: bool) -> Self {
+        if on {
+            Rundown::Default
+        } else {
+            Rundown::None
+        }
+    }
+}
+
 impl Rundown {
     /// The keyword this asks for (0: none).
     pub fn keyword(self) -> u64 {

@@ -12,7 +12,7 @@ use dsipc::payload::{
     ApplyStartupHook, AttachProfiler, DisablePerfMap, DumpType, EnablePerfMap, PerfMapType,
     Provider, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
 };
-use dsipc::session::{Ask, Rundown, TraceConfig, Tracing};
+use dsipc::session::{Ask, TraceConfig, Tracing};
 use dsipc::wire::{Command, Guid, Text};
 use dsipc::AnyRequest;
 
@@ -368,15 +368,10 @@ impl DiagnosticsClient {
         circular_buffer_mb: u32,
         request_rundown: bool,
     ) -> Result<TraceSession, Error> {
-        let rundown = if request_rundown {
-            Rundown::Default
-        } else {
-            Rundown::None
-        };
         self.start_session(
             TraceConfig::new(providers)
                 .with_buffer_mb(circular_buffer_mb)
-                .with_rundown(rundown),
+                .with_rundown(request_rundown.into()),
         )
         .await
     }
