@@ -635,3 +635,63 @@ fn framing_follows_core_3_1_streams_too() {
     }
     assert!(f.is_complete());
 }
+
+fn advertise_bytes() -> Vec<u8> {
+    let mut b = vec![0u8; dsipc::wire::ADVERTISE_LEN];
+    let n = dsipc::fixtures::ADVERTISE.emit(&mut b).unwrap();
+    b.truncate(n);
+    b
+}
+
+#[test]
+fn a_reverse_connections_advertise_is_read_exactly_at_every_chunk_size() {
+    use dsipc::session::AwaitAdvertise;
+    // The runtime's next bytes follow at once: none of them may be taken.
+    let mut wire = advertise_bytes();
+    wire.extend_from_slice(b"DOTNET_IPC_V1\0 next");
+    for chunk in 1..=wire.len() {
+        let mut wait = AwaitAdvertise::new(0, 100);
+        let mut at = 0;
+        let adv = loop {
+            match wait.poll(0).unwrap() {
+                Some(adv) => break adv,
+                None => {
+                    let buf = wait.read_buf();
+                    let n = buf.len().min(chunk).min(wire.len() - at);
+                    buf[..n].copy_from_slice(&wire[at..at + n]);
+                    at += n;
+                    wait.filled(n);
+                }
+            }
+        };
+        assert_eq!(adv, dsipc::fixtures::ADVERTISE);
+        assert_eq!(at, dsipc::wire::ADVERTISE_LEN, "chunk {chunk}");
+    }
+}
+
+#[test]
+fn a_reverse_connection_that_is_short_garbled_or_silent_is_typed() {
+    use dsipc::session::AwaitAdvertise;
+    // Closed half way.
+    let bytes = advertise_bytes();
+    let mut wait = AwaitAdvertise::new(0, 100);
+    let buf = wait.read_buf();
+    buf[..10].copy_from_slice(&bytes[..10]);
+    wait.filled(10);
+    assert_eq!(wait.poll(0), Ok(None));
+    wait.eof();
+    assert!(matches!(wait.poll(0), Err(SessionError::Protocol(_))));
+    // Not an Advertise at all.
+    let mut wait = AwaitAdvertise::new(0, 100);
+    wait.read_buf().copy_from_slice(&[b'x'; 34]);
+    wait.filled(34);
+    assert!(matches!(wait.poll(0), Err(SessionError::Protocol(_))));
+    // Silent past the deadline, on fake time.
+    let mut wait = AwaitAdvertise::new(1_000, 50);
+    assert_eq!(wait.poll_timeout(), 1_050);
+    assert_eq!(wait.poll(1_049), Ok(None));
+    assert_eq!(
+        wait.poll(1_050),
+        Err(SessionError::AdvertiseTimeout { timeout_ms: 50 })
+    );
+}

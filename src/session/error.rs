@@ -19,6 +19,11 @@ pub enum SessionError {
         /// The budget that ran out, in milliseconds.
         timeout_ms: u64,
     },
+    /// A runtime connected to a reverse port but sent no Advertise in time.
+    AdvertiseTimeout {
+        /// The budget that ran out, in milliseconds.
+        timeout_ms: u64,
+    },
     /// A session's stream went on past the timeout after the runtime answered its stop.
     StreamNotEnded {
         /// The session.
@@ -106,6 +111,10 @@ impl fmt::Display for SessionError {
                 command,
                 timeout_ms,
             } => write!(f, "{command}: no answer within {timeout_ms} ms"),
+            SessionError::AdvertiseTimeout { timeout_ms } => write!(
+                f,
+                "a peer connected but sent no Advertise within {timeout_ms} ms"
+            ),
             SessionError::StreamNotEnded {
                 session_id,
                 timeout_ms,

@@ -15,6 +15,8 @@
 //!   a clean end);
 //! - which providers: dotnet-trace's `--providers` syntax and built-in profiles
 //!   ([`providers`]: [`parse_providers`], [`Profile`]);
+//! - the reverse port: a runtime's Advertise, read exactly, within a deadline
+//!   ([`AwaitAdvertise`]);
 //! - deadlines: the caller passes the time ([`Millis`], from any monotonic clock) and waits
 //!   until [`Call::poll_timeout`] / [`Tracing::poll_timeout`]; nothing here reads a clock.
 //!
@@ -78,6 +80,7 @@
 //! [`Call`] on a second connection, driven in the same loop (wait on both connections) or
 //! elsewhere. `examples/custom_loop.rs` is the whole thing over `poll(2)`.
 
+mod advertise;
 mod call;
 mod error;
 mod info;
@@ -86,6 +89,7 @@ mod plan;
 pub mod providers;
 mod tracing;
 
+pub use advertise::AwaitAdvertise;
 pub use call::{Call, Step};
 pub use error::SessionError;
 pub use info::{text_to_string, ProcessInfo};

@@ -44,9 +44,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use dsipc::conn::{ClientConnection, ClientEvent};
-use dsipc::recv::{Poll, RecvBuffer, RecvError};
-use dsipc::wire::{Advertise, Guid, ADVERTISE_LEN};
+use dsipc::session::{AwaitAdvertise, SessionError};
+use dsipc::wire::{Advertise, Guid};
 use dsipc::ClientError;
 
 use crate::{Connection, DiagnosticsClient, Error, Transport};
@@ -228,49 +227,35 @@ impl Transport for ReverseConnection {
     }
 }
 
-/// Reads the 34-byte Advertise from a fresh connection, within `timeout`, through the
-/// core's reverse-port machine. Reads never go past the Advertise.
+/// Reads the 34-byte Advertise from a fresh connection, within `timeout`: the session
+/// layer's [`AwaitAdvertise`] decides; this reads (never past the Advertise) and waits.
 fn read_advertise<S: Connection>(
     stream: &mut S,
     timeout: Duration,
 ) -> Result<Advertise, AcceptError> {
-    let deadline = crate::deadline_after(timeout);
-    let mut machine = ClientConnection::expecting_advertise();
-    // Exactly one Advertise of storage: reads cannot take the runtime's next bytes.
-    let mut rx = RecvBuffer::new([0u8; ADVERTISE_LEN]);
+    let epoch = Instant::now();
+    let now = || crate::drive::millis_ceil(epoch.elapsed());
+    let mut wait = AwaitAdvertise::new(0, crate::drive::millis_ceil(timeout));
     loop {
-        match rx.poll_client(&mut machine) {
-            Ok(Poll::Event(ClientEvent::Advertise(adv))) => return Ok(adv),
-            Ok(Poll::NeedInput) => {}
-            // EOF after nothing, or a short Advertise.
-            Ok(Poll::End) | Ok(Poll::Event(_)) => {
-                return Err(AcceptError::BadAdvertise(ClientError::ClosedBeforeReply))
-            }
-            Err(RecvError::Machine(e)) => return Err(AcceptError::BadAdvertise(e)),
-            Err(e) => return Err(AcceptError::Io(io::Error::new(io::ErrorKind::Other, e))),
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(AcceptError::AdvertiseTimeout { timeout });
-        }
-        stream
-            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
-            .map_err(AcceptError::Io)?;
-        let buf = rx
-            .read_buf()
-            .map_err(|e| AcceptError::Io(io::Error::new(io::ErrorKind::Other, e)))?;
-        match stream.read(buf) {
-            Ok(0) => rx.eof(),
-            Ok(n) => rx.filled(n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+        match wait.poll(now()) {
+            Ok(Some(adv)) => return Ok(adv),
+            Ok(None) => {}
+            Err(SessionError::Protocol(e)) => return Err(AcceptError::BadAdvertise(e)),
+            Err(SessionError::AdvertiseTimeout { .. }) => {
                 return Err(AcceptError::AdvertiseTimeout { timeout })
             }
+            Err(e) => return Err(AcceptError::Io(io::Error::new(io::ErrorKind::Other, e))),
+        }
+        let left = wait.poll_timeout().saturating_sub(now()).max(1);
+        stream
+            .set_read_timeout(Some(Duration::from_millis(left)))
+            .map_err(AcceptError::Io)?;
+        match stream.read(wait.read_buf()) {
+            Ok(0) => wait.eof(),
+            Ok(n) => wait.filled(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // A read timeout: the next poll says whether the deadline passed.
+            Err(e) if crate::drive::is_timeout(&e) => {}
             Err(e) => return Err(AcceptError::Io(e)),
         }
     }

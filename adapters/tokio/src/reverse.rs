@@ -38,10 +38,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dsipc::conn::{ClientConnection, ClientEvent};
-use dsipc::recv::{Poll, RecvBuffer, RecvError};
-use dsipc::wire::{Advertise, Guid, ADVERTISE_LEN};
-use dsipc::ClientError;
+use dsipc::session::{AwaitAdvertise, SessionError};
+use dsipc::wire::{Advertise, Guid};
 use tokio::io::AsyncReadExt;
 
 use crate::conn::{BoxStream, Target};
@@ -113,27 +111,21 @@ impl ReverseConnection {
     }
 }
 
-/// Reads exactly one Advertise through the core's reverse-port machine (never a byte past
-/// it). The caller bounds the time.
+/// Reads exactly one Advertise (never a byte past it): the session layer's
+/// [`AwaitAdvertise`] decides; the caller's timer keeps the deadline.
 async fn read_advertise(stream: &mut BoxStream) -> Result<Advertise, Error> {
-    let mut machine = ClientConnection::expecting_advertise();
-    let mut rx = RecvBuffer::new([0u8; ADVERTISE_LEN]);
+    // Time 0 throughout: the deadline is tokio's timer's (`read_advertise_within`).
+    let mut wait = AwaitAdvertise::new(0, u64::MAX);
     loop {
-        match rx.poll_client(&mut machine) {
-            Ok(Poll::Event(ClientEvent::Advertise(adv))) => return Ok(adv),
-            Ok(Poll::NeedInput) => {}
-            Ok(Poll::End) | Ok(Poll::Event(_)) => {
-                return Err(Error::Protocol(ClientError::ClosedBeforeReply))
-            }
-            Err(RecvError::Machine(e)) => return Err(Error::Protocol(e)),
+        match wait.poll(0) {
+            Ok(Some(adv)) => return Ok(adv),
+            Ok(None) => {}
+            Err(SessionError::Protocol(e)) => return Err(Error::Protocol(e)),
             Err(e) => return Err(Error::Io(io::Error::new(io::ErrorKind::Other, e))),
         }
-        let buf = rx
-            .read_buf()
-            .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::Other, e)))?;
-        match stream.read(buf).await {
-            Ok(0) => rx.eof(),
-            Ok(n) => rx.filled(n),
+        match stream.read(wait.read_buf()).await {
+            Ok(0) => wait.eof(),
+            Ok(n) => wait.filled(n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Error::Io(e)),
         }
