@@ -8,7 +8,8 @@
 //! Every function asserts properties, not just "no panic": decoders re-encode what they
 //! accept to the same bytes, the client machine reports the same events however its input
 //! is fragmented, arbitrary requests and responses survive encode → decode, and the UTF-16
-//! conversions agree with std's.
+//! conversions agree with std's, and a session ends the same way however its runtime's
+//! bytes arrive.
 
 mod client;
 mod fields;
@@ -17,6 +18,7 @@ mod heap;
 mod messages;
 mod nettrace;
 mod server;
+mod session;
 mod text;
 mod trace_layer;
 mod util;
@@ -28,6 +30,7 @@ pub use heap::*;
 pub use messages::*;
 pub use nettrace::*;
 pub use server::*;
+pub use session::*;
 pub use text::*;
 pub use trace_layer::*;
 
@@ -54,6 +57,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("trace_layer", trace_layer),
     ("heap_stream", heap_stream),
     ("gcdump", gcdump),
+    ("session", session),
 ];
 
 /// Largest `needed` a `Status::Partial` may report for a message (documented on

@@ -329,6 +329,7 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
     put("roundtrip_response", "zeros", vec![0; 64]);
     put("roundtrip_request", "ramp", (0..=255).collect());
     put("roundtrip_response", "ramp", (0..=255).collect());
+    session_seeds(&mut put);
     nettrace_seeds(&mut put);
     heap_seeds(&mut put);
     s
@@ -565,6 +566,50 @@ fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
         "nettrace_fields",
         "method-load-verbose-v2",
         nettrace_fields_input(8, &[0, 0, 0, 0], &m),
+    );
+}
+
+/// The `session` target: [chunk, stop] then the runtime's bytes on the session's
+/// connection: the CollectTracing2 reply (or UNKNOWN_COMMAND, then the fallback's reply) and
+/// a real .NET 8 stream, whole or cut.
+fn session_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
+    use dsipc::payload::{ErrorReply, Reply};
+    use dsipc::wire::Hresult;
+    use dsipc::Response;
+    let encode = |r: Response<'_>| {
+        let mut v = vec![0u8; r.encoded_len()];
+        let n = r.encode(&mut v).unwrap();
+        v.truncate(n);
+        v
+    };
+    let ok = encode(Response::Ok(Reply::SessionId(0x7f00)));
+    let unknown = encode(Response::Error(ErrorReply {
+        hresult: Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND,
+        message: None,
+    }));
+    let trace = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/nettrace/activities-net8.0.4.nettrace"),
+    )
+    .unwrap();
+    let input = |chunk: u8, stop: u8, parts: &[&[u8]]| {
+        let mut v = vec![chunk, stop];
+        for p in parts {
+            v.extend_from_slice(p);
+        }
+        v
+    };
+    put("session", "net8-stopped", input(0, 1, &[&ok, &trace]));
+    put("session", "net8-chunked-7", input(6, 40, &[&ok, &trace]));
+    put(
+        "session",
+        "fallback-to-collecttracing",
+        input(12, 1, &[&unknown, &ok, &trace]),
+    );
+    put(
+        "session",
+        "net8-cut",
+        input(3, 255, &[&ok, &trace[..trace.len() / 2]]),
     );
 }
 
