@@ -96,6 +96,12 @@ struct ThreadState {
     // of two with the same one).
     last_stack: u32,
     last_kind: SampleKind,
+    // Its counters of managed and of external samples by interned stack: 4 bytes a
+    // counter (a thread's table grows alone, so no table of every thread's counters is
+    // ever copied whole). The other kinds, and the multiples of 2^32 of a counter that
+    // went past u32::MAX, are in the builder's `counts`.
+    managed: FxHashMap<u32, u32>,
+    external: FxHashMap<u32, u32>,
 }
 
 /// A thread's latest sample with its stack's instruction pointers (leaf first), for
@@ -218,6 +224,11 @@ pub struct ProfileBuilder {
     stack_hasher: RandomState,
     threads: Vec<ThreadState>,
     thread_index: FxHashMap<u64, u32>,
+    // The counters of samples of other kinds than managed and external (rare), and the
+    // multiples of 2^32 of the threads' counters (see ThreadState). A table of every
+    // (thread, stack, kind) took 24 bytes a counter, up to 75 with its free room and its
+    // copy while it grew: 150 MiB for 2 million pairs of threads and stacks sampled once,
+    // a stream of 16 MB.
     counts: FxHashMap<(u32, u32, SampleKind), u64>,
     samples: u64,
     max_thread_samples: u64,
@@ -399,6 +410,8 @@ impl ProfileBuilder {
                     samples: 0,
                     last_stack: NOT_INTERNED,
                     last_kind: kind,
+                    managed: FxHashMap::default(),
+                    external: FxHashMap::default(),
                 });
                 self.thread_index.insert(thread, t);
                 t
@@ -415,12 +428,34 @@ impl ProfileBuilder {
         state.last = state.last.max(timestamp);
         state.samples += 1;
         self.max_thread_samples = self.max_thread_samples.max(state.samples);
-        // A lookup first (a sample mostly finds its counter): `entry` would check the
-        // table's room on every call.
+        let own = match kind {
+            SampleKind::Managed => Some(&mut state.managed),
+            SampleKind::External => Some(&mut state.external),
+            _ => None,
+        };
+        let spill = match own {
+            // A lookup first (a sample mostly finds its counter): `entry` would check the
+            // table's room on every call.
+            Some(table) => match table.get_mut(&stack) {
+                Some(n) if *n == u32::MAX => {
+                    *n = 0;
+                    1 << 32
+                }
+                Some(n) => {
+                    *n += 1;
+                    return;
+                }
+                None => {
+                    table.insert(stack, 1);
+                    return;
+                }
+            },
+            None => 1,
+        };
         match self.counts.get_mut(&(t, stack, kind)) {
-            Some(n) => *n += 1,
+            Some(n) => *n += spill,
             None => {
-                self.counts.insert((t, stack, kind), 1);
+                self.counts.insert((t, stack, kind), spill);
             }
         }
     }
@@ -508,20 +543,47 @@ impl ProfileBuilder {
         // into each thread's samples, with room for exactly what it has: the counters' table
         // is freed once read, and no other copy of them is made.
         let keeps = |kind: SampleKind| !managed_only || kind == SampleKind::Managed;
-        let mut per_thread: Vec<Vec<ThreadSamples>> = {
-            let mut n = vec![0usize; threads.len()];
-            for &(t, _, kind) in counts.keys() {
-                if keeps(kind) {
-                    n[t as usize] += 1;
+        let mut counts = counts;
+        let mut threads = threads;
+        let mut per_thread: Vec<Vec<ThreadSamples>> = Vec::with_capacity(threads.len());
+        let mut others = vec![0usize; threads.len()];
+        for &(t, _, kind) in counts.keys() {
+            if keeps(kind) && kind != SampleKind::Managed && kind != SampleKind::External {
+                others[t as usize] += 1;
+            }
+        }
+        // Each thread's tables are freed as they are read.
+        for (t, state) in threads.iter_mut().enumerate() {
+            let managed = std::mem::take(&mut state.managed);
+            let external = std::mem::take(&mut state.external);
+            let mut samples = Vec::with_capacity(
+                managed.len() + if managed_only { 0 } else { external.len() } + others[t],
+            );
+            for (table, kind) in [
+                (managed, SampleKind::Managed),
+                (external, SampleKind::External),
+            ] {
+                if !keeps(kind) {
+                    continue;
+                }
+                for (stack, n) in table {
+                    let high = counts.remove(&(t as u32, stack, kind)).unwrap_or(0);
+                    samples.push(ThreadSamples {
+                        stack,
+                        kind,
+                        count: high + u64::from(n),
+                    });
                 }
             }
-            n.into_iter().map(Vec::with_capacity).collect()
-        };
+            per_thread.push(samples);
+        }
+        drop(others);
         for ((t, stack, kind), count) in counts {
-            if keeps(kind) {
+            if keeps(kind) && kind != SampleKind::Managed && kind != SampleKind::External {
                 per_thread[t as usize].push(ThreadSamples { stack, kind, count });
             }
         }
+        let threads = threads;
         let mut profile = Profile::default();
         // Interned stack -> profile stack (only stacks kept samples use).
         let mut stack_map: Vec<u32> = vec![NOT_INTERNED; stack_spans.len()];
@@ -599,77 +661,4 @@ impl ProfileBuilder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::symbols::MethodRecord;
-    use super::*;
-
-    fn u16le(s: &str) -> Vec<u8> {
-        s.encode_utf16().flat_map(|u| u.to_le_bytes()).collect()
-    }
-
-    #[test]
-    fn windows_intern_and_resolve() {
-        let mut b = ProfileBuilder::new();
-        b.on_stack(1, vec![0x105, 0x205]);
-        b.on_stack(2, vec![0x205]);
-        b.on_sample(7, 1, SampleKind::Managed, 10);
-        b.on_sample(7, 1, SampleKind::Managed, 11);
-        b.on_sample(8, 2, SampleKind::External, 12);
-        b.on_sequence_point();
-        // Ids restart: id 1 is now a different stack, equal to the old id 2.
-        b.on_stack(1, vec![0x205]);
-        b.on_sample(7, 1, SampleKind::Managed, 13);
-        b.on_sample(7, 5, SampleKind::Managed, 14); // unknown id: empty stack
-        assert_eq!(b.distinct_stacks(), 3);
-        let (leaf, root) = (u16le("Leaf"), u16le("Root"));
-        let (ns, sig) = (u16le("N"), u16le("void  (int32)"));
-        for (method_id, start, name, signature) in
-            [(1, 0x100, &leaf, &sig[..]), (2, 0x200, &root, &[])]
-        {
-            b.symbols_mut().add_method(&MethodRecord {
-                method_id,
-                module_id: 1,
-                start,
-                size: 0x10,
-                token: 0,
-                namespace: &ns,
-                name,
-                signature,
-            });
-        }
-        b.symbols_mut().add_module(1, "/x/App.dll");
-        let p = b.finish(false);
-        assert_eq!(p.total_samples(), 5);
-        assert_eq!(p.threads.len(), 2);
-        let t7 = &p.threads[0];
-        assert_eq!(t7.thread_id, 7);
-        let name = |s: &ThreadSamples| -> Vec<&str> {
-            p.stacks[s.stack as usize]
-                .iter()
-                .map(|&f| p.frames[f as usize].as_str())
-                .collect()
-        };
-        assert_eq!(
-            name(&t7.samples[0]),
-            vec!["App!N.Leaf(int32)", "App!N.Root"]
-        );
-        assert_eq!(t7.samples[0].count, 2);
-        let rest: Vec<_> = t7.samples[1..].iter().map(|s| (name(s), s.count)).collect();
-        assert!(rest.contains(&(vec!["App!N.Root"], 1)));
-        assert!(rest.contains(&(vec![], 1)));
-        assert_eq!((t7.first_timestamp, t7.last_timestamp), (10, 14));
-        assert_eq!(p.unresolved_ips, 0);
-    }
-
-    #[test]
-    fn managed_only_and_unresolved() {
-        let mut b = ProfileBuilder::new();
-        b.on_stack(3, vec![0x999]);
-        b.on_sample(1, 3, SampleKind::External, 0);
-        b.on_sample(1, 3, SampleKind::Managed, 1);
-        let p = b.finish(true);
-        assert_eq!(p.total_samples(), 1);
-        assert_eq!(p.frames, vec![UNRESOLVED_FRAME.to_string()]);
-        assert_eq!(p.unresolved_ips, 1);
-    }
-}
+mod tests;
