@@ -23,6 +23,17 @@ pub enum SampleKind {
 }
 
 impl SampleKind {
+    /// The SampleProfiler payload value of this kind ([`SampleKind::from_payload`]'s
+    /// inverse).
+    fn payload(self) -> u32 {
+        match self {
+            SampleKind::Error => 0,
+            SampleKind::External => 1,
+            SampleKind::Managed => 2,
+            SampleKind::Unknown(v) => v,
+        }
+    }
+
     /// The kind for a SampleProfiler payload value.
     pub fn from_payload(v: u32) -> Self {
         match v {
@@ -98,10 +109,13 @@ struct ThreadState {
     last_kind: SampleKind,
     // Its counters of managed and of external samples by interned stack: 4 bytes a
     // counter (a thread's table grows alone, so no table of every thread's counters is
-    // ever copied whole). The other kinds, and the multiples of 2^32 of a counter that
-    // went past u32::MAX, are in the builder's `counts`.
+    // ever copied whole). The other kinds (a failed sample, a value no runtime writes)
+    // by their payload value and stack (`payload << 32 | stack`): 12 bytes a counter.
+    // The multiples of 2^32 of a counter that went past u32::MAX are in the builder's
+    // `counts`.
     managed: FxHashMap<u32, u32>,
     external: FxHashMap<u32, u32>,
+    other: FxHashMap<u64, u32>,
 }
 
 /// A thread's latest sample with its stack's instruction pointers (leaf first), for
@@ -224,8 +238,7 @@ pub struct ProfileBuilder {
     stack_hasher: RandomState,
     threads: Vec<ThreadState>,
     thread_index: FxHashMap<u64, u32>,
-    // The counters of samples of other kinds than managed and external (rare), and the
-    // multiples of 2^32 of the threads' counters (see ThreadState). A table of every
+    // The multiples of 2^32 of the threads' counters (see ThreadState). A table of every
     // (thread, stack, kind) took 24 bytes a counter, up to 75 with its free room and its
     // copy while it grew: 150 MiB for 2 million pairs of threads and stacks sampled once,
     // a stream of 16 MB.
@@ -234,6 +247,23 @@ pub struct ProfileBuilder {
     max_thread_samples: u64,
     // Distinct instruction pointers of the interned stacks (the rundown asks about ranges).
     sampled_ips: BTreeSet<u64>,
+}
+
+/// Counts one more sample at `key` in `table`: the new count, 0 when it went past
+/// u32::MAX (the caller keeps the 2^32).
+fn count<K: std::hash::Hash + Eq>(table: &mut FxHashMap<K, u32>, key: K) -> u32 {
+    // A lookup first (a sample mostly finds its counter): `entry` would check the table's
+    // room on every call.
+    match table.get_mut(&key) {
+        Some(n) => {
+            *n = n.wrapping_add(1);
+            *n
+        }
+        None => {
+            table.insert(key, 1);
+            1
+        }
+    }
 }
 
 impl ProfileBuilder {
@@ -412,6 +442,7 @@ impl ProfileBuilder {
                     last_kind: kind,
                     managed: FxHashMap::default(),
                     external: FxHashMap::default(),
+                    other: FxHashMap::default(),
                 });
                 self.thread_index.insert(thread, t);
                 t
@@ -428,34 +459,22 @@ impl ProfileBuilder {
         state.last = state.last.max(timestamp);
         state.samples += 1;
         self.max_thread_samples = self.max_thread_samples.max(state.samples);
-        let own = match kind {
-            SampleKind::Managed => Some(&mut state.managed),
-            SampleKind::External => Some(&mut state.external),
-            _ => None,
+        let n = match kind {
+            SampleKind::Managed => count(&mut state.managed, stack),
+            SampleKind::External => count(&mut state.external, stack),
+            _ => count(
+                &mut state.other,
+                u64::from(kind.payload()) << 32 | u64::from(stack),
+            ),
         };
-        let spill = match own {
-            // A lookup first (a sample mostly finds its counter): `entry` would check the
-            // table's room on every call.
-            Some(table) => match table.get_mut(&stack) {
-                Some(n) if *n == u32::MAX => {
-                    *n = 0;
-                    1 << 32
-                }
-                Some(n) => {
-                    *n += 1;
-                    return;
-                }
+        // Past u32::MAX: 2^32 more in the builder's table, the thread's counter at 0.
+        if n == 0 {
+            let spill = 1 << 32;
+            match self.counts.get_mut(&(t, stack, kind)) {
+                Some(n) => *n += spill,
                 None => {
-                    table.insert(stack, 1);
-                    return;
+                    self.counts.insert((t, stack, kind), spill);
                 }
-            },
-            None => 1,
-        };
-        match self.counts.get_mut(&(t, stack, kind)) {
-            Some(n) => *n += spill,
-            None => {
-                self.counts.insert((t, stack, kind), spill);
             }
         }
     }
@@ -546,27 +565,21 @@ impl ProfileBuilder {
         let mut counts = counts;
         let mut threads = threads;
         let mut per_thread: Vec<Vec<ThreadSamples>> = Vec::with_capacity(threads.len());
-        let mut others = vec![0usize; threads.len()];
-        for &(t, _, kind) in counts.keys() {
-            if keeps(kind) && kind != SampleKind::Managed && kind != SampleKind::External {
-                others[t as usize] += 1;
-            }
-        }
         // Each thread's tables are freed as they are read.
         for (t, state) in threads.iter_mut().enumerate() {
             let managed = std::mem::take(&mut state.managed);
             let external = std::mem::take(&mut state.external);
+            let other = std::mem::take(&mut state.other);
             let mut samples = Vec::with_capacity(
-                managed.len() + if managed_only { 0 } else { external.len() } + others[t],
+                managed.len()
+                    + if managed_only {
+                        0
+                    } else {
+                        external.len() + other.len()
+                    },
             );
-            for (table, kind) in [
-                (managed, SampleKind::Managed),
-                (external, SampleKind::External),
-            ] {
-                if !keeps(kind) {
-                    continue;
-                }
-                for (stack, n) in table {
+            let mut add = |stack: u32, kind: SampleKind, n: u32| {
+                if keeps(kind) {
                     let high = counts.remove(&(t as u32, stack, kind)).unwrap_or(0);
                     samples.push(ThreadSamples {
                         stack,
@@ -574,15 +587,19 @@ impl ProfileBuilder {
                         count: high + u64::from(n),
                     });
                 }
+            };
+            for (stack, n) in managed {
+                add(stack, SampleKind::Managed, n);
+            }
+            for (stack, n) in external {
+                add(stack, SampleKind::External, n);
+            }
+            for (key, n) in other {
+                add(key as u32, SampleKind::from_payload((key >> 32) as u32), n);
             }
             per_thread.push(samples);
         }
-        drop(others);
-        for ((t, stack, kind), count) in counts {
-            if keeps(kind) && kind != SampleKind::Managed && kind != SampleKind::External {
-                per_thread[t as usize].push(ThreadSamples { stack, kind, count });
-            }
-        }
+        drop(counts);
         let threads = threads;
         let mut profile = Profile::default();
         // Interned stack -> profile stack (only stacks kept samples use).
