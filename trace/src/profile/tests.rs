@@ -71,3 +71,40 @@ fn managed_only_and_unresolved() {
     assert_eq!(p.frames, vec![UNRESOLVED_FRAME.to_string()]);
     assert_eq!(p.unresolved_ips, 1);
 }
+
+/// A thread's counter past u32::MAX carries into the builder's table: the profile counts
+/// every sample, of every kind (seeded near the top: 4 billion samples take too long).
+#[test]
+fn sample_counters_carry_past_u32_max() {
+    let mut b = ProfileBuilder::new();
+    b.on_stack(1, vec![0x105]);
+    for kind in [SampleKind::Managed, SampleKind::Unknown(7)] {
+        b.on_sample(7, 1, kind, 10);
+    }
+    let stack = b.threads[0].managed.keys().copied().next().unwrap();
+    let other = u64::from(7u32) << 32 | u64::from(stack);
+    b.threads[0].managed.insert(stack, u32::MAX - 1);
+    b.threads[0].other.insert(other, u32::MAX);
+    for kind in [
+        SampleKind::Managed,
+        SampleKind::Managed,
+        SampleKind::Unknown(7),
+    ] {
+        b.on_sample(7, 1, kind, 11);
+    }
+    let p = b.finish(false);
+    let mut counts: Vec<(SampleKind, u64)> = p.threads[0]
+        .samples
+        .iter()
+        .map(|s| (s.kind, s.count))
+        .collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [
+            (SampleKind::Managed, 1 << 32),
+            (SampleKind::Unknown(7), 1 << 32)
+        ]
+    );
+    assert_eq!(p.total_samples(), 1 << 33);
+}
