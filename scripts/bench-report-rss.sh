@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Peak RSS of `dsipc report FILE` (release build, whole process, from /usr/bin/time) on the
 # hostile traces of many distinct stacks (trace/tests/hostile_inputs.rs writes them: 12,000
-# stacks of 100 addresses none shares, and 1.4 million stacks of two addresses), against
+# stacks of 100 addresses none shares, 1.4 million stacks of two addresses, and 1,000
+# stacks each sampled once on each of 2,000 threads: 2 million thread-stack counters, as
+# managed samples and as samples of a kind no runtime writes), against
 # the trace layer's bound of 64 MiB plus twice the input. A benchmark: it prints figures
 # and fails only when a run fails, never on a missed target (the heap bound itself is
 # checked by many_distinct_stacks_stay_bounded).

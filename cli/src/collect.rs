@@ -41,6 +41,47 @@ pub enum End {
     Failed(Error),
 }
 
+/// The most a short session may stream unless its [`Collect`] says otherwise: 256 MiB.
+/// `stack`'s session is a second of samples and the rundown the stop brings, which names
+/// every method the runtime compiled: a few hundred bytes each, tens of MB for the largest
+/// applications (200,000 methods); 256 MiB is several times that. What the analysis holds
+/// grows with what it reads (about twice, for a stream of distinct stacks), so a runtime
+/// that streams on (gigabytes within the timeout) is stopped at the bound instead.
+pub const MAX_SESSION_BYTES: u64 = 256 << 20;
+
+/// The most `gcdump`'s heap walk may stream: 8 GiB. Its events describe every object (a BulkNode
+/// entry of about 40 bytes: address, size, type, edge count) and every reference (a
+/// BulkEdge entry of about 12 bytes), so a heap of 50 million objects and 150 million
+/// references streams about 4 GiB, and real heaps that large exist; the graph keeps about
+/// half of that (a node's fields, an edge's target), less than the stream. Past 8 GiB the
+/// graph alone would take several GiB: no runtime's walk, a runtime streaming on.
+pub const MAX_WALK_BYTES: u64 = 8 << 30;
+/// What a session has read against its [`Collect::max_bytes`]; shared by the drivers.
+pub struct Budget {
+    max: u64,
+    read: u64,
+}
+
+impl Budget {
+    /// Nothing read yet; at most `max` bytes.
+    pub fn new(max: u64) -> Budget {
+        Budget { max, read: 0 }
+    }
+
+    /// Counts `n` more bytes: an error past the bound (the session is then closed, which
+    /// ends it in the runtime).
+    pub fn take(&mut self, n: usize) -> Result<(), CliError> {
+        self.read = self.read.saturating_add(n as u64);
+        if self.read > self.max {
+            return Err(CliError::Failed(format!(
+                "the runtime streamed more than {} MiB for this session (the bound): stopped",
+                self.max >> 20
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// What a session collects, and when it has enough.
 pub trait Collect {
     /// The result.
@@ -52,6 +93,11 @@ pub trait Collect {
     /// Whether to ask the runtime to stop now (`elapsed` since the session started);
     /// asked until it says yes.
     fn enough(&self, elapsed: Duration) -> bool;
+    /// The most the session may stream; past it the session is closed and fails
+    /// ([`Budget`]). [`MAX_SESSION_BYTES`] unless said otherwise.
+    fn max_bytes(&self) -> u64 {
+        MAX_SESSION_BYTES
+    }
     /// The session is over (`end`; `stop_asked`: StopTracing was sent): the result.
     fn finish(self, end: End, stop_asked: bool) -> Result<Self::Output, CliError>;
 }
@@ -65,13 +111,17 @@ pub fn run<C: Collect>(
     let req = c.request();
     let mut session = client.collect_tracing(&req.providers(), req.buffer_mb, req.rundown)?;
     let started = Instant::now();
+    let mut budget = Budget::new(c.max_bytes());
     let mut stop_asked = false;
     let end = loop {
         if Instant::now() >= deadline {
             break End::TimedOut;
         }
         match session.next_chunk(TICK) {
-            Ok(Chunk::Data(d)) => c.feed(d)?,
+            Ok(Chunk::Data(d)) => {
+                budget.take(d.len())?;
+                c.feed(d)?
+            }
             Ok(Chunk::End(_)) => break End::Stream,
             Ok(_) => {}
             Err(e) => break End::Failed(e),

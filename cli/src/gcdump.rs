@@ -492,6 +492,10 @@ impl Collect for HeapWalk {
         matches!(self.heap.builder().walk(), Walk::Done { .. })
     }
 
+    fn max_bytes(&self) -> u64 {
+        collect::MAX_WALK_BYTES
+    }
+
     fn finish(mut self, end: End, _stop_asked: bool) -> Result<HeapGraph, CliError> {
         let pid = self.pid;
         let walk = self.heap.builder().walk();

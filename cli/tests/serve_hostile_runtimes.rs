@@ -7,10 +7,15 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::names_in;
 use common::serve::{fake, Serve};
+use common::{names_in, nettrace_stream, vm_hwm_kib};
 use dsipc::Command as Cmd;
-use dsipc_testkit::{Answer, Config, DumpPlant, FakeRuntime, TempDir};
+use dsipc_testkit::{Answer, Config, DumpPlant, FakeRuntime, StreamSpec, TempDir};
+
+/// serve's bound on what `/stacks` reads (`collect::MAX_SESSION_BYTES`).
+const MAX_STACKS_BYTES: usize = 256 << 20;
+/// The most serve may hold resident through a hostile case.
+const MAX_RSS_KIB: u64 = 64 * 1024;
 
 /// Every GenerateCoreDump version answered with `plant`.
 fn answer_dumps(rt: &FakeRuntime, plant: &DumpPlant) {
@@ -81,4 +86,29 @@ fn serve_dump_refuses_links_and_foreign_files_planted_at_the_dump_path() {
     assert_eq!(d.status, 200, "{}", d.text());
     assert_eq!(d.text(), "ELF DUMP");
     assert_eq!(names_in(shared.path()).len(), 3);
+}
+
+/// `/stacks` from a runtime that streams on past serve's 256 MiB bound (valid nettrace, a
+/// stop ignored): the session is stopped there and the answer is a 400 saying so (as a
+/// failed session's), said on stderr; serve stays under 64 MiB and `/info` answers.
+#[test]
+fn serve_stacks_stops_a_runtime_streaming_past_the_byte_bound() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let stream: &'static [u8] =
+        Box::leak(nettrace_stream(MAX_STACKS_BYTES + (16 << 20)).into_boxed_slice());
+    let _rt = fake(
+        &dir,
+        Config::new()
+            .stream(StreamSpec::content(stream))
+            .answer(Cmd::StopTracing, Answer::IgnoreStop),
+    );
+    let mut serve = Serve::with_key(dir.path());
+    let a = serve.get("/stacks");
+    a.assert_problem(400, "more than 256 MiB");
+    serve
+        .live
+        .stderr_line("more than 256 MiB", common::serve::START);
+    let kib = vm_hwm_kib(serve.live.child.id());
+    assert!(kib < MAX_RSS_KIB, "serve's peak RSS is {} KiB", kib);
+    assert_eq!(serve.get("/info").status, 200);
 }

@@ -241,6 +241,24 @@ fn a_runtime_dying_mid_stream_is_exit_1() {
     assert_eq!(r.stdout, "");
 }
 
+/// A runtime that streams on past the 256 MiB bound of a stack session (valid nettrace, its
+/// stop ignored): stopped there, exit 1 saying so, nothing on stdout.
+#[test]
+fn a_runtime_streaming_past_the_byte_bound_is_exit_1() {
+    let dir = TempDir::new("dsipc-stack-flood").unwrap();
+    let stream = common::nettrace_stream((256 << 20) + (16 << 20));
+    let _rt = fake(
+        &dir,
+        Config::new()
+            .stream(StreamSpec::content(Box::leak(stream.into_boxed_slice())))
+            .answer(Cmd::StopTracing, Answer::IgnoreStop),
+    );
+    let r = dsipc_in(dir.path(), &["stack", &me(), "--timeout", "60"]);
+    r.assert_no_panic();
+    r.assert_exit(1, &["more than 256 MiB"]);
+    assert_eq!(r.stdout, "");
+}
+
 #[test]
 fn a_runtime_going_silent_is_exit_1_within_the_timeout() {
     // The session starts, a little of the stream comes, then nothing (a stop is not

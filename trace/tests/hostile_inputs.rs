@@ -172,8 +172,13 @@ fn stack_block(w: &mut V4Writer, first: u32, stacks: &[Vec<u64>]) {
     w.block("StackBlock", &s);
 }
 
-/// An event block of thread samples: (thread, stack id) each.
+/// An event block of managed thread samples: (thread, stack id) each.
 fn sample_block(w: &mut V4Writer, samples: &[(u64, u32)], seq: &mut u32) {
+    samples_of_kind(w, samples, seq, 2);
+}
+
+/// An event block of thread samples of `kind` (the SampleProfiler payload).
+fn samples_of_kind(w: &mut V4Writer, samples: &[(u64, u32)], seq: &mut u32, kind: u32) {
     let mut blobs = Vec::new();
     let mut c = Compressor::default();
     for &(thread, stack) in samples {
@@ -187,7 +192,7 @@ fn sample_block(w: &mut V4Writer, samples: &[(u64, u32)], seq: &mut u32) {
             timestamp: 1_000_000 + i64::from(*seq),
             ..Header::default()
         };
-        c.blob(&mut blobs, &h, &2u32.to_le_bytes(), false);
+        c.blob(&mut blobs, &h, &kind.to_le_bytes(), false);
     }
     w.block("EventBlock", &event_block_content(1, 0, 0, &blobs));
 }
@@ -369,7 +374,7 @@ fn samples_interleaved_with_rundown_records_stay_near_linear() {
 /// of a 41.8 MB file to 453 MiB): 12,000 stacks of 100 addresses none shares (the sampled
 /// addresses are what grows), and 1.4 million stacks of two addresses out of 28,000 (the
 /// per-stack tables are). One stack block and one block of samples per `per_block` stacks,
-/// no sequence point.
+/// no sequence point. And [`thread_stack_pairs`].
 fn many_distinct_stacks() -> Vec<(&'static str, Vec<u8>, u64)> {
     // (name, stacks, stacks per block, the addresses of stack n)
     type Family = (&'static str, u64, u64, fn(u64) -> Vec<u64>);
@@ -397,7 +402,30 @@ fn many_distinct_stacks() -> Vec<(&'static str, Vec<u8>, u64)> {
             }
             (name, w.end(), count)
         })
+        .chain([
+            thread_stack_pairs("thread-stack-pairs", 2),
+            thread_stack_pairs("pairs-unknown-kind", 7),
+        ])
         .collect()
+}
+
+/// Every one of 1,000 small stacks sampled once on each of 2,000 threads, samples of `kind`:
+/// 2 million distinct (thread, stack) pairs, each a sample of a few bytes but a counter of
+/// its own (the work is the product of threads and stacks).
+fn thread_stack_pairs(name: &'static str, kind: u32) -> (&'static str, Vec<u8>, u64) {
+    const STACKS: u32 = 1000;
+    const THREADS: u64 = 2000;
+    let mut w = writer();
+    let stacks: Vec<Vec<u64>> = (0..u64::from(STACKS))
+        .map(|n| vec![0x10_0000 + n * 0x10, 0x20_0000])
+        .collect();
+    stack_block(&mut w, 1, &stacks);
+    let mut seq = 0;
+    for t in 0..THREADS {
+        let samples: Vec<(u64, u32)> = (0..STACKS).map(|s| (100 + t, 1 + s)).collect();
+        samples_of_kind(&mut w, &samples, &mut seq, kind);
+    }
+    (name, w.end(), THREADS * u64::from(STACKS))
 }
 
 /// Many distinct stacks ([`many_distinct_stacks`]): the last window, the interned table, the

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use dsipc_tokio::DiagnosticsClient;
 
-use crate::collect::{Collect, End, TICK};
+use crate::collect::{Budget, Collect, End, TICK};
 use crate::CliError;
 
 /// Runs `c` on `client` until its session ends or `deadline`.
@@ -21,6 +21,7 @@ pub async fn run<C: Collect>(
         .collect_tracing(&req.providers(), req.buffer_mb, req.rundown)
         .await?;
     let started = Instant::now();
+    let mut budget = Budget::new(c.max_bytes());
     let stop = session.stop_handle();
     let mut stopping: Option<tokio::task::JoinHandle<Result<(), dsipc_tokio::Error>>> = None;
     let end = loop {
@@ -33,7 +34,15 @@ pub async fn run<C: Collect>(
         match tokio::time::timeout(wait, session.next_chunk()).await {
             Err(_) => {}
             Ok(None) => break End::Stream,
-            Ok(Some(Ok(data))) => c.feed(&data)?,
+            Ok(Some(Ok(data))) => {
+                if let Err(e) = budget.take(data.len()) {
+                    // Said here too: serve answers the request, and its log should show
+                    // which runtime streamed on.
+                    eprintln!("dsipc: serve: {}", e);
+                    return Err(e);
+                }
+                c.feed(&data)?
+            }
             Ok(Some(Err(e))) => break End::Failed(e),
         }
         if stopping.is_none() && c.enough(started.elapsed()) {

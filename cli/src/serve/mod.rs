@@ -197,6 +197,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
             pool,
             default_filter,
             cache: Default::default(),
+            probes: Default::default(),
         },
         auth,
         dump_dir: dump_dir.path.clone(),

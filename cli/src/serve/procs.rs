@@ -4,14 +4,15 @@
 //! one by `pid`, `uid` (the runtime instance cookie) or `name` (the process name), all that
 //! are given having to match; without any, the default process is the only one there is.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dsipc::wire::Guid;
 use dsipc_tokio::reverse::RuntimePool;
 use dsipc_tokio::{DiagnosticsClient, ProcessInfo};
+use tokio::sync::Semaphore;
 
 use super::api::ApiError;
 
@@ -160,7 +161,6 @@ fn process_name(pid: u32, command_line: &str) -> String {
     }
 }
 
-/// Every runtime that answers ProcessInfo within [`PROBE_TIMEOUT`], in pid order.
 /// Every runtime endpoint in `tmpdir` (or where each runtime says).
 async fn endpoints(tmpdir: Option<&Path>) -> Result<Vec<(u32, Target)>, ApiError> {
     let tmp = tmpdir.map(Path::to_path_buf);
@@ -194,20 +194,98 @@ fn cache_key(pid: u32, target: &Target) -> (u32, String) {
     }
 }
 
-/// Asks each runtime for ProcessInfo (all at once, each within [`PROBE_TIMEOUT`]); the
-/// ones that answer.
-async fn probe_all(targets: Vec<(u32, Target)>) -> Vec<Runtime> {
-    let mut probes = Vec::with_capacity(targets.len());
-    for (pid, target) in targets {
-        probes.push(tokio::spawn(probe(pid, target)));
-    }
-    let mut out = Vec::new();
-    for p in probes {
-        if let Ok(Some(r)) = p.await {
-            out.push(r);
+/// Probes running at once, over every listing (up to 128 requests may list at the same
+/// time). A real runtime answers ProcessInfo within milliseconds, so 32 at a time still
+/// probe thousands of runtimes a second (a host rarely has more than a few dozen); a socket
+/// that accepts and never answers holds its turn for [`PROBE_TIMEOUT`], so 32 of them cost
+/// 32 descriptors and tasks for 3 s: well inside the few dozen descriptors `fds::BASE`
+/// keeps for discovery and sessions, however many such sockets anyone creates.
+pub const MAX_PROBES: usize = 32;
+
+/// How long a probe waits for its turn; past it the socket is not listed this time. Shorter
+/// than [`PROBE_TIMEOUT`]: a listing takes at most this plus [`PROBE_TIMEOUT`] (4 s), and
+/// when silent sockets hold every turn the waiters give up before any turn frees, so they
+/// do not pile up. Real runtimes' probes free their turns within milliseconds: a second
+/// lets hundreds of them through.
+pub const PROBE_TURN_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a socket whose runtime did not answer ProcessInfo within [`PROBE_TIMEOUT`] is
+/// left out of listings before it is asked again. A runtime answers at once even while
+/// suspended at startup; one that does not is hung or not a runtime, and asking it on every
+/// listing would cost a turn and 3 s each time. A minute lets a runtime that was only
+/// stalled (a debugger, a long GC suspension) be listed again soon.
+pub const SILENT_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Discovery's probing state, shared by every listing.
+pub struct Probes {
+    /// The turns ([`MAX_PROBES`]).
+    turns: Arc<Semaphore>,
+    /// The runtimes that did not answer in time, and when they were last asked, keyed as
+    /// [`Discovery::cache`] (forgotten with it when their socket goes).
+    silent: Mutex<HashMap<(u32, String), Instant>>,
+    /// The sockets already said on stderr to have been skipped for want of a turn.
+    told: Mutex<HashSet<(u32, String)>>,
+}
+
+impl Default for Probes {
+    fn default() -> Probes {
+        Probes {
+            turns: Arc::new(Semaphore::new(MAX_PROBES)),
+            silent: Mutex::new(HashMap::new()),
+            told: Mutex::new(HashSet::new()),
         }
     }
-    out
+}
+
+/// What probing one runtime came to.
+enum Probed {
+    /// It answered (or is a .NET Core 3.x runtime).
+    Listed(Box<Runtime>),
+    /// It did not answer within [`PROBE_TIMEOUT`].
+    Silent,
+    /// No turn came within [`PROBE_TURN_WAIT`].
+    NoTurn,
+    /// Gone, stale, or failing otherwise.
+    Failed,
+}
+
+/// Asks each runtime for ProcessInfo ([`MAX_PROBES`] at a time over every listing, each
+/// within [`PROBE_TIMEOUT`] once its turn came); the ones that answer, and the keys of
+/// the ones that did not answer in time and of the ones that got no turn.
+async fn probe_all(
+    turns: &Arc<Semaphore>,
+    targets: Vec<(u32, Target)>,
+) -> (Vec<Runtime>, Vec<(u32, String)>, Vec<(u32, String)>) {
+    let mut probes = Vec::with_capacity(targets.len());
+    for (pid, target) in targets {
+        let key = cache_key(pid, &target);
+        let turns = Arc::clone(turns);
+        probes.push((
+            key,
+            tokio::spawn(async move {
+                let turn = match tokio::time::timeout(PROBE_TURN_WAIT, turns.acquire_owned()).await
+                {
+                    Ok(Ok(turn)) => turn,
+                    _ => return Probed::NoTurn,
+                };
+                let probed = probe(pid, target).await;
+                drop(turn);
+                probed
+            }),
+        ));
+    }
+    let mut out = Vec::new();
+    let mut silent = Vec::new();
+    let mut skipped = Vec::new();
+    for (key, p) in probes {
+        match p.await {
+            Ok(Probed::Listed(r)) => out.push(*r),
+            Ok(Probed::Silent) => silent.push(key),
+            Ok(Probed::NoTurn) => skipped.push(key),
+            Ok(Probed::Failed) | Err(_) => {}
+        }
+    }
+    (out, silent, skipped)
 }
 
 /// What a runtime that has no ProcessInfo (.NET Core 3.x) is listed with.
@@ -218,7 +296,7 @@ fn unknown_info(pid: u32) -> ProcessInfo {
     info
 }
 
-async fn probe(pid: u32, target: Target) -> Option<Runtime> {
+async fn probe(pid: u32, target: Target) -> Probed {
     let mut r = Runtime {
         pid,
         uid: String::new(),
@@ -243,12 +321,13 @@ async fn probe(pid: u32, target: Target) -> Option<Runtime> {
                 r.info.cookie = *cookie;
             }
         }
-        // Gone, stale, or not answering: not listed.
-        Err(_) => return None,
+        Err(e) if e.is_timeout() => return Probed::Silent,
+        // Gone, stale, or failing: not listed.
+        Err(_) => return Probed::Failed,
     }
     r.uid = r.info.cookie.to_string();
     r.name = process_name(pid, &r.info.command_line);
-    Some(r)
+    Probed::Listed(Box::new(r))
 }
 
 /// dotnet-monitor's words when a request names no single process.
@@ -311,7 +390,9 @@ pub struct Discovery {
     pub default_filter: Option<DefaultFilter>,
     /// What each runtime answered when first listed (ProcessInfo does not change while a
     /// runtime lives), so a listing asks only runtimes it has not seen.
-    pub cache: std::sync::Mutex<std::collections::HashMap<(u32, String), Runtime>>,
+    pub cache: Mutex<HashMap<(u32, String), Runtime>>,
+    /// The probes' turns, and the runtimes that did not answer.
+    pub probes: Probes,
 }
 
 impl Discovery {
@@ -322,19 +403,25 @@ impl Discovery {
             None => endpoints(self.tmpdir.as_deref()).await?,
         };
         let keys: Vec<(u32, String)> = targets.iter().map(|(p, t)| cache_key(*p, t)).collect();
+        let now = Instant::now();
         let (mut known, unknown): (Vec<Runtime>, Vec<(u32, Target)>) = {
             let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let silent = self.probes.silent.lock().unwrap_or_else(|p| p.into_inner());
             let mut known = Vec::new();
             let mut unknown = Vec::new();
             for (key, (pid, target)) in keys.iter().zip(targets) {
                 match cache.get(key) {
                     Some(r) => known.push(r.clone()),
+                    // Silent not long ago: not asked again yet.
+                    None if silent
+                        .get(key)
+                        .map_or(false, |t| now.duration_since(*t) < SILENT_RETRY_AFTER) => {}
                     None => unknown.push((pid, target)),
                 }
             }
             (known, unknown)
         };
-        let probed = probe_all(unknown).await;
+        let (probed, silent, skipped) = probe_all(&self.probes.turns, unknown).await;
         {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             for r in &probed {
@@ -343,9 +430,37 @@ impl Discovery {
             // Runtimes no longer listed are forgotten.
             cache.retain(|k, _| keys.contains(k));
         }
+        {
+            let mut s = self.probes.silent.lock().unwrap_or_else(|p| p.into_inner());
+            for key in silent {
+                s.insert(key, Instant::now());
+            }
+            s.retain(|k, _| keys.contains(k));
+        }
+        self.tell_skipped(&keys, skipped);
         known.extend(probed);
         known.sort_by_key(|r| r.pid);
         Ok(known)
+    }
+
+    /// Says once on stderr which sockets were not listed for want of a probe's turn (each
+    /// socket once while it stays).
+    fn tell_skipped(&self, keys: &[(u32, String)], skipped: Vec<(u32, String)>) {
+        let mut told = self.probes.told.lock().unwrap_or_else(|p| p.into_inner());
+        told.retain(|k| keys.contains(k));
+        let new: Vec<(u32, String)> = skipped
+            .into_iter()
+            .filter(|k| told.insert(k.clone()))
+            .collect();
+        if let Some((_, first)) = new.first() {
+            eprintln!(
+                "dsipc: serve: {} runtime endpoint(s) not listed this time: no probe turn within {} s ({} probes at a time, others not answering), e.g. {}",
+                new.len(),
+                PROBE_TURN_WAIT.as_secs(),
+                MAX_PROBES,
+                first
+            );
+        }
     }
 
     /// The default process among `all` (see [`DefaultFilter`]).

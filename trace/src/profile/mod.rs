@@ -23,6 +23,17 @@ pub enum SampleKind {
 }
 
 impl SampleKind {
+    /// The SampleProfiler payload value of this kind ([`SampleKind::from_payload`]'s
+    /// inverse).
+    fn payload(self) -> u32 {
+        match self {
+            SampleKind::Error => 0,
+            SampleKind::External => 1,
+            SampleKind::Managed => 2,
+            SampleKind::Unknown(v) => v,
+        }
+    }
+
     /// The kind for a SampleProfiler payload value.
     pub fn from_payload(v: u32) -> Self {
         match v {
@@ -96,6 +107,15 @@ struct ThreadState {
     // of two with the same one).
     last_stack: u32,
     last_kind: SampleKind,
+    // Its counters of managed and of external samples by interned stack: 4 bytes a
+    // counter (a thread's table grows alone, so no table of every thread's counters is
+    // ever copied whole). The other kinds (a failed sample, a value no runtime writes)
+    // by their payload value and stack (`payload << 32 | stack`): 12 bytes a counter.
+    // The multiples of 2^32 of a counter that went past u32::MAX are in the builder's
+    // `counts`.
+    managed: FxHashMap<u32, u32>,
+    external: FxHashMap<u32, u32>,
+    other: FxHashMap<u64, u32>,
 }
 
 /// A thread's latest sample with its stack's instruction pointers (leaf first), for
@@ -218,11 +238,32 @@ pub struct ProfileBuilder {
     stack_hasher: RandomState,
     threads: Vec<ThreadState>,
     thread_index: FxHashMap<u64, u32>,
+    // The multiples of 2^32 of the threads' counters (see ThreadState). A table of every
+    // (thread, stack, kind) took 24 bytes a counter, up to 75 with its free room and its
+    // copy while it grew: 150 MiB for 2 million pairs of threads and stacks sampled once,
+    // a stream of 16 MB.
     counts: FxHashMap<(u32, u32, SampleKind), u64>,
     samples: u64,
     max_thread_samples: u64,
     // Distinct instruction pointers of the interned stacks (the rundown asks about ranges).
     sampled_ips: BTreeSet<u64>,
+}
+
+/// Counts one more sample at `key` in `table`: the new count, 0 when it went past
+/// u32::MAX (the caller keeps the 2^32).
+fn count<K: std::hash::Hash + Eq>(table: &mut FxHashMap<K, u32>, key: K) -> u32 {
+    // A lookup first (a sample mostly finds its counter): `entry` would check the table's
+    // room on every call.
+    match table.get_mut(&key) {
+        Some(n) => {
+            *n = n.wrapping_add(1);
+            *n
+        }
+        None => {
+            table.insert(key, 1);
+            1
+        }
+    }
 }
 
 impl ProfileBuilder {
@@ -399,6 +440,9 @@ impl ProfileBuilder {
                     samples: 0,
                     last_stack: NOT_INTERNED,
                     last_kind: kind,
+                    managed: FxHashMap::default(),
+                    external: FxHashMap::default(),
+                    other: FxHashMap::default(),
                 });
                 self.thread_index.insert(thread, t);
                 t
@@ -415,12 +459,22 @@ impl ProfileBuilder {
         state.last = state.last.max(timestamp);
         state.samples += 1;
         self.max_thread_samples = self.max_thread_samples.max(state.samples);
-        // A lookup first (a sample mostly finds its counter): `entry` would check the
-        // table's room on every call.
-        match self.counts.get_mut(&(t, stack, kind)) {
-            Some(n) => *n += 1,
-            None => {
-                self.counts.insert((t, stack, kind), 1);
+        let n = match kind {
+            SampleKind::Managed => count(&mut state.managed, stack),
+            SampleKind::External => count(&mut state.external, stack),
+            _ => count(
+                &mut state.other,
+                u64::from(kind.payload()) << 32 | u64::from(stack),
+            ),
+        };
+        // Past u32::MAX: 2^32 more in the builder's table, the thread's counter at 0.
+        if n == 0 {
+            let spill = 1 << 32;
+            match self.counts.get_mut(&(t, stack, kind)) {
+                Some(n) => *n += spill,
+                None => {
+                    self.counts.insert((t, stack, kind), spill);
+                }
             }
         }
     }
@@ -508,20 +562,45 @@ impl ProfileBuilder {
         // into each thread's samples, with room for exactly what it has: the counters' table
         // is freed once read, and no other copy of them is made.
         let keeps = |kind: SampleKind| !managed_only || kind == SampleKind::Managed;
-        let mut per_thread: Vec<Vec<ThreadSamples>> = {
-            let mut n = vec![0usize; threads.len()];
-            for &(t, _, kind) in counts.keys() {
+        let mut counts = counts;
+        let mut threads = threads;
+        let mut per_thread: Vec<Vec<ThreadSamples>> = Vec::with_capacity(threads.len());
+        // Each thread's tables are freed as they are read.
+        for (t, state) in threads.iter_mut().enumerate() {
+            let managed = std::mem::take(&mut state.managed);
+            let external = std::mem::take(&mut state.external);
+            let other = std::mem::take(&mut state.other);
+            let mut samples = Vec::with_capacity(
+                managed.len()
+                    + if managed_only {
+                        0
+                    } else {
+                        external.len() + other.len()
+                    },
+            );
+            let mut add = |stack: u32, kind: SampleKind, n: u32| {
                 if keeps(kind) {
-                    n[t as usize] += 1;
+                    let high = counts.remove(&(t as u32, stack, kind)).unwrap_or(0);
+                    samples.push(ThreadSamples {
+                        stack,
+                        kind,
+                        count: high + u64::from(n),
+                    });
                 }
+            };
+            for (stack, n) in managed {
+                add(stack, SampleKind::Managed, n);
             }
-            n.into_iter().map(Vec::with_capacity).collect()
-        };
-        for ((t, stack, kind), count) in counts {
-            if keeps(kind) {
-                per_thread[t as usize].push(ThreadSamples { stack, kind, count });
+            for (stack, n) in external {
+                add(stack, SampleKind::External, n);
             }
+            for (key, n) in other {
+                add(key as u32, SampleKind::from_payload((key >> 32) as u32), n);
+            }
+            per_thread.push(samples);
         }
+        drop(counts);
+        let threads = threads;
         let mut profile = Profile::default();
         // Interned stack -> profile stack (only stacks kept samples use).
         let mut stack_map: Vec<u32> = vec![NOT_INTERNED; stack_spans.len()];
@@ -599,77 +678,4 @@ impl ProfileBuilder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::symbols::MethodRecord;
-    use super::*;
-
-    fn u16le(s: &str) -> Vec<u8> {
-        s.encode_utf16().flat_map(|u| u.to_le_bytes()).collect()
-    }
-
-    #[test]
-    fn windows_intern_and_resolve() {
-        let mut b = ProfileBuilder::new();
-        b.on_stack(1, vec![0x105, 0x205]);
-        b.on_stack(2, vec![0x205]);
-        b.on_sample(7, 1, SampleKind::Managed, 10);
-        b.on_sample(7, 1, SampleKind::Managed, 11);
-        b.on_sample(8, 2, SampleKind::External, 12);
-        b.on_sequence_point();
-        // Ids restart: id 1 is now a different stack, equal to the old id 2.
-        b.on_stack(1, vec![0x205]);
-        b.on_sample(7, 1, SampleKind::Managed, 13);
-        b.on_sample(7, 5, SampleKind::Managed, 14); // unknown id: empty stack
-        assert_eq!(b.distinct_stacks(), 3);
-        let (leaf, root) = (u16le("Leaf"), u16le("Root"));
-        let (ns, sig) = (u16le("N"), u16le("void  (int32)"));
-        for (method_id, start, name, signature) in
-            [(1, 0x100, &leaf, &sig[..]), (2, 0x200, &root, &[])]
-        {
-            b.symbols_mut().add_method(&MethodRecord {
-                method_id,
-                module_id: 1,
-                start,
-                size: 0x10,
-                token: 0,
-                namespace: &ns,
-                name,
-                signature,
-            });
-        }
-        b.symbols_mut().add_module(1, "/x/App.dll");
-        let p = b.finish(false);
-        assert_eq!(p.total_samples(), 5);
-        assert_eq!(p.threads.len(), 2);
-        let t7 = &p.threads[0];
-        assert_eq!(t7.thread_id, 7);
-        let name = |s: &ThreadSamples| -> Vec<&str> {
-            p.stacks[s.stack as usize]
-                .iter()
-                .map(|&f| p.frames[f as usize].as_str())
-                .collect()
-        };
-        assert_eq!(
-            name(&t7.samples[0]),
-            vec!["App!N.Leaf(int32)", "App!N.Root"]
-        );
-        assert_eq!(t7.samples[0].count, 2);
-        let rest: Vec<_> = t7.samples[1..].iter().map(|s| (name(s), s.count)).collect();
-        assert!(rest.contains(&(vec!["App!N.Root"], 1)));
-        assert!(rest.contains(&(vec![], 1)));
-        assert_eq!((t7.first_timestamp, t7.last_timestamp), (10, 14));
-        assert_eq!(p.unresolved_ips, 0);
-    }
-
-    #[test]
-    fn managed_only_and_unresolved() {
-        let mut b = ProfileBuilder::new();
-        b.on_stack(3, vec![0x999]);
-        b.on_sample(1, 3, SampleKind::External, 0);
-        b.on_sample(1, 3, SampleKind::Managed, 1);
-        let p = b.finish(true);
-        assert_eq!(p.total_samples(), 1);
-        assert_eq!(p.frames, vec![UNRESOLVED_FRAME.to_string()]);
-        assert_eq!(p.unresolved_ips, 1);
-    }
-}
+mod tests;
