@@ -19,11 +19,12 @@ struct End {
     outcome: Option<Outcome>,
 }
 
-/// Drives a session whose connections read `wire` (one cursor across reconnects, as a
-/// runtime answering UNKNOWN_COMMAND then the fallback would), `chunk` bytes per read, a
+/// Drives a session whose first connection reads `first` and whose later ones (a
+/// fallback after UNKNOWN_COMMAND) read `rest`, each then EOF, `chunk` bytes per read; a
 /// stop requested once `stop_after` stream bytes arrived (answered at once: what matters
-/// here is the stream's connection).
-fn drive(wire: &[u8], chunk: usize, stop_after: u64) -> End {
+/// here is the stream's connection). What a connection holds is fixed by the input, never
+/// by how much an earlier connection happened to read.
+fn drive(first: &[u8], rest: &[u8], chunk: usize, stop_after: u64) -> End {
     let providers = [Provider::new("Microsoft-DotNETCore-SampleProfiler", 0, 5)];
     let mut tracing =
         Tracing::new(TraceConfig::new(&providers), 0, u64::MAX / 4).expect("a valid configuration");
@@ -32,13 +33,23 @@ fn drive(wire: &[u8], chunk: usize, stop_after: u64) -> End {
         started: false,
         outcome: None,
     };
+    let mut wire = first;
+    let mut connections = 0;
     let mut at = 0;
     let mut eof = false;
     // Every turn consumes input, ends, or follows one that did: bounded by the input.
-    for now in 0..(4 * wire.len() as u64 + 64) {
+    for now in 0..(4 * (first.len() + rest.len()) as u64 + 64) {
         match tracing.poll(now) {
             Err(_) => return end,
-            Ok(TraceStep::Connect) => tracing.connected().expect("connect after Connect"),
+            Ok(TraceStep::Connect) => {
+                if connections > 0 {
+                    wire = rest;
+                }
+                connections += 1;
+                at = 0;
+                eof = false;
+                tracing.connected().expect("connect after Connect");
+            }
             Ok(TraceStep::Transmit(b)) => {
                 assert!(b.len() >= 20, "a request is at least a header");
                 tracing.transmitted().expect("transmitted after Transmit");
@@ -82,17 +93,23 @@ fn drive(wire: &[u8], chunk: usize, stop_after: u64) -> End {
 }
 
 /// The `session` target: byte 0 picks the chunk size (1 + b % 64), byte 1 when to stop
-/// (after b × 16 stream bytes), the rest is what the runtime sends on the session's
-/// connection (its reply, then the stream).
+/// (after b × 16 stream bytes), byte 2 where the first connection's bytes end (b × 8; 255:
+/// all of them); the rest is what the runtime sends: on the first connection (its reply,
+/// then the stream), and after the split on a fallback's connection.
 pub fn session(data: &[u8]) {
-    if data.len() < 2 {
+    if data.len() < 3 {
         return;
     }
     let chunk = 1 + data[0] as usize % 64;
     let stop_after = u64::from(data[1]) * 16;
-    let wire = &data[2..];
-    let pieces = drive(wire, chunk, stop_after);
-    let whole = drive(wire, wire.len().max(1), stop_after);
+    let wire = &data[3..];
+    let split = match data[2] {
+        255 => wire.len(),
+        b => (usize::from(b) * 8).min(wire.len()),
+    };
+    let (first, rest) = wire.split_at(split);
+    let pieces = drive(first, rest, chunk, stop_after);
+    let whole = drive(first, rest, wire.len().max(1), stop_after);
     assert_eq!(pieces.started, whole.started);
     assert_eq!(pieces.stream, whole.stream);
     assert_eq!(pieces.outcome.is_some(), whole.outcome.is_some());
@@ -101,6 +118,7 @@ pub fn session(data: &[u8]) {
         assert_eq!(a.bytes(), b.bytes());
     }
     framing_agrees_with_the_parser(wire);
+    framing_agrees_with_the_parser(rest);
 }
 
 /// The framing follows the stream in fragments the same way as whole, and whatever the

@@ -569,7 +569,7 @@ fn nettrace_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
     );
 }
 
-/// The `session` target: [chunk, stop] then the runtime's bytes on the session's
+/// The `session` target: [chunk, stop, split] then the runtime's bytes on the session's
 /// connection: the CollectTracing2 reply (or UNKNOWN_COMMAND, then the fallback's reply) and
 /// a real .NET 8 stream, whole or cut.
 fn session_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
@@ -592,24 +592,30 @@ fn session_seeds(put: &mut dyn FnMut(&str, &str, Vec<u8>)) {
             .join("../tests/data/nettrace/activities-net8.0.4.nettrace"),
     )
     .unwrap();
-    let input = |chunk: u8, stop: u8, parts: &[&[u8]]| {
-        let mut v = vec![chunk, stop];
+    let input = |chunk: u8, stop: u8, split: u8, parts: &[&[u8]]| {
+        let mut v = vec![chunk, stop, split];
         for p in parts {
             v.extend_from_slice(p);
         }
         v
     };
-    put("session", "net8-stopped", input(0, 1, &[&ok, &trace]));
-    put("session", "net8-chunked-7", input(6, 40, &[&ok, &trace]));
+    put("session", "net8-stopped", input(0, 1, 255, &[&ok, &trace]));
+    put(
+        "session",
+        "net8-chunked-7",
+        input(6, 40, 255, &[&ok, &trace]),
+    );
     put(
         "session",
         "fallback-to-collecttracing",
-        input(12, 1, &[&unknown, &ok, &trace]),
+        // The first connection answers UNKNOWN_COMMAND (24 bytes = 3 × 8), the fallback's
+        // the rest.
+        input(12, 1, 3, &[&unknown, &ok, &trace]),
     );
     put(
         "session",
         "net8-cut",
-        input(3, 255, &[&ok, &trace[..trace.len() / 2]]),
+        input(3, 255, 255, &[&ok, &trace[..trace.len() / 2]]),
     );
 }
 
