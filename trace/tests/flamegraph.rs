@@ -6,29 +6,21 @@
 //! without samples is an error, not an empty picture.
 #![cfg(feature = "flamegraph")]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common_captures;
+use common_captures::capture;
 
 use dsipc::nettrace::Item;
 use dsipc_trace::format::{ProfileFormat, ProfileMeta, Selection};
 use dsipc_trace::{Profile, TraceAnalyzer, TraceStream};
 
 fn profile(name: &str) -> (Profile, ProfileMeta) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/nettrace")
-        .join(name);
-    let out = Command::new("gzip")
-        .arg("-dc")
-        .arg(&path)
-        .output()
-        .expect("gzip runs");
-    assert!(out.status.success(), "gzip -dc {}", path.display());
+    let bytes = capture(name);
     let mut stream = TraceStream::new();
     let mut analyzer = TraceAnalyzer::new();
     let mut each = |item: &Item<'_>| {
         analyzer.on_item(item);
     };
-    stream.feed(&out.stdout, &mut each).expect("parses");
+    stream.feed(&bytes, &mut each).expect("parses");
     stream.finish(&mut each).expect("ends cleanly");
     let meta = ProfileMeta {
         name: name.into(),

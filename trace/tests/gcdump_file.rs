@@ -3,24 +3,15 @@
 //! objects, the file starts as FastSerialization files do, and every truncation or corruption
 //! of it is an error (naming an offset) or a file that still reads, never a panic.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common_captures;
+use common_captures::capture;
 
 use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
 use dsipc_trace::heap::{HeapGraph, HeapStream};
 
 fn graph(name: &str) -> HeapGraph {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/nettrace")
-        .join(name);
-    let out = Command::new("gzip")
-        .arg("-dc")
-        .arg(&path)
-        .output()
-        .expect("gzip runs");
-    assert!(out.status.success());
     let mut s = HeapStream::new();
-    s.feed(&out.stdout).unwrap();
+    s.feed(&capture(name)).unwrap();
     s.finish().unwrap();
     s.into_graph().unwrap()
 }

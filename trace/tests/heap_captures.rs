@@ -4,8 +4,8 @@
 //! the one stream driver, fed whole or in small slices alike, and holds the heap walk's bulk
 //! events with the held type's name among the type records.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common_captures;
+use common_captures::capture;
 
 use dsipc::nettrace::clr::ClrProvider;
 use dsipc::nettrace::Item;
@@ -15,19 +15,6 @@ use dsipc_trace::{TraceAnalyzer, TraceStream};
 const BULK_TYPE: u32 = 15;
 const BULK_NODE: u32 = 18;
 const BULK_EDGE: u32 = 19;
-
-fn capture(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/nettrace")
-        .join(name);
-    let out = Command::new("gzip")
-        .arg("-dc")
-        .arg(&path)
-        .output()
-        .expect("gzip runs");
-    assert!(out.status.success(), "gzip -dc {}", path.display());
-    out.stdout
-}
 
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Counts {

@@ -4,23 +4,10 @@
 //! MethodTable pointer, four int32 fields), whole or fed in small slices alike; truncated and
 //! corrupt streams are errors naming an offset, never a panic.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common_captures;
+use common_captures::capture;
 
 use dsipc_trace::heap::{HeapError, HeapGraph, HeapLimits, HeapStream, TypeStat, Walk};
-
-fn capture(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/nettrace")
-        .join(name);
-    let out = Command::new("gzip")
-        .arg("-dc")
-        .arg(&path)
-        .output()
-        .expect("gzip runs");
-    assert!(out.status.success(), "gzip -dc {}", path.display());
-    out.stdout
-}
 
 const CAPTURES: [&str; 2] = [
     "heap-net8.0.4.nettrace.gz",

@@ -4,25 +4,12 @@
 //! latest sample, its frames those of one of the profile's stacks of that thread (same
 //! resolver), the Regex thread inside System.Text.RegularExpressions with MethodDef tokens.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common_captures;
+use common_captures::capture;
 
 use dsipc_trace::{
     Profile, StackFrame, StackSnapshot, TraceAnalyzer, TraceStream, NATIVE_FRAMES, UNRESOLVED_FRAME,
 };
-
-fn capture(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/nettrace")
-        .join(name);
-    let out = Command::new("gzip")
-        .arg("-dc")
-        .arg(&path)
-        .output()
-        .expect("gzip runs");
-    assert!(out.status.success(), "gzip -dc {}", path.display());
-    out.stdout
-}
 
 /// The stream fed in 4 KiB slices to one analyzer.
 fn analyze(bytes: &[u8]) -> TraceAnalyzer {
