@@ -96,6 +96,32 @@ impl ProcessInfo {
     }
 }
 
+/// Collects what a ProcessInfo [`Call`](super::Call) passes up: feed it every event, then
+/// [`finish`](Self::finish) gives the owned [`ProcessInfo`] (or why there is none).
+#[derive(Debug, Default)]
+pub struct ProcessInfoSink {
+    info: Option<ProcessInfo>,
+    last: Option<Command>,
+}
+
+impl ProcessInfoSink {
+    /// One event of the call, answering `command`.
+    pub fn on_event(&mut self, command: Command, ev: &crate::ClientEvent<'_>) {
+        self.last = Some(command);
+        if let crate::ClientEvent::Reply(r) = ev {
+            self.info = ProcessInfo::from_reply(command, r);
+        }
+    }
+
+    /// The information once the call is done; [`SessionError::UnexpectedReply`] when no
+    /// ProcessInfo reply came.
+    pub fn finish(self) -> Result<ProcessInfo, super::SessionError> {
+        let command = self.last.unwrap_or(Command::ProcessInfo);
+        self.info
+            .ok_or(super::SessionError::UnexpectedReply { command })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use dsipc::payload::{
     ApplyStartupHook, AttachProfiler, DisablePerfMap, DumpType, EnablePerfMap, PerfMapType,
     Provider, Reply, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
 };
-use dsipc::session::{Ask, TraceConfig, Tracing};
+use dsipc::session::{Ask, ProcessInfoSink, TraceConfig, Tracing};
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
 
@@ -176,16 +176,13 @@ impl<T: Transport> DiagnosticsClient<T> {
     }
 
     fn process_info_with(&self, ask: Ask<'_>) -> Result<ProcessInfo, Error> {
-        let mut out = None;
-        let mut last = Command::ProcessInfo;
-        self.call(ask, self.timeout, |command, ev| {
-            last = command;
-            if let ClientEvent::Reply(r) = ev {
-                out = ProcessInfo::from_reply(command, &r);
-            }
+        let mut sink = ProcessInfoSink::default();
+        self.call(ask, self.timeout, |c, ev| {
+            sink.on_event(c, &ev);
             Ok(())
         })?;
-        out.ok_or(Error::UnexpectedReply { command: last })
+        sink.finish()
+            .map_err(|e| Error::from_session(e, self.timeout))
     }
 
     /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.

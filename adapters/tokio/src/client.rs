@@ -12,7 +12,7 @@ use dsipc::payload::{
     ApplyStartupHook, AttachProfiler, DisablePerfMap, DumpType, EnablePerfMap, PerfMapType,
     Provider, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
 };
-use dsipc::session::{Ask, TraceConfig, Tracing};
+use dsipc::session::{Ask, ProcessInfoSink, TraceConfig, Tracing};
 use dsipc::wire::{Command, Guid, Text};
 use dsipc::AnyRequest;
 
@@ -194,17 +194,14 @@ impl DiagnosticsClient {
     }
 
     async fn process_info_with(&self, ask: Ask<'_>) -> Result<ProcessInfo, Error> {
-        let mut out = None;
-        let mut last = Command::ProcessInfo;
-        self.call(ask, self.timeout, |command, ev| {
-            last = command;
-            if let ClientEvent::Reply(r) = ev {
-                out = ProcessInfo::from_reply(command, &r);
-            }
+        let mut sink = ProcessInfoSink::default();
+        self.call(ask, self.timeout, |c, ev| {
+            sink.on_event(c, &ev);
             Ok(())
         })
         .await?;
-        out.ok_or(Error::UnexpectedReply { command: last })
+        sink.finish()
+            .map_err(|e| Error::from_session(e, self.timeout))
     }
 
     /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.
