@@ -113,7 +113,7 @@ impl ProcessInfoSink {
         }
     }
 
-    /// The information once the call is done; [`SessionError::UnexpectedReply`] when no
+    /// The information once the call is done; [`SessionError::UnexpectedReply`](super::SessionError::UnexpectedReply) when no
     /// ProcessInfo reply came.
     pub fn finish(self) -> Result<ProcessInfo, super::SessionError> {
         let command = self.last.unwrap_or(Command::ProcessInfo);
