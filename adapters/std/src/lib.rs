@@ -98,6 +98,7 @@ pub use transport::{Connection, Endpoint, Transport};
 /// The core crate, re-exported: requests, providers, GUIDs and HRESULTs come from here.
 pub use dsipc;
 
+#[cfg(unix)]
 pub(crate) use dsipc_platform::deadline_after;
 
 /// A process with a diagnostic endpoint, on any platform.
