@@ -39,9 +39,25 @@ args=()
 for entry in "${PACKAGES[@]}"; do
     set -- $entry
     args+=(-p "$1")
-    # A .crate left by an earlier run must not be checked in place of this run's.
-    rm -f "$TARGET_DIR/package/$1-$2.crate"
 done
+# A fresh target directory for each run: cargo verifies the packages through a local
+# registry in it and extracts their sources under $CARGO_HOME/registry/src/<that registry's
+# hash>, reusing an extraction of the same name and version. A second run in the same
+# directory would then build the previous run's sources. The fresh directory (and the
+# extraction cargo made for it, nothing else) is removed at the end.
+CARGO_HOME_DIR="${CARGO_HOME:-$HOME/.cargo}"
+before="$(ls -d "$CARGO_HOME_DIR"/registry/src/-* 2>/dev/null || true)"
+PKG_TARGET="$TARGET_DIR/package-check.$$"
+cleanup() {
+    rm -rf "$PKG_TARGET"
+    local d
+    for d in $(ls -d "$CARGO_HOME_DIR"/registry/src/-* 2>/dev/null || true); do
+        grep -qxF "$d" <<<"$before" || rm -rf "$d"
+    done
+}
+trap cleanup EXIT
+export CARGO_TARGET_DIR="$PKG_TARGET"
+
 verify=()
 [ "${PACKAGE_CHECK_NO_VERIFY:-0}" = 1 ] && verify=(--no-verify)
 
@@ -57,7 +73,7 @@ FORBIDDEN='^[^/]+/(tests/data|scripts|\.ci|fuzz|windows)(/|$)|/tests/data(/|$)'
 bad=0
 for entry in "${PACKAGES[@]}"; do
     set -- $entry
-    crate="$TARGET_DIR/package/$1-$2.crate"
+    crate="$PKG_TARGET/package/$1-$2.crate"
     [ -f "$crate" ] || die "$crate was not written"
     files="$(tar tzf "$crate")"
     log "$1-$2.crate: $(wc -l <<<"$files") files, $(stat -c %s "$crate") bytes"
