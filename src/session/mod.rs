@@ -93,7 +93,7 @@ pub use advertise::AwaitAdvertise;
 pub use call::{Call, Step};
 pub use error::SessionError;
 pub use info::{text_to_string, ProcessInfo, ProcessInfoSink};
-pub use plan::{Ask, Rundown, TraceConfig, DEFAULT_CIRCULAR_BUFFER_MB};
+pub use plan::{attach_profiler, Ask, Rundown, TraceConfig, DEFAULT_CIRCULAR_BUFFER_MB};
 pub use providers::{parse_providers, Profile, ProviderError, ProviderSpec};
 pub use tracing::{Outcome, TraceStep, Tracing};
 

@@ -179,6 +179,23 @@ impl<'a> Ask<'a> {
     }
 }
 
+/// AttachProfiler for a profiler the runtime waits up to `attach_timeout` for (whole
+/// seconds on the wire, clamped to `u32`); the caller's budget for the reply is its own
+/// timeout plus `attach_timeout`.
+pub fn attach_profiler<'a>(
+    attach_timeout: core::time::Duration,
+    clsid: crate::wire::Guid,
+    path: &'a str,
+    client_data: &'a [u8],
+) -> AnyRequest<'a> {
+    AnyRequest::AttachProfiler(crate::payload::AttachProfiler {
+        attach_timeout: attach_timeout.as_secs().min(u64::from(u32::MAX)) as u32,
+        profiler_guid: clsid,
+        profiler_path: Text::Str(path),
+        client_data,
+    })
+}
+
 /// Whether a session runs rundown (method and module metadata) when it stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use dsipc::conn::ClientEvent;
 use dsipc::payload::{
-    ApplyStartupHook, AttachProfiler, DisablePerfMap, DumpType, EnablePerfMap, PerfMapType,
-    Provider, Reply, Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
+    ApplyStartupHook, DisablePerfMap, DumpType, EnablePerfMap, PerfMapType, Provider, Reply,
+    Request, ResumeRuntime, SetEnvironmentVariable, StartupProfiler,
 };
-use dsipc::session::{Ask, ProcessInfoSink, TraceConfig, Tracing};
+use dsipc::session::{attach_profiler, Ask, ProcessInfoSink, TraceConfig, Tracing};
 use dsipc::wire::{Command, Guid, Hresult, Text};
 use dsipc::AnyRequest;
 
@@ -277,15 +277,9 @@ impl<T: Transport> DiagnosticsClient<T> {
         path: &str,
         client_data: &[u8],
     ) -> Result<(), Error> {
-        let secs = attach_timeout.as_secs().min(u64::from(u32::MAX)) as u32;
+        let request = attach_profiler(attach_timeout, clsid, path, client_data);
         let budget = self.timeout.saturating_add(attach_timeout);
-        let request = AttachProfiler {
-            attach_timeout: secs,
-            profiler_guid: clsid,
-            profiler_path: Text::Str(path),
-            client_data,
-        };
-        self.call(Ask::Status(request.into()), budget, |_, _| Ok(()))
+        self.call(Ask::Status(request), budget, |_, _| Ok(()))
     }
 
     /// Registers a profiler to load at startup (while the runtime is suspended).
