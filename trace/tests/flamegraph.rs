@@ -7,27 +7,13 @@
 #![cfg(feature = "flamegraph")]
 
 mod common_captures;
-use common_captures::capture;
+use common_captures::{capture, profile_of};
 
-use dsipc::nettrace::Item;
 use dsipc_trace::format::{ProfileFormat, ProfileMeta, Selection};
-use dsipc_trace::{Profile, TraceAnalyzer, TraceStream};
+use dsipc_trace::Profile;
 
 fn profile(name: &str) -> (Profile, ProfileMeta) {
-    let bytes = capture(name);
-    let mut stream = TraceStream::new();
-    let mut analyzer = TraceAnalyzer::new();
-    let mut each = |item: &Item<'_>| {
-        analyzer.on_item(item);
-    };
-    stream.feed(&bytes, &mut each).expect("parses");
-    stream.finish(&mut each).expect("ends cleanly");
-    let meta = ProfileMeta {
-        name: name.into(),
-        process: Some("regex-host".into()),
-        info: analyzer.info().copied(),
-    };
-    (analyzer.finish_profile(false), meta)
+    profile_of(&capture(name), name, Some("regex-host"))
 }
 
 /// One `<g><title>NAME (N samples, P%)</title><rect y=.. width=..%>` of the SVG.

@@ -3,30 +3,20 @@
 //! timeline about as long as the session, a sampling interval near the runtime's 1 ms, and
 //! speedscope threads whose weights fill exactly their [startValue, endValue] span.
 
+mod common_captures;
+use common_captures::profile_of;
+
 use std::path::PathBuf;
 
-use dsipc::nettrace::Item;
 use dsipc_trace::format::{ProfileFormat, ProfileMeta, Selection};
-use dsipc_trace::{Profile, TraceAnalyzer, TraceStream};
+use dsipc_trace::Profile;
 
 fn profile(name: &str) -> (Profile, ProfileMeta) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/data/nettrace")
         .join(name);
     let bytes = std::fs::read(&path).expect("the committed capture");
-    let mut stream = TraceStream::new();
-    let mut analyzer = TraceAnalyzer::new();
-    let mut each = |item: &Item<'_>| {
-        analyzer.on_item(item);
-    };
-    stream.feed(&bytes, &mut each).expect("parses");
-    stream.finish(&mut each).expect("ends cleanly");
-    let meta = ProfileMeta {
-        name: name.into(),
-        process: None,
-        info: analyzer.info().copied(),
-    };
-    (analyzer.finish_profile(false), meta)
+    profile_of(&bytes, name, None)
 }
 
 /// The numbers after `"key":` in `json`, in order.
