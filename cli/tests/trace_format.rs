@@ -226,6 +226,9 @@ fn net8_killed_mid_trace_writes_the_profile_of_what_arrived() {
     let pid = pid.to_string();
     let mut t = Live::dsipc(&["trace", &pid, "--format", "folded", "-o", s(&trace)]);
     t.stderr_line("stop with Ctrl-C", Duration::from_secs(60));
+    // The runtime is killed once samples have reached the file, not merely once the
+    // session began (a kill before the first flush leaves nothing to profile).
+    wait_for_len(&trace, 64 * 1024, Duration::from_secs(60));
     host.kill();
     let r = t.wait(Duration::from_secs(120));
     r.assert_exit(1, &["truncated", "the profile covers what the trace holds"]);
@@ -246,6 +249,26 @@ fn net8_killed_mid_trace_writes_the_profile_of_what_arrived() {
         folded_lines(&fs::read_to_string(&converted).unwrap())
     );
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// Waits until the file at `path` holds at least `min` bytes; fails the test past `limit`.
+fn wait_for_len(path: &Path, min: u64, limit: Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        let len = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if len >= min {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{} held {} bytes after {:?}, wanted {}",
+            path.display(),
+            len,
+            limit,
+            min
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A stream of bytes that are no nettrace: the trace keeps every byte, no profile is
