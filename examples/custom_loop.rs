@@ -54,7 +54,7 @@ fn main() -> Result<(), Error> {
     let providers = [Provider::new("Microsoft-DotNETCore-SampleProfiler", 0, 5)];
     let mut tracing = Tracing::new(TraceConfig::new(&providers), now(), 5_000)?;
     let mut stream: Option<UnixStream> = None;
-    let mut stop: Option<(Call<'static>, Option<UnixStream>)> = None;
+    let mut stop: Option<(Call, Option<UnixStream>)> = None;
     let mut stop_at = None;
     let mut parser = NettraceParser::new();
     let mut pending: Vec<u8> = Vec::new();
@@ -157,7 +157,7 @@ fn main() -> Result<(), Error> {
 
 /// Runs a one-shot call to its end (blocking is fine: one connection at a time).
 fn run_call(
-    mut call: Call<'_>,
+    mut call: Call,
     socket: &PathBuf,
     now: &dyn Fn() -> u64,
 ) -> Result<Option<ProcessInfo>, SessionError> {

@@ -44,7 +44,7 @@ struct Conn {
 /// runtime's bytes and whether it then holds the connection open). Time advances by one
 /// millisecond per read that brings nothing.
 fn run_call(
-    mut call: Call<'_>,
+    mut call: Call,
     chunk: usize,
     mut runtime: impl FnMut(&[Command], Command) -> (Vec<u8>, bool),
 ) -> (
@@ -165,12 +165,17 @@ fn dump_falls_back_to_generate_core_dump_only_when_it_carries_the_flags() {
         Command::GenerateCoreDump => (ok(), false),
         _ => (unknown(), false),
     };
-    let ask = |flags| Ask::Dump {
-        path: "/tmp/core",
-        kind: DumpType::Full,
-        flags,
+    // The call keeps nothing the ask lent it: the path is gone before the call runs.
+    let call = |flags| {
+        let path = String::from("/tmp/core");
+        let ask = Ask::Dump {
+            path: &path,
+            kind: DumpType::Full,
+            flags,
+        };
+        Call::new(ask, 0, 1_000).unwrap()
     };
-    let (seen, r, _) = run_call(Call::new(ask(1), 0, 1_000).unwrap(), 5, runtime);
+    let (seen, r, _) = run_call(call(1), 5, runtime);
     assert_eq!(
         seen,
         [
@@ -180,7 +185,7 @@ fn dump_falls_back_to_generate_core_dump_only_when_it_carries_the_flags() {
         ]
     );
     r.unwrap();
-    let (seen, r, _) = run_call(Call::new(ask(4), 0, 1_000).unwrap(), 5, runtime);
+    let (seen, r, _) = run_call(call(4), 5, runtime);
     assert_eq!(seen.len(), 2);
     assert!(matches!(r, Err(SessionError::InvalidArgument(_))), "{r:?}");
 }
@@ -275,7 +280,7 @@ struct Runtime<'s> {
 /// the same loop (the stop connection answers with `stop_reply` once the stream is all
 /// out, as a runtime flushes before it answers). Returns the bytes received and the end.
 fn run_tracing(
-    mut tracing: Tracing<'_>,
+    mut tracing: Tracing,
     rt: &mut Runtime<'_>,
     chunk: usize,
     stop_after: Option<u64>,
@@ -284,7 +289,7 @@ fn run_tracing(
     let mut got = Vec::new();
     let mut now = 0;
     let mut reply = Vec::new();
-    let mut stop: Option<Call<'static>> = None;
+    let mut stop: Option<Call> = None;
     let mut stop_sent = false;
     loop {
         // The stop connection, driven in the same loop.

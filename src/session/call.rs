@@ -8,7 +8,7 @@ use crate::payload::Reply;
 use crate::recv::Poll;
 use crate::wire::{Command, Hresult};
 
-use super::link::{Link, Phase};
+use super::link::{Fallbacks, Link, Phase};
 use super::{text_to_string, Ask, Millis, SessionError};
 
 /// What the caller of [`Call::poll`] does next.
@@ -44,12 +44,42 @@ enum State {
     Failed(SessionError),
 }
 
+/// What a call asks, without the caller's borrows: what judging a reply needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    ProcessInfo,
+    ProcessInfoBasic,
+    Environment { max_bytes: u64 },
+    Dump,
+    StopTracing,
+    Status,
+    Raw,
+}
+
+impl Kind {
+    fn of(ask: &Ask<'_>) -> Kind {
+        match *ask {
+            Ask::ProcessInfo => Kind::ProcessInfo,
+            Ask::ProcessInfoBasic => Kind::ProcessInfoBasic,
+            Ask::Environment { max_bytes } => Kind::Environment { max_bytes },
+            Ask::Dump { .. } => Kind::Dump,
+            Ask::StopTracing { .. } => Kind::StopTracing,
+            Ask::Status(_) => Kind::Status,
+            Ask::Raw(_) => Kind::Raw,
+        }
+    }
+}
+
 /// One command with its fallbacks: the policy of Microsoft.Diagnostics.NETCore.Client
 /// (which version to send, what to do with UNKNOWN_COMMAND, what a reply must be), with no
 /// I/O and no clock. See the [module docs](super) for the loop that drives it.
+///
+/// Every request it may send is encoded when it is built, so it borrows nothing from the
+/// [`Ask`]: a call can be kept in any event loop's state for as long as it runs.
 #[derive(Debug)]
-pub struct Call<'a> {
-    ask: Ask<'a>,
+pub struct Call {
+    kind: Kind,
+    fallbacks: Fallbacks,
     attempt: usize,
     link: Link,
     state: State,
@@ -68,18 +98,18 @@ enum Verdict {
     Fail(SessionError),
 }
 
-impl<'a> Call<'a> {
+impl Call {
     /// A call starting at `now` that must be over by `now + timeout_ms` (fallbacks share
     /// the budget). The first request is encoded at once: an ill-formed one is refused here,
     /// before any connection.
-    pub fn new(ask: Ask<'a>, now: Millis, timeout_ms: u64) -> Result<Self, SessionError> {
+    pub fn new(ask: Ask<'_>, now: Millis, timeout_ms: u64) -> Result<Self, SessionError> {
         Self::with_buffer(ask, now, timeout_ms, Vec::new())
     }
 
     /// [`new`](Self::new), encoding into and receiving in `buf` (a buffer a previous call
     /// gave back with [`into_buffer`](Self::into_buffer)).
     pub fn with_buffer(
-        ask: Ask<'a>,
+        ask: Ask<'_>,
         now: Millis,
         timeout_ms: u64,
         buf: Vec<u8>,
@@ -88,7 +118,8 @@ impl<'a> Call<'a> {
             .link(0, buf)?
             .ok_or(SessionError::Misuse("an ask with no request"))?;
         Ok(Call {
-            ask,
+            kind: Kind::of(&ask),
+            fallbacks: ask.fallbacks(),
             attempt: 0,
             link,
             state: State::Active,
@@ -168,7 +199,7 @@ impl<'a> Call<'a> {
             State::Done => return Ok(Step::Done),
             State::Reopen => {
                 let buf = self.link.take_buffer();
-                match self.ask.link(self.attempt, buf) {
+                match self.fallbacks.link(self.attempt, buf) {
                     Ok(Some(l)) => self.link = l,
                     Ok(None) => return self.fail(SessionError::Misuse("no fallback left")),
                     Err(e) => return self.fail(e),
@@ -199,11 +230,11 @@ impl<'a> Call<'a> {
             Ok(Poll::Event(ev)) => ev,
             Ok(Poll::NeedInput) => return Ok(Step::Receive),
             Ok(Poll::End) => {
-                let e = match self.ask {
-                    Ask::Environment { .. } if !self.complete => {
+                let e = match self.kind {
+                    Kind::Environment { .. } if !self.complete => {
                         SessionError::UnexpectedReply { command }
                     }
-                    _ if self.answered.is_none() && !matches!(self.ask, Ask::Raw(_)) => {
+                    _ if self.answered.is_none() && self.kind != Kind::Raw => {
                         SessionError::UnexpectedReply { command }
                     }
                     _ => {
@@ -219,7 +250,7 @@ impl<'a> Call<'a> {
                 return Err(e);
             }
         };
-        match judge(&self.ask, command, &ev, self.attempt) {
+        match judge(self.kind, &self.fallbacks, command, &ev, self.attempt) {
             Verdict::Pass => {
                 match ev {
                     ClientEvent::Reply(_) => self.answered = Some(command),
@@ -241,16 +272,22 @@ impl<'a> Call<'a> {
     }
 }
 
-/// What `ask` makes of `ev`, the answer to `command` (attempt `attempt`).
-fn judge(ask: &Ask<'_>, command: Command, ev: &ClientEvent<'_>, attempt: usize) -> Verdict {
-    if let Ask::Raw(_) = ask {
+/// What a call of `kind` makes of `ev`, the answer to `command` (attempt `attempt`).
+fn judge(
+    kind: Kind,
+    fallbacks: &Fallbacks,
+    command: Command,
+    ev: &ClientEvent<'_>,
+    attempt: usize,
+) -> Verdict {
+    if kind == Kind::Raw {
         return Verdict::Pass;
     }
     match ev {
         ClientEvent::Error(e) if e.hresult == Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND => {
-            match ask.request(attempt + 1) {
-                Ok(Some(_)) => Verdict::Fallback,
-                Ok(None) => Verdict::Fail(SessionError::NotSupported {
+            match fallbacks.has(attempt + 1) {
+                Ok(true) => Verdict::Fallback,
+                Ok(false) => Verdict::Fail(SessionError::NotSupported {
                     command,
                     hresult: e.hresult,
                 }),
@@ -262,33 +299,31 @@ fn judge(ask: &Ask<'_>, command: Command, ev: &ClientEvent<'_>, attempt: usize) 
             hresult: e.hresult,
             message: e.message.as_ref().map(text_to_string),
         }),
-        ClientEvent::Reply(r) => match (ask, r) {
-            (Ask::ProcessInfo | Ask::ProcessInfoBasic, Reply::ProcessInfo(_))
-            | (Ask::ProcessInfo, Reply::ProcessInfo2(_) | Reply::ProcessInfo3(_))
-            | (Ask::StopTracing { .. }, Reply::SessionId(_)) => Verdict::Pass,
-            (Ask::Environment { max_bytes }, Reply::ProcessEnvironment(p)) => {
+        ClientEvent::Reply(r) => match (kind, r) {
+            (Kind::ProcessInfo | Kind::ProcessInfoBasic, Reply::ProcessInfo(_))
+            | (Kind::ProcessInfo, Reply::ProcessInfo2(_) | Reply::ProcessInfo3(_))
+            | (Kind::StopTracing, Reply::SessionId(_)) => Verdict::Pass,
+            (Kind::Environment { max_bytes }, Reply::ProcessEnvironment(p)) => {
                 let announced = u64::from(p.incoming_bytes);
-                if announced > *max_bytes {
+                if announced > max_bytes {
                     Verdict::Fail(SessionError::EnvironmentTooLarge {
                         announced,
-                        limit: *max_bytes,
+                        limit: max_bytes,
                     })
                 } else {
                     Verdict::Pass
                 }
             }
-            (Ask::Status(_) | Ask::Dump { .. }, Reply::Ok(h)) if h.is_success() => Verdict::Pass,
-            (Ask::Status(_) | Ask::Dump { .. }, Reply::Ok(h)) => {
-                Verdict::Fail(SessionError::ErrorReply {
-                    command,
-                    hresult: *h,
-                    message: None,
-                })
-            }
+            (Kind::Status | Kind::Dump, Reply::Ok(h)) if h.is_success() => Verdict::Pass,
+            (Kind::Status | Kind::Dump, Reply::Ok(h)) => Verdict::Fail(SessionError::ErrorReply {
+                command,
+                hresult: *h,
+                message: None,
+            }),
             _ => Verdict::Fail(SessionError::UnexpectedReply { command }),
         },
         ClientEvent::EnvironmentVariable(_) | ClientEvent::EndOfStream
-            if matches!(ask, Ask::Environment { .. }) =>
+            if matches!(kind, Kind::Environment { .. }) =>
         {
             Verdict::Pass
         }

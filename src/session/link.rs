@@ -5,7 +5,8 @@ use alloc::vec::Vec;
 use crate::conn::{ClientConnection, ClientEvent};
 use crate::payload::Request;
 use crate::recv::{Poll, RecvBuffer, RecvError};
-use crate::wire::Command;
+use crate::wire::{Command, Header, Writer};
+use crate::EncodeError;
 
 use super::{SessionError, MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 
@@ -142,5 +143,149 @@ impl Link {
                 needed: b.needed,
                 limit: b.limit,
             })
+    }
+}
+
+/// A request encoded once and kept: what a call or session holds for a later attempt
+/// instead of borrowing the caller's request.
+#[derive(Debug, Clone)]
+pub(crate) struct Encoded {
+    command: Command,
+    payload: Vec<u8>,
+    fd_passing: bool,
+}
+
+impl Encoded {
+    /// `request`, validated and encoded (an ill-formed or oversized one is refused here).
+    pub(crate) fn of<R: Request + ?Sized>(request: &R) -> Result<Self, SessionError> {
+        let invalid = SessionError::InvalidRequest;
+        request.validate().map_err(invalid)?;
+        let len = request.payload_len();
+        Header::for_payload(request.command(), len).map_err(invalid)?;
+        // No allocation for the empty payloads of ProcessInfo's fallbacks.
+        let mut payload = alloc::vec![0; len];
+        let mut w = Writer::new(&mut payload);
+        request.write_payload(&mut w);
+        if w.finish() != Some(len) {
+            return Err(invalid(EncodeError::InvalidField {
+                field: "payload",
+                reason: "encoder wrote a different length than it computed",
+            }));
+        }
+        Ok(Encoded {
+            command: request.command(),
+            payload,
+            fd_passing: request.requires_fd_passing(),
+        })
+    }
+}
+
+impl Request for Encoded {
+    fn command(&self) -> Command {
+        self.command
+    }
+
+    fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+
+    fn write_payload(&self, w: &mut Writer<'_>) {
+        w.bytes(&self.payload)
+    }
+
+    fn requires_fd_passing(&self) -> bool {
+        self.fd_passing
+    }
+}
+
+/// The requests of the attempts after the first (the fallbacks tried after
+/// UNKNOWN_COMMAND), encoded when the call or session is built, so that it keeps nothing
+/// the caller lent it. An attempt that cannot carry the request holds why.
+#[derive(Debug, Default)]
+pub(crate) struct Fallbacks(Vec<Result<Encoded, SessionError>>);
+
+impl Fallbacks {
+    /// Adds the next attempt's request.
+    pub(crate) fn push<R: Request + ?Sized>(&mut self, request: &R) {
+        self.0.push(Encoded::of(request));
+    }
+
+    /// Adds an attempt that fails with `e` when it is reached.
+    pub(crate) fn push_error(&mut self, e: SessionError) {
+        self.0.push(Err(e));
+    }
+
+    /// Whether there is an attempt `n` (1 is the first fallback); the error it holds if it
+    /// cannot carry the request.
+    pub(crate) fn has(&self, n: usize) -> Result<bool, SessionError> {
+        match n.checked_sub(1).and_then(|i| self.0.get(i)) {
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(false),
+        }
+    }
+
+    /// The link of attempt `n` (1 is the first fallback), receiving in `buf`.
+    pub(crate) fn link(&self, n: usize, buf: Vec<u8>) -> Result<Option<Link>, SessionError> {
+        match n.checked_sub(1).and_then(|i| self.0.get(i)) {
+            Some(Ok(r)) => Link::new(r, buf).map(Some),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(None),
+        }
+    }
+
+    /// Drops every fallback (the session started: nothing is left to fall back to).
+    pub(crate) fn clear(&mut self) {
+        self.0 = Vec::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::{CollectTracing, DumpType, GenerateCoreDump2, Provider};
+    use crate::wire::Text;
+
+    /// The bytes a link sends for `r`.
+    fn sent<R: Request + ?Sized>(r: &R) -> Vec<u8> {
+        let mut link = Link::new(r, Vec::new()).unwrap();
+        link.connected().unwrap();
+        link.transmit().unwrap().to_vec()
+    }
+
+    #[test]
+    fn a_kept_fallback_sends_the_bytes_of_the_request_it_was_built_from() {
+        let path = alloc::string::String::from("/tmp/dump-%p");
+        let dump = GenerateCoreDump2 {
+            dump_name: Text::Str(&path),
+            dump_type: DumpType::Full,
+            flags: 1,
+        };
+        let providers = [Provider::new("Microsoft-Windows-DotNETRuntime", 0x10, 4)];
+        let trace = CollectTracing {
+            circular_buffer_mb: 64,
+            format: crate::payload::TraceFormat::NetTrace,
+            providers: providers[..].into(),
+        };
+        let mut fallbacks = Fallbacks::default();
+        fallbacks.push(&dump);
+        fallbacks.push(&trace);
+        let (want_dump, want_trace) = (sent(&dump), sent(&trace));
+        drop(path);
+        for (n, want) in [(1, want_dump), (2, want_trace)] {
+            let mut link = fallbacks.link(n, Vec::new()).unwrap().unwrap();
+            link.connected().unwrap();
+            assert_eq!(link.transmit().unwrap(), &want[..]);
+        }
+        assert_eq!(fallbacks.has(3), Ok(false));
+        assert!(fallbacks.link(3, Vec::new()).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_attempt_that_cannot_carry_the_request_fails_when_it_is_reached() {
+        let mut fallbacks = Fallbacks::default();
+        fallbacks.push_error(SessionError::InvalidArgument("no"));
+        assert_eq!(fallbacks.has(1), Err(SessionError::InvalidArgument("no")));
+        assert_eq!(fallbacks.has(0), Ok(false));
     }
 }

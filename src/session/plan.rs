@@ -122,6 +122,23 @@ impl<'a> Ask<'a> {
         }
     }
 
+    /// The requests of the attempts after the first, encoded (an attempt that cannot carry
+    /// the ask holds why, and ends the list).
+    pub(crate) fn fallbacks(&self) -> super::link::Fallbacks {
+        let mut fallbacks = super::link::Fallbacks::default();
+        for n in 1.. {
+            match self.request(n) {
+                Ok(Some(r)) => fallbacks.push(&r),
+                Ok(None) => break,
+                Err(e) => {
+                    fallbacks.push_error(e);
+                    break;
+                }
+            }
+        }
+        fallbacks
+    }
+
     /// The request tried at `attempt` (0 is the first), or `None` when nothing older can
     /// carry the ask.
     pub(crate) fn request(&self, attempt: usize) -> Result<Option<AnyRequest<'a>>, SessionError> {

@@ -6,12 +6,12 @@ use alloc::vec::Vec;
 
 use crate::conn::ClientEvent;
 use crate::nettrace::{Framing, NettraceError};
-use crate::payload::{Reply, Request as _, StreamingProvider};
+use crate::payload::{Reply, Request as _};
 use crate::recv::Poll;
 use crate::wire::{Command, Hresult};
 use crate::AnyRequest;
 
-use super::link::{Link, Phase};
+use super::link::{Fallbacks, Link, Phase};
 use super::{text_to_string, Ask, Call, Millis, SessionError, TraceConfig};
 
 /// What the caller of [`Tracing::poll`] does next.
@@ -95,33 +95,6 @@ enum State {
     Failed(SessionError),
 }
 
-/// What the session asks for: a configuration (the version chosen, with fallbacks), or one
-/// exact request.
-#[derive(Debug)]
-enum Request<'a> {
-    Config {
-        config: TraceConfig<'a>,
-        streaming: Vec<StreamingProvider<'a>>,
-    },
-    Exact(AnyRequest<'a>),
-    /// The session started: nothing is left to fall back to.
-    Started,
-}
-
-impl<'a> Request<'a> {
-    /// Encodes attempt `n` into a link (`None`: nothing older carries the request).
-    fn link(&self, n: usize, buf: Vec<u8>) -> Result<Option<Link>, SessionError> {
-        match self {
-            Request::Config { config, streaming } => match config.plan(streaming)?.get(n) {
-                Some(r) => Link::new(r, buf).map(Some),
-                None => Ok(None),
-            },
-            Request::Exact(r) if n == 0 => Link::new(r, buf).map(Some),
-            Request::Exact(_) | Request::Started => Ok(None),
-        }
-    }
-}
-
 /// An EventPipe session, sans-IO: every rule of starting, stopping and ending one, with no
 /// socket, thread or clock. See the [module docs](super) for the loop that drives it.
 ///
@@ -131,9 +104,13 @@ impl<'a> Request<'a> {
 /// [`SessionError::Timeout`] (for StopTracing), a stream still running that long after the
 /// runtime answered the stop is [`SessionError::StreamNotEnded`], and a stop that failed
 /// ([`stop_failed`](Self::stop_failed)) ends the session with its error.
+///
+/// Every request it may send is encoded when it is built, so it borrows nothing from the
+/// [`TraceConfig`]: a session can be kept in any event loop's state for as long as it runs.
 #[derive(Debug)]
-pub struct Tracing<'a> {
-    request: Request<'a>,
+pub struct Tracing {
+    /// The older requests still to try after UNKNOWN_COMMAND (none once started).
+    fallbacks: Fallbacks,
     attempt: usize,
     link: Link,
     state: State,
@@ -151,22 +128,30 @@ pub struct Tracing<'a> {
     data_at: (usize, usize),
 }
 
-impl<'a> Tracing<'a> {
+impl Tracing {
     /// A session collecting `config`, starting at `now`: the runtime must accept it within
     /// `timeout_ms` (fallbacks included), which also bounds every wait after a stop.
     pub fn new(
-        config: TraceConfig<'a>,
+        config: TraceConfig<'_>,
         now: Millis,
         timeout_ms: u64,
     ) -> Result<Self, SessionError> {
         let streaming = config.streaming();
-        Self::build(Request::Config { config, streaming }, now, timeout_ms)
+        let plan = config.plan(&streaming)?;
+        let (first, older) = plan
+            .split_first()
+            .ok_or(SessionError::Misuse("a session with no request"))?;
+        let mut fallbacks = Fallbacks::default();
+        for r in older {
+            fallbacks.push(r);
+        }
+        Self::build(Link::new(first, Vec::new())?, fallbacks, now, timeout_ms)
     }
 
     /// A session started with exactly `request` (a CollectTracing of any version; no
     /// fallback).
     pub fn with_request(
-        request: AnyRequest<'a>,
+        request: AnyRequest<'_>,
         now: Millis,
         timeout_ms: u64,
     ) -> Result<Self, SessionError> {
@@ -175,15 +160,18 @@ impl<'a> Tracing<'a> {
                 "not a CollectTracing request",
             ));
         }
-        Self::build(Request::Exact(request), now, timeout_ms)
+        let link = Link::new(&request, Vec::new())?;
+        Self::build(link, Fallbacks::default(), now, timeout_ms)
     }
 
-    fn build(request: Request<'a>, now: Millis, timeout_ms: u64) -> Result<Self, SessionError> {
-        let link = request
-            .link(0, Vec::new())?
-            .ok_or(SessionError::Misuse("a session with no request"))?;
+    fn build(
+        link: Link,
+        fallbacks: Fallbacks,
+        now: Millis,
+        timeout_ms: u64,
+    ) -> Result<Self, SessionError> {
         Ok(Tracing {
-            request,
+            fallbacks,
             attempt: 0,
             link,
             state: State::Starting,
@@ -197,33 +185,6 @@ impl<'a> Tracing<'a> {
             stop_answered_at: None,
             stop_failure: None,
             data_at: (0, 0),
-        })
-    }
-
-    /// The session without what it borrowed to start (the request and its providers):
-    /// once it has started, nothing is left to fall back to. Before, it is
-    /// [`SessionError::Misuse`] (and the session is dropped).
-    pub fn into_static(self) -> Result<Tracing<'static>, SessionError> {
-        if self.session_id.is_none() {
-            return Err(SessionError::Misuse(
-                "into_static before the session started",
-            ));
-        }
-        Ok(Tracing {
-            request: Request::Started,
-            attempt: self.attempt,
-            link: self.link,
-            state: self.state,
-            timeout_ms: self.timeout_ms,
-            start_deadline: self.start_deadline,
-            session_id: self.session_id,
-            framing: self.framing,
-            bytes: self.bytes,
-            last_data: self.last_data,
-            data_at: self.data_at,
-            stop_requested_at: self.stop_requested_at,
-            stop_answered_at: self.stop_answered_at,
-            stop_failure: self.stop_failure,
         })
     }
 
@@ -297,7 +258,7 @@ impl<'a> Tracing<'a> {
     /// [`stop_failed`](Self::stop_failed). Keep reading this session meanwhile: the runtime
     /// answers the stop only after it flushed the session (rundown included) into this
     /// session's connection.
-    pub fn request_stop(&mut self, now: Millis) -> Result<Call<'static>, SessionError> {
+    pub fn request_stop(&mut self, now: Millis) -> Result<Call, SessionError> {
         let session_id = match (&self.state, self.session_id) {
             (State::Streaming, Some(id)) => id,
             _ => {
@@ -373,7 +334,7 @@ impl<'a> Tracing<'a> {
             State::Ended(o) => return Ok(TraceStep::End(*o)),
             State::Reopen => {
                 let buf = self.link.take_buffer();
-                match self.request.link(self.attempt, buf) {
+                match self.fallbacks.link(self.attempt, buf) {
                     Ok(Some(l)) => self.link = l,
                     Ok(None) => return self.fail(SessionError::Misuse("no fallback left")),
                     Err(e) => return self.fail(e),
@@ -435,6 +396,7 @@ impl<'a> Tracing<'a> {
         let e = match ev {
             ClientEvent::Reply(Reply::SessionId(id)) if !streaming => {
                 self.session_id = Some(id);
+                self.fallbacks.clear();
                 self.last_data = now;
                 self.state = State::Streaming;
                 return Ok(TraceStep::Started { session_id: id });
@@ -456,13 +418,13 @@ impl<'a> Tracing<'a> {
             }
             ClientEvent::Error(e) if !streaming => {
                 if e.hresult == Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND {
-                    match self.request.link(self.attempt + 1, Vec::new()) {
-                        Ok(Some(_)) => {
+                    match self.fallbacks.has(self.attempt + 1) {
+                        Ok(true) => {
                             self.attempt += 1;
                             self.state = State::Reopen;
                             return Ok(TraceStep::Close);
                         }
-                        Ok(None) => SessionError::NotSupported {
+                        Ok(false) => SessionError::NotSupported {
                             command,
                             hresult: e.hresult,
                         },

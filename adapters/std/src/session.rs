@@ -133,7 +133,7 @@ impl<T: Transport> StopHandle<T> {
 /// [`drain`](Self::drain)) and drain to the end.
 pub struct TraceSession<T: Transport> {
     conn: T::Conn,
-    tracing: Tracing<'static>,
+    tracing: Tracing,
     /// The origin of the session layer's clock.
     epoch: Instant,
     /// The read timeout set on `conn`.
@@ -162,12 +162,12 @@ fn ms(epoch: Instant, at: Instant) -> u64 {
 /// the runtime accepts the session, all within the client's timeout.
 pub(crate) fn start<T, F>(
     client: &DiagnosticsClient<T>,
-    mut tracing: Tracing<'_>,
+    mut tracing: Tracing,
     mut after_send: F,
 ) -> Result<TraceSession<T>, Error>
 where
     T: Transport,
-    F: FnMut(&T::Conn, &mut Tracing<'_>, Instant) -> Result<(), Error>,
+    F: FnMut(&T::Conn, &mut Tracing, Instant) -> Result<(), Error>,
 {
     let timeout = client.timeout();
     let epoch = Instant::now();
@@ -208,9 +208,6 @@ where
             TraceStep::Close => conn = None,
             TraceStep::Started { session_id } => {
                 let (conn, read_timeout) = conn.ok_or(Error::UnexpectedReply { command })?;
-                let tracing = tracing
-                    .into_static()
-                    .map_err(|_| Error::UnexpectedReply { command })?;
                 return Ok(TraceSession {
                     conn,
                     tracing,

@@ -345,7 +345,7 @@ impl DiagnosticsClient {
 
     /// Starts `tracing` within the timeout (the session layer's bounds after a stop count
     /// the timeout too).
-    async fn start(&self, tracing: Tracing<'_>) -> Result<TraceSession, Error> {
+    async fn start(&self, tracing: Tracing) -> Result<TraceSession, Error> {
         let command = tracing.command();
         within(command, self.timeout, session::start(self, tracing)).await
     }

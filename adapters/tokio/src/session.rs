@@ -123,7 +123,7 @@ impl StopHandle {
 /// stop it and read to the end.
 pub struct TraceSession {
     conn: BoxStream,
-    tracing: Tracing<'static>,
+    tracing: Tracing,
     /// The origin of the session layer's clock.
     epoch: Instant,
     handle: StopHandle,
@@ -152,7 +152,7 @@ pub(crate) fn ms(d: Duration) -> u64 {
 /// accepts the session. The caller bounds the time.
 pub(crate) async fn start(
     client: &DiagnosticsClient,
-    mut tracing: Tracing<'_>,
+    mut tracing: Tracing,
 ) -> Result<TraceSession, Error> {
     let timeout = client.timeout();
     let epoch = Instant::now();
@@ -183,7 +183,6 @@ pub(crate) async fn start(
             TraceStep::Close => conn = None,
             TraceStep::Started { session_id } => {
                 let conn = conn.ok_or(Error::UnexpectedReply { command })?;
-                let tracing = tracing.into_static().map_err(session)?;
                 return Ok(TraceSession {
                     conn,
                     tracing,
