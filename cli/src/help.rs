@@ -185,7 +185,8 @@ decides, V4 to V6) or did not parse, or did not end after the
 stop: the bytes received stay in FILE.
 
 SPEC is dotnet-trace's Name[:Keywords[:Level[:Args]]],... (keywords in hex, level 0-5 or
-a name). Without --providers: Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4 and
+a name); as in dotnet-trace, a field left out means every keyword and level 5 (Verbose).
+Without --providers: Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4 and
 Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4 (dotnet-trace's cpu-sampling profile).
 Then `dsipc report FILE` or `dsipc convert FILE` read it.
 ";

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{dsipc_limit, flame, regex_host, repo_root, run, sample, temp_dir, Run};
+use common::{dsipc_limit, flame, regex_host, repo_root, run, s, sample, temp_dir, Run};
 
 /// `dsipc ARGS`: conversions of the 30 MB sample in a debug build need more than the
 /// default limit.
@@ -577,5 +577,57 @@ fn convert_jsonl_carries_the_activity_ids_of_real_captures() {
             cycles += 1;
         }
         assert!(cycles >= 5, "{}: {} cycles", runtime, cycles);
+    }
+}
+
+/// A provider named bare (`--providers Microsoft-Windows-DotNETRuntime`) is every keyword
+/// at Verbose, as in dotnet-trace: a runtime that collects garbage and throws every 50 ms
+/// (`host.py --busy`) shows its GC and exception events in two seconds.
+#[test]
+fn bare_provider_name_collects_every_keyword_at_verbose() {
+    for runtime in ["net8", "netcore31"] {
+        common::configure_python();
+        let mut opts = dsipc_testkit::HostOptions::net8(120);
+        opts.runtime = runtime.to_string();
+        opts.args.push("--busy".into());
+        let mut host = dsipc_testkit::HostedRuntime::spawn(&opts).expect("spawn host");
+        let pid = host
+            .wait_ready(Duration::from_secs(90))
+            .expect("host READY")
+            .pid;
+        let dir = temp_dir(&format!("bare-{}", runtime));
+        let trace = dir.join("bare.nettrace");
+        let r = dsipc(&[
+            "trace",
+            &pid.to_string(),
+            "--providers",
+            "Microsoft-Windows-DotNETRuntime",
+            "--duration",
+            "2",
+            "-o",
+            s(&trace),
+        ]);
+        host.kill();
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("Microsoft-Windows-DotNETRuntime          0xFFFFFFFFFFFFFFFF  level 5"),
+            "{}",
+            r.stderr
+        );
+        let jsonl = dir.join("bare.jsonl");
+        let r = dsipc(&["convert", s(&trace), "--format", "jsonl", "-o", s(&jsonl)]);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let events = fs::read_to_string(&jsonl).unwrap();
+        for name in ["\"name\":\"GC/Start\"", "\"name\":\"Exception/Start\""] {
+            assert!(
+                events.contains(name),
+                "{}: no {} event in {} lines",
+                runtime,
+                name,
+                events.lines().count()
+            );
+        }
+        let _ = fs::remove_dir_all(&dir);
     }
 }

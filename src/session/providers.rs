@@ -133,9 +133,11 @@ impl fmt::Display for ProviderError {
 #[cfg(feature = "std")]
 impl std::error::Error for ProviderError {}
 
-/// dotnet-trace's default keywords (0) and level (4, Informational) for `--providers`.
-const DEFAULT_KEYWORDS: u64 = 0;
-const DEFAULT_LEVEL: u32 = 4;
+/// dotnet-trace's keywords for a provider given without them (or with an empty field):
+/// all of them (its `Extensions.ToProvider` passes -1).
+pub const DEFAULT_KEYWORDS: u64 = u64::MAX;
+/// dotnet-trace's level for a provider given without one: 5, Verbose.
+pub const DEFAULT_LEVEL: u32 = 5;
 
 /// The runtime provider.
 pub const RUNTIME_PROVIDER: &str = "Microsoft-Windows-DotNETRuntime";
@@ -367,10 +369,13 @@ mod tests {
             (p[0].keywords, p[0].level, p[0].args.as_deref()),
             (0x8001, 5, None)
         );
-        assert_eq!((p[1].keywords, p[1].level), (0, 4));
+        // A bare name is every keyword at Verbose, as dotnet-trace enables it.
+        assert_eq!((p[1].keywords, p[1].level), (u64::MAX, 5));
         assert_eq!(p[1].args.as_deref(), Some("EventCounterIntervalSec=1"));
         assert_eq!((p[2].keywords, p[2].level), (0xff, 5));
         assert_eq!(p[2].args.as_deref(), Some("a=b:c"));
+        let bare = parse_providers("Microsoft-Windows-DotNETRuntime").unwrap();
+        assert_eq!((bare[0].keywords, bare[0].level), (u64::MAX, 5));
         let merged = parse_providers("A:1:2,a:2:4").unwrap();
         assert_eq!(merged.len(), 1);
         assert_eq!((merged[0].keywords, merged[0].level), (3, 4));
