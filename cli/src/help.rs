@@ -219,9 +219,10 @@ FILE, by default YYYYMMDD_HHMMSS_PID.gcdump (UTC) in the current directory.
 ";
 
 const DUMP: &str = "\
-usage: dsipc dump PID -o PATH [--type normal|heap|triage|full]
+usage: dsipc dump PID -o PATH [--type normal|heap|triage|full] [--force]
 
-Write a dump (the runtime's createdump writes PATH, as the target process sees it).
+Write a dump (the runtime's createdump writes PATH, as the target process sees it; %p
+is its pid). An existing PATH is refused unless --force: the runtime would replace it.
 ";
 
 const PERFMAP: &str = "\

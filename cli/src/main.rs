@@ -347,7 +347,8 @@ fn cmd_resume(rest: &[OsString]) -> CliResult {
 }
 
 fn cmd_dump(rest: &[OsString]) -> CliResult {
-    let (p, common, pid) = pid_command(rest, &["PID"], &["-o", "--output", "--type"], &[])?;
+    let (p, common, pid) =
+        pid_command(rest, &["PID"], &["-o", "--output", "--type"], &["--force"])?;
     let path = match p.value_alias("-o", "--output")? {
         Some(o) => absolute("-o PATH", o)?,
         None => return Err(CliError::Usage("dump needs -o PATH".into())),
@@ -365,6 +366,10 @@ fn cmd_dump(rest: &[OsString]) -> CliResult {
             )))
         }
     };
+    // Every argument is checked before the file system, then the runtime.
+    if !p.flag("--force") {
+        refuse_existing_dump(&path, pid)?;
+    }
     let client = common.client(pid, Duration::from_secs(120))?;
     let start = Instant::now();
     client.write_dump(&path, kind, 0)?;
@@ -375,6 +380,25 @@ fn cmd_dump(rest: &[OsString]) -> CliResult {
         clean(&path),
         start.elapsed().as_secs_f64()
     ))
+}
+
+/// The runtime writes the dump itself, replacing any file at the path: an existing one is
+/// refused here unless `--force`, as every other command refuses. The path is looked up as
+/// the target sees it (`/proc/PID/root`, for a runtime in another mount namespace), with
+/// `%p` expanded as the runtime expands it. The runtime could still meet a file created
+/// between this check and its write; nothing here can close that window.
+fn refuse_existing_dump(path: &str, pid: u32) -> Result<(), CliError> {
+    let text = path.replace("%p", &pid.to_string());
+    let seen = std::path::PathBuf::from(&text);
+    let in_target = std::path::PathBuf::from(format!("/proc/{}/root{}", pid, text));
+    let exists = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
+    if (cfg!(target_os = "linux") && exists(&in_target)) || exists(&seen) {
+        return Err(CliError::Failed(format!(
+            "{} exists; not replacing it (--force replaces it)",
+            output::display(&seen)
+        )));
+    }
+    Ok(())
 }
 
 fn cmd_perfmap(rest: &[OsString]) -> CliResult {

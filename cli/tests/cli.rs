@@ -251,6 +251,40 @@ fn dump_writes_a_file_or_reports_the_runtime_error() {
     remove(&out);
 }
 
+/// The runtime replaces any file at the dump path: an existing one survives without
+/// `--force` (the runtime is never asked), as `%p` expanded names it too.
+#[test]
+fn dump_refuses_an_existing_file_without_force() {
+    let host = Host::start(Runtime::Net8, false);
+    let pid = host.pid.to_string();
+    let dir = temp_path("dump-exists");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kept = dir.join(format!("core.{}", pid));
+    std::fs::write(&kept, b"keep me").unwrap();
+    for out in [kept.clone(), dir.join("core.%p")] {
+        let r = dsipc_limit(
+            &[
+                "dump",
+                &pid,
+                "-o",
+                out.to_str().unwrap(),
+                "--type",
+                "triage",
+            ],
+            LIMIT,
+        );
+        assert_eq!(r.code, Some(1), "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("exists; not replacing it (--force replaces it)"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(std::fs::read(&kept).unwrap(), b"keep me");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn netcore31_info_fails_with_one_line_naming_the_hresult() {
     let host = Host::start(Runtime::NetCore31, false);
