@@ -114,6 +114,10 @@ options for every command:
                    the StopTracing reply, and the drain after the stop was answered; the
                    session itself runs until stopped
 
+PID: as dotnet-trace, dotnet-stack and dotnet-dump take it, the process may be given as
+-p/--process-id PID or -n/--name NAME (its process name) instead; their verb forms work
+too (trace collect, trace ps, trace convert, stack report, dump collect).
+
 SECS (--timeout, --duration, --refresh-interval) is seconds, fractions allowed (1.5), or
 dd:hh:mm:ss as dotnet-trace and dotnet-counters take it.
 

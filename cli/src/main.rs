@@ -145,8 +145,17 @@ fn run(argv: Vec<OsString>) -> CliResult {
             return Err(CliError::Usage("no command given".into()));
         }
     };
+    // dotnet-trace's, dotnet-stack's and dotnet-dump's verb forms, taken as typed.
+    let mut first_arg = i + 1;
+    let mut command = command;
+    if let Some(verb) = argv.get(i + 1).and_then(|v| v.to_str()) {
+        if let Some(&(_, _, to)) = VERBS.iter().find(|(c, v, _)| *c == command && *v == verb) {
+            command = to.to_string();
+            first_arg += 1;
+        }
+    }
     let mut rest = leading;
-    rest.extend(argv[i + 1..].iter().cloned());
+    rest.extend(argv[first_arg..].iter().cloned());
     // After `--` every argument is a value ("setenv PID NAME -- --help").
     if rest
         .iter()
@@ -181,9 +190,75 @@ fn run(argv: Vec<OsString>) -> CliResult {
             None => print_out(&format!("{}\n{}", help::GLOBAL, help::COMMON)),
         },
         _ => Err(CliError::Usage(format!(
-            "unknown command {}",
-            show(OsStr::new(&command))
+            "unknown command {}{}",
+            show(OsStr::new(&command)),
+            did_you_mean(&command, COMMANDS)
         ))),
+    }
+}
+
+/// Every command's name, for suggestions.
+const COMMANDS: &[&str] = &[
+    "ps",
+    "info",
+    "env",
+    "setenv",
+    "resume",
+    "trace",
+    "stack",
+    "gcdump",
+    "dump",
+    "perfmap",
+    "startup-hook",
+    "attach-profiler",
+    "monitor",
+    "convert",
+    "report",
+    "counters",
+    "serve",
+    "help",
+];
+
+/// The dotnet-* tools' verb forms: `(command, verb, dsipc command)`; `gcdump collect|report`
+/// and `counters monitor|collect` are dsipc's own spellings already.
+const VERBS: &[(&str, &str, &str)] = &[
+    ("trace", "collect", "trace"),
+    ("trace", "ps", "ps"),
+    ("trace", "convert", "convert"),
+    ("stack", "report", "stack"),
+    ("stack", "ps", "ps"),
+    ("dump", "collect", "dump"),
+    ("dump", "ps", "ps"),
+    ("gcdump", "ps", "ps"),
+    ("counters", "ps", "ps"),
+];
+
+/// `" (did you mean X?)"` for the known name closest to `given` (at most 2 edits, or a
+/// third of its length), else nothing.
+fn did_you_mean(given: &str, known: &[&str]) -> String {
+    let distance = |a: &str, b: &str| {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, &cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    };
+    let best = known
+        .iter()
+        .map(|k| (distance(&given.to_ascii_lowercase(), k), *k))
+        .min();
+    match best {
+        Some((d, k)) if d > 0 && d <= 2.max(given.chars().count() / 3) => {
+            format!(" (did you mean {}?)", k)
+        }
+        _ => String::new(),
     }
 }
 
@@ -198,17 +273,46 @@ fn command_help(command: &str) -> CliResult {
     }
 }
 
-/// Parses a command's arguments: positionals named by `names`, the first being the PID.
+/// The options that pick the process instead of the PID argument, spelled as the
+/// dotnet-* tools spell them.
+const TARGET_VALUES: [&str; 4] = ["-p", "--process-id", "-n", "--name"];
+
+/// Parses a command's arguments: positionals named by `names`, the first being the PID,
+/// which `-p/--process-id PID` or `-n/--name NAME` may give instead (as dotnet-trace,
+/// dotnet-stack and dotnet-dump take it); the PID is then `positionals[0]` all the same.
 fn pid_command(
     rest: &[OsString],
     names: &[&str],
     values: &[&'static str],
     flags: &[&'static str],
 ) -> Result<(Parsed, Common, u32), CliError> {
-    let p = parse_os(rest, values, flags)?;
-    p.expect_positionals(names)?;
+    let values: Vec<&'static str> = values.iter().chain(TARGET_VALUES.iter()).copied().collect();
+    let mut p = parse_os(rest, &values, flags)?;
     let common = Common::from(&p)?;
-    let pid = args::pid(&p.positionals[0])?;
+    let by_id = p.value_alias("-p", "--process-id")?;
+    let by_name = p.value_alias("-n", "--name")?;
+    let pid = match (by_id, by_name) {
+        (None, None) => {
+            p.expect_positionals(names)?;
+            let pid = args::pid(&p.positionals[0])?;
+            return Ok((p, common, pid));
+        }
+        (Some(_), Some(_)) => {
+            return Err(CliError::Usage(
+                "give the process by -p PID or by -n NAME, not both".into(),
+            ))
+        }
+        (Some(id), None) => args::pid(id)?,
+        (None, Some(name)) => ps::pid_by_name(&common, args::text("-n NAME", name)?)?,
+    };
+    if p.positionals.len() == names.len() && args::pid(&p.positionals[0]).is_ok() {
+        return Err(CliError::Usage(format!(
+            "the process is given twice: as {} and with -p or -n",
+            show(&p.positionals[0])
+        )));
+    }
+    p.expect_positionals(&names[1..])?;
+    p.positionals.insert(0, OsString::from(pid.to_string()));
     Ok((p, common, pid))
 }
 
@@ -312,15 +416,17 @@ fn cmd_env(rest: &[OsString]) -> CliResult {
 }
 
 fn cmd_setenv(rest: &[OsString]) -> CliResult {
-    let p = parse_os(rest, &[], &["--unset"])?;
-    let common = Common::from(&p)?;
-    let unset = p.flag("--unset");
-    if unset {
-        p.expect_positionals(&["PID", "NAME"])?;
+    // (After `--` every argument is a value: "--unset" there is a VALUE.)
+    let unset = rest
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--unset");
+    let names: &[&str] = if unset {
+        &["PID", "NAME"]
     } else {
-        p.expect_positionals(&["PID", "NAME", "VALUE (or --unset)"])?;
-    }
-    let pid = args::pid(&p.positionals[0])?;
+        &["PID", "NAME", "VALUE (or --unset)"]
+    };
+    let (p, common, pid) = pid_command(rest, names, &[], &["--unset"])?;
     let name = args::text("NAME", &p.positionals[1])?;
     if name.is_empty() || name.contains('=') {
         return Err(CliError::Usage(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use dsipc_std::{DiagnosticsClient, Endpoint};
 
 use crate::term::clean;
-use crate::{CliResult, Common};
+use crate::{CliError, CliResult, Common};
 
 /// Probes in flight at once: enough that a few hundred silent sockets cost one timeout,
 /// few enough to stay polite to the machine.
@@ -136,6 +136,85 @@ pub(crate) fn ps(common: &Common) -> CliResult {
         })
         .collect();
     print_table(if cfg!(windows) { "PIPE" } else { "SOCKET" }, &rows)
+}
+
+/// The names a process goes by, as `Process.GetProcessesByName` (dotnet-trace's `-n`)
+/// matches them: its `comm` and its executable's file name from `/proc`; elsewhere (or
+/// when `/proc` says nothing) the file name of ProcessInfo's command line, without `.exe`.
+fn process_names(pid: u32, probe: Option<&Probe>) -> Vec<String> {
+    let mut names = Vec::new();
+    if let Ok(comm) = std::fs::read_to_string(format!("/proc/{}/comm", pid)) {
+        names.push(comm.trim_end_matches('\n').to_string());
+    }
+    if let Ok(exe) = std::fs::read_link(format!("/proc/{}/exe", pid)) {
+        if let Some(f) = exe.file_name() {
+            names.push(f.to_string_lossy().into_owned());
+        }
+    }
+    if names.is_empty() {
+        if let Some(Probe::Command(line)) = probe {
+            let first = line.split_whitespace().next().unwrap_or("");
+            let file = first.rsplit(['/', '\\']).next().unwrap_or(first);
+            let stem = file
+                .strip_suffix(".exe")
+                .or_else(|| file.strip_suffix(".EXE"))
+                .unwrap_or(file);
+            names.push(stem.to_string());
+        }
+    }
+    names
+}
+
+/// The one diagnosable process named `name` (`-n/--name`); none, or more than one, is an
+/// error that says what to do.
+pub(crate) fn pid_by_name(common: &Common, name: &str) -> Result<u32, CliError> {
+    if name.is_empty() {
+        return Err(CliError::Usage("-n NAME must not be empty".into()));
+    }
+    let timeout = common.timeout_or(Duration::from_secs(3));
+    let procs = dsipc_std::list_processes(common.tmpdir.as_deref())?;
+    // ProcessInfo is asked only where /proc cannot name the process (Windows).
+    let from_proc: Vec<Vec<String>> = procs.iter().map(|p| process_names(p.pid, None)).collect();
+    let need_probe: Vec<PathBuf> = procs
+        .iter()
+        .zip(&from_proc)
+        .filter(|(_, names)| names.is_empty())
+        .map(|(p, _)| p.endpoint.clone())
+        .collect();
+    let mut probes = probe_all(&need_probe, Instant::now() + timeout).into_iter();
+    let mut found = Vec::new();
+    for (p, mut names) in procs.iter().zip(from_proc) {
+        if names.is_empty() {
+            names = process_names(p.pid, probes.next().as_ref());
+        }
+        let matches = |n: &String| {
+            if cfg!(windows) {
+                n.eq_ignore_ascii_case(name)
+            } else {
+                n == name
+            }
+        };
+        if names.iter().any(matches) {
+            found.push(p.pid);
+        }
+    }
+    match found[..] {
+        [pid] => Ok(pid),
+        [] => Err(CliError::Failed(format!(
+            "no .NET process named {:?} (dsipc ps lists them)",
+            name
+        ))),
+        _ => Err(CliError::Failed(format!(
+            "{} .NET processes are named {:?} (pids {}): pick one with -p PID",
+            found.len(),
+            name,
+            found
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 /// The command line from `/proc/PID/cmdline`, arguments joined by spaces (Linux).
