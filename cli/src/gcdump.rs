@@ -88,7 +88,12 @@ pub(crate) fn cmd_gcdump(rest: &[OsString]) -> CliResult {
 
 fn report(rest: &[OsString]) -> CliResult {
     let started = Instant::now();
-    let p = parse_os(rest, &["--pid", "-p", "--top", "--format"], &["--retained"])?;
+    let values: Vec<&'static str> = ["--top", "--format"]
+        .iter()
+        .chain(crate::TARGET_VALUES_PID.iter())
+        .copied()
+        .collect();
+    let p = parse_os(rest, &values, &["--retained"])?;
     let with_retained = p.flag("--retained");
     let common = Common::from(&p)?;
     let format = match p.value_text("--format")? {
@@ -113,10 +118,7 @@ fn report(rest: &[OsString]) -> CliResult {
             }
         },
     };
-    let pid = match p.value_os("--pid").or_else(|| p.value_os("-p")) {
-        Some(v) => Some(args::pid(v)?),
-        None => None,
-    };
+    let pid = crate::target_option(&p, &common)?;
     // The live runtime's pause, said once the report is out.
     let mut pause = None;
     let (stats, totals) = match (pid, p.positionals.len()) {
@@ -294,13 +296,15 @@ fn read_file(path: &Path) -> Result<Snapshot, CliError> {
 /// `dsipc gcdump collect PID [-o FILE] [--force]`.
 fn collect_file(rest: &[OsString]) -> CliResult {
     let started = Instant::now();
-    let p = parse_os(rest, &["-o", "--output", "--pid", "-p"], &["--force"])?;
+    let values: Vec<&'static str> = ["-o", "--output"]
+        .iter()
+        .chain(crate::TARGET_VALUES_PID.iter())
+        .copied()
+        .collect();
+    let p = parse_os(rest, &values, &["--force"])?;
     let common = Common::from(&p)?;
-    let pid = match (
-        p.value_os("--pid").or_else(|| p.value_os("-p")),
-        p.positionals.len(),
-    ) {
-        (Some(v), 0) => args::pid(v)?,
+    let pid = match (crate::target_option(&p, &common)?, p.positionals.len()) {
+        (Some(pid), 0) => pid,
         (None, 1) => args::pid(&p.positionals[0])?,
         (None, 0) => return Err(CliError::Usage("gcdump collect wants PID".to_string())),
         _ => return Err(CliError::Usage("gcdump collect takes one PID".to_string())),

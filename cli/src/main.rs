@@ -277,6 +277,30 @@ fn command_help(command: &str) -> CliResult {
 /// dotnet-* tools spell them.
 const TARGET_VALUES: [&str; 4] = ["-p", "--process-id", "-n", "--name"];
 
+/// [`TARGET_VALUES`] and dotnet-gcdump's `--pid`.
+const TARGET_VALUES_PID: [&str; 5] = ["-p", "--process-id", "--pid", "-n", "--name"];
+
+/// The process an option names (`-p/--process-id/--pid PID` or `-n/--name NAME`), if one
+/// does; both kinds at once is a usage error.
+fn target_option(p: &Parsed, common: &Common) -> Result<Option<u32>, CliError> {
+    let by_id = match (p.value_alias("-p", "--process-id")?, p.value_os("--pid")) {
+        (Some(_), Some(_)) => {
+            return Err(CliError::Usage(
+                "-p, --process-id and --pid are the same option: give one".into(),
+            ))
+        }
+        (a, b) => a.or(b),
+    };
+    match (by_id, p.value_alias("-n", "--name")?) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(CliError::Usage(
+            "give the process by -p PID or by -n NAME, not both".into(),
+        )),
+        (Some(id), None) => Ok(Some(args::pid(id)?)),
+        (None, Some(name)) => Ok(Some(ps::pid_by_name(common, args::text("-n NAME", name)?)?)),
+    }
+}
+
 /// Parses a command's arguments: positionals named by `names`, the first being the PID,
 /// which `-p/--process-id PID` or `-n/--name NAME` may give instead (as dotnet-trace,
 /// dotnet-stack and dotnet-dump take it); the PID is then `positionals[0]` all the same.
@@ -289,21 +313,13 @@ fn pid_command(
     let values: Vec<&'static str> = values.iter().chain(TARGET_VALUES.iter()).copied().collect();
     let mut p = parse_os(rest, &values, flags)?;
     let common = Common::from(&p)?;
-    let by_id = p.value_alias("-p", "--process-id")?;
-    let by_name = p.value_alias("-n", "--name")?;
-    let pid = match (by_id, by_name) {
-        (None, None) => {
+    let pid = match target_option(&p, &common)? {
+        Some(pid) => pid,
+        None => {
             p.expect_positionals(names)?;
             let pid = args::pid(&p.positionals[0])?;
             return Ok((p, common, pid));
         }
-        (Some(_), Some(_)) => {
-            return Err(CliError::Usage(
-                "give the process by -p PID or by -n NAME, not both".into(),
-            ))
-        }
-        (Some(id), None) => args::pid(id)?,
-        (None, Some(name)) => ps::pid_by_name(&common, args::text("-n NAME", name)?)?,
     };
     if p.positionals.len() == names.len() && args::pid(&p.positionals[0]).is_ok() {
         return Err(CliError::Usage(format!(
