@@ -238,6 +238,13 @@ impl Parsed {
         }
     }
 
+    /// The value of option `name` as lowercase text: for options that take one of a few
+    /// names (`--format Speedscope`, `--type Full`), matched case-insensitively as the
+    /// dotnet-* tools match them.
+    pub fn value_lower(&self, name: &str) -> Result<Option<String>, UsageError> {
+        Ok(self.value_text(name)?.map(str::to_ascii_lowercase))
+    }
+
     /// The value of option `name` as a non-empty path.
     pub fn value_path(&self, name: &str) -> Result<Option<PathBuf>, UsageError> {
         match self.value_os(name) {

@@ -96,7 +96,7 @@ fn report(rest: &[OsString]) -> CliResult {
     let p = parse_os(rest, &values, &["--retained"])?;
     let with_retained = p.flag("--retained");
     let common = Common::from(&p)?;
-    let format = match p.value_text("--format")? {
+    let format = match p.value_lower("--format")?.as_deref() {
         None | Some("text") => Format::Text,
         Some("json") => Format::Json,
         Some(other) => {

@@ -15,13 +15,14 @@ commands:
   setenv PID NAME VALUE|--unset
                     set or remove an environment variable in the process
   resume PID        resume a runtime paused at startup
-  trace PID -o FILE EventPipe trace to a .nettrace file (and a CPU profile with --format)
+  trace PID [-o FILE]
+                    EventPipe trace to a .nettrace file (and a CPU profile with --format)
   stack PID         every thread's managed stack (dotnet-stack report)
   gcdump report --pid PID | FILE
                     live objects per type, biggest first (dotnet-gcdump report)
   gcdump collect PID [-o FILE]
                     the heap as a .gcdump file (dotnet-gcdump collect)
-  dump PID -o PATH  write a dump
+  dump PID [-o PATH] write a dump (full, as dotnet-dump)
   perfmap PID enable|disable
                     perf map and jitdump files
   startup-hook PID PATH
@@ -174,11 +175,12 @@ diagnostic port).
 ";
 
 const TRACE: &str = "\
-usage: dsipc trace PID -o FILE [--providers SPEC] [--duration SECS] [--no-rundown]
+usage: dsipc trace PID [-o FILE] [--providers SPEC] [--duration SECS] [--no-rundown]
                    [--buffer-mb N] [--format speedscope|folded|pprof|flamegraph]
                    [--force]
 
-EventPipe trace to a .nettrace file; stops at the duration or on Ctrl-C (StopTracing, then
+EventPipe trace to a .nettrace file (default, as dotnet-trace: APP_yyyyMMdd_HHmmss.nettrace
+in the current directory, UTC); stops at the duration or on Ctrl-C (StopTracing, then
 drains; a second Ctrl-C keeps what was received and exits 130). FILE is only written once
 the session has started. --format also writes the profile, built while the stream
 arrives, beside FILE (same stem, .speedscope.json, .folded, .pb.gz or .svg; the flame
@@ -223,10 +225,12 @@ FILE, by default YYYYMMDD_HHMMSS_PID.gcdump (UTC) in the current directory.
 ";
 
 const DUMP: &str = "\
-usage: dsipc dump PID -o PATH [--type normal|heap|triage|full] [--force]
+usage: dsipc dump PID [-o PATH] [--type full|heap|mini|triage] [--force]
 
 Write a dump (the runtime's createdump writes PATH, as the target process sees it; %p
-is its pid). An existing PATH is refused unless --force: the runtime would replace it.
+is its pid). As dotnet-dump: a full dump by default (mini is also called normal), to
+core_yyyyMMdd_HHmmss in the current directory (UTC) without -o; names are
+case-insensitive (--type Full). An existing PATH is refused unless --force: the runtime would replace it.
 ";
 
 const PERFMAP: &str = "\

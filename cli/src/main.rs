@@ -471,12 +471,23 @@ fn cmd_resume(rest: &[OsString]) -> CliResult {
 fn cmd_dump(rest: &[OsString]) -> CliResult {
     let (p, common, pid) =
         pid_command(rest, &["PID"], &["-o", "--output", "--type"], &["--force"])?;
+    // dotnet-dump's default: core_yyyyMMdd_HHmmss (dump_yyyyMMdd_HHmmss.dmp on Windows) in
+    // the current directory.
+    let default_name = || {
+        let (stem, ext) = if cfg!(windows) {
+            ("dump", ".dmp")
+        } else {
+            ("core", "")
+        };
+        output::timestamped(stem, ext, std::time::SystemTime::now())
+    };
     let path = match p.value_alias("-o", "--output")? {
         Some(o) => absolute("-o PATH", o)?,
-        None => return Err(CliError::Usage("dump needs -o PATH".into())),
+        None => absolute("-o PATH", default_name().as_os_str())?,
     };
-    let type_name = p.value_text("--type")?.unwrap_or("normal");
-    let kind = match type_name {
+    // dotnet-dump's default type: a full dump.
+    let type_name = p.value_lower("--type")?.unwrap_or_else(|| "full".into());
+    let kind = match type_name.as_str() {
         "normal" | "mini" => DumpType::Normal,
         "heap" => DumpType::WithHeap,
         "triage" => DumpType::Triage,
@@ -526,10 +537,10 @@ fn refuse_existing_dump(path: &str, pid: u32) -> Result<(), CliError> {
 fn cmd_perfmap(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(rest, &["PID", "enable|disable"], &["--type"], &[])?;
     let action = p.positionals[1].to_string_lossy().into_owned();
-    let type_name = p.value_text("--type")?;
+    let type_name = p.value_lower("--type")?;
     // The whole invocation is checked before connecting.
     let kind = match action.as_str() {
-        "enable" => match type_name.unwrap_or("all") {
+        "enable" => match type_name.as_deref().unwrap_or("all") {
             "all" => Some(PerfMapType::All),
             "jitdump" => Some(PerfMapType::JitDump),
             "perfmap" => Some(PerfMapType::PerfMap),

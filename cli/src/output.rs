@@ -261,6 +261,26 @@ fn create_temp_beside(path: &Path) -> io::Result<(File, PathBuf)> {
     Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::AlreadyExists, "no free name")))
 }
 
+/// A new file name in the current directory as the dotnet-* tools name their output,
+/// `STEM_yyyyMMdd_HHmmssEXT` (UTC), with `_2`, `_3`, ... added when an earlier run in the
+/// same second took the name: a default name never clashes with the previous run's file.
+pub fn timestamped(stem: &str, ext: &str, now: std::time::SystemTime) -> PathBuf {
+    let (y, mo, d, h, mi, s) = crate::counters::output::civil(now);
+    let base = format!(
+        "{}_{:04}{:02}{:02}_{:02}{:02}{:02}",
+        stem, y, mo, d, h, mi, s
+    );
+    let mut name = PathBuf::from(format!("{}{}", base, ext));
+    // Bounded: past 1,000 runs in one second the last name is refused as existing.
+    for n in 2..=1000 {
+        if fs::symlink_metadata(&name).is_err() {
+            break;
+        }
+        name = PathBuf::from(format!("{}_{}{}", base, n, ext));
+    }
+    name
+}
+
 /// The default output name for `input` converted to `ext`: the input's stem plus `ext`.
 pub fn default_name(input: &Path, ext: &str) -> PathBuf {
     let stem = input

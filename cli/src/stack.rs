@@ -52,7 +52,7 @@ enum Format {
 pub(crate) fn cmd_stack(rest: &[OsString]) -> CliResult {
     let started = Instant::now();
     let (p, common, pid) = pid_command(rest, &["PID"], &["--format"], &[])?;
-    let format = match p.value_text("--format")? {
+    let format = match p.value_lower("--format")?.as_deref() {
         None | Some("text") => Format::Text,
         Some("json") => Format::Json,
         Some(other) => {

@@ -315,9 +315,18 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         &["--no-rundown", "--force"],
     )?;
     let force = p.flag("--force");
+    // dotnet-trace's default: APP_yyyyMMdd_HHmmss.nettrace in the current directory.
     let output = match p.value_alias("-o", "--output")? {
         Some(o) => args::path("-o FILE", o)?,
-        None => return Err(CliError::Usage("trace needs -o FILE".into())),
+        None => {
+            let app = crate::counters::process_name(pid);
+            let app = if app.is_empty() {
+                "trace".to_string()
+            } else {
+                app
+            };
+            crate::output::timestamped(&app, ".nettrace", std::time::SystemTime::now())
+        }
     };
     let specs = match p.value_text("--providers")? {
         Some(s) => providers::parse_providers(s).map_err(|e| CliError::Usage(e.to_string()))?,
@@ -335,8 +344,8 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         None => 256,
     };
     let rundown = !p.flag("--no-rundown");
-    let format = match p.value_text("--format")? {
-        Some(f) => Some(ProfileFormat::parse(f).map_err(CliError::Usage)?),
+    let format = match p.value_lower("--format")? {
+        Some(f) => Some(ProfileFormat::parse(&f).map_err(CliError::Usage)?),
         None => None,
     };
     let profile_dest = format.map(|f| live::destination(f, &output));

@@ -327,7 +327,7 @@ fn netcore31_info_fails_with_one_line_naming_the_hresult() {
 #[test]
 fn each_command_has_its_own_help_and_unknown_ones_are_usage_errors() {
     for (command, words) in [
-        ("trace", "usage: dsipc trace PID -o FILE"),
+        ("trace", "usage: dsipc trace PID [-o FILE]"),
         ("counters", "usage: dsipc counters monitor PID"),
         ("convert", "--max-stack-frames"),
         ("ps", "16 at a time"),

@@ -106,3 +106,125 @@ fn a_mistyped_command_gets_a_suggestion() {
     r.assert_usage("unknown command \"zzzzzz\"");
     assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
 }
+
+/// `dsipc ARGS --tmpdir TMPDIR` run in `cwd`, bounded: (exit code, stdout, stderr).
+fn dsipc_at(
+    cwd: &std::path::Path,
+    tmpdir: &std::path::Path,
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(common::bin())
+        .current_dir(cwd)
+        .args(args)
+        .arg("--tmpdir")
+        .arg(tmpdir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, _) = common::wait_bounded(&mut child, "dsipc", common::LIMIT);
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status.code(), out, err)
+}
+
+/// The files in `dir`, sorted.
+fn files_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn trace_without_o_writes_dotnet_traces_default_name_and_never_the_previous_runs() {
+    let dir = TempDir::new("dsipc-habit-t").unwrap();
+    let stream: &'static [u8] = Box::leak(common::nettrace_stream(50_000).into_boxed_slice());
+    let _rt = runtime(&dir, Config::new().stream(StreamSpec::content(stream)));
+    let cwd = TempDir::new("dsipc-habit-tc").unwrap();
+    let pid = me();
+    for _ in 0..2 {
+        let (code, _, err) = dsipc_at(cwd.path(), dir.path(), &["trace", &pid, "--duration", "1"]);
+        assert_eq!(code, Some(0), "{}", err);
+    }
+    let files = files_in(cwd.path());
+    assert_eq!(files.len(), 2, "{:?}", files);
+    let prefix = format!("{}_", my_name());
+    for f in &files {
+        assert!(
+            f.starts_with(&prefix) && f.ends_with(".nettrace"),
+            "{:?}",
+            files
+        );
+        // APP_yyyyMMdd_HHmmss[_N].nettrace
+        let stamp = &f[prefix.len()..prefix.len() + 15];
+        assert!(
+            stamp.chars().enumerate().all(|(i, c)| if i == 8 {
+                c == '_'
+            } else {
+                c.is_ascii_digit()
+            }),
+            "{}",
+            f
+        );
+    }
+}
+
+#[test]
+fn option_values_are_case_insensitive_and_dump_defaults_to_a_full_dump_named_as_dotnet_dump() {
+    let dir = TempDir::new("dsipc-habit-c").unwrap();
+    let stream: &'static [u8] = Box::leak(common::nettrace_stream(50_000).into_boxed_slice());
+    let _rt = runtime(&dir, Config::new().stream(StreamSpec::content(stream)));
+    let cwd = TempDir::new("dsipc-habit-cc").unwrap();
+    let pid = me();
+    let (code, _, err) = dsipc_at(
+        cwd.path(),
+        dir.path(),
+        &[
+            "trace",
+            &pid,
+            "-o",
+            "t.nettrace",
+            "--duration",
+            "1",
+            "--format",
+            "Speedscope",
+        ],
+    );
+    assert_eq!(code, Some(0), "{}", err);
+    assert!(
+        cwd.path().join("t.speedscope.json").is_file(),
+        "{:?}",
+        files_in(cwd.path())
+    );
+    let (code, out, err) = dsipc_at(cwd.path(), dir.path(), &["dump", &pid]);
+    assert_eq!(code, Some(0), "{}", err);
+    let want = format!(
+        "wrote a full dump of pid {} to {}/core_",
+        pid,
+        cwd.path().display()
+    );
+    assert!(out.starts_with(&want), "{} / {}", out, err);
+    let (code, out, err) = dsipc_at(
+        cwd.path(),
+        dir.path(),
+        &["dump", &pid, "--type", "Triage", "-o", "d"],
+    );
+    assert_eq!(code, Some(0), "{}", err);
+    assert!(out.starts_with("wrote a triage dump"), "{}", out);
+}

@@ -92,7 +92,10 @@ pub fn cmd_convert(args: &[String]) -> Result<(), CliError> {
     let limits = limits(&p)?;
     p.expect_positionals(&["FILE"])?;
     let input = PathBuf::from(&p.positionals[0]);
-    let format = Format::parse(p.value("--format").unwrap_or("speedscope"))?;
+    let format = Format::parse(
+        &p.value_lower("--format")?
+            .unwrap_or_else(|| "speedscope".into()),
+    )?;
     let sel = Selection {
         managed_only: p.flag("--managed-only"),
     };
