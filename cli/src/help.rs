@@ -175,9 +175,10 @@ diagnostic port).
 ";
 
 const TRACE: &str = "\
-usage: dsipc trace PID [-o FILE] [--providers SPEC] [--duration SECS] [--no-rundown]
-                   [--buffer-mb N] [--format speedscope|folded|pprof|flamegraph]
-                   [--force]
+usage: dsipc trace PID [-o FILE] [--providers SPEC] [--profile NAME]
+                   [--clrevents KEYWORDS [--clreventlevel LEVEL]] [--duration SECS]
+                   [--no-rundown] [--buffer-mb N] [--force]
+                   [--format speedscope|folded|pprof|flamegraph]
 
 EventPipe trace to a .nettrace file (default, as dotnet-trace: APP_yyyyMMdd_HHmmss.nettrace
 in the current directory, UTC); stops at the duration or on Ctrl-C (StopTracing, then
@@ -192,8 +193,13 @@ stop: the bytes received stay in FILE.
 
 SPEC is dotnet-trace's Name[:Keywords[:Level[:Args]]],... (keywords in hex, level 0-5 or
 a name); as in dotnet-trace, a field left out means every keyword and level 5 (Verbose).
-Without --providers: Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4 and
-Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4 (dotnet-trace's cpu-sampling profile).
+--profile NAME[,NAME] adds dotnet-trace's profiles (cpu-sampling, gc-verbose, gc-collect,
+database); a provider also in --providers takes the --providers settings. --clrevents
+gc+jit+... enables the runtime provider with those keywords by name (any case) at
+--clreventlevel (default 4), ignored when --providers or --profile enables that provider.
+--buffersize N is --buffer-mb N (dotnet-trace's spelling). Without any of them,
+dotnet-trace's cpu-sampling profile: Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4
+and Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4.
 Then `dsipc report FILE` or `dsipc convert FILE` read it.
 ";
 

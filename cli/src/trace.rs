@@ -308,8 +308,12 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             "-o",
             "--output",
             "--providers",
+            "--profile",
+            "--clrevents",
+            "--clreventlevel",
             "--duration",
             "--buffer-mb",
+            "--buffersize",
             "--format",
         ],
         &["--no-rundown", "--force"],
@@ -328,15 +332,24 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             crate::output::timestamped(&app, ".nettrace", std::time::SystemTime::now())
         }
     };
-    let specs = match p.value_text("--providers")? {
-        Some(s) => providers::parse_providers(s).map_err(|e| CliError::Usage(e.to_string()))?,
-        None => providers::default_providers(),
-    };
+    // dotnet-trace's --providers, --profile and --clrevents, combined as it combines them.
+    let (specs, notes) = providers::CollectArgs {
+        providers: p.value_text("--providers")?,
+        profile: p.value_text("--profile")?,
+        clrevents: p.value_text("--clrevents")?,
+        clreventlevel: p.value_text("--clreventlevel")?,
+    }
+    .resolve()
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    for n in notes {
+        term::note!("dsipc: {}", n);
+    }
     let duration = match p.value_os("--duration") {
         Some(d) => Some(args::duration("--duration", d)?),
         None => None,
     };
-    let buffer_mb = match p.value_os("--buffer-mb") {
+    // dotnet-trace's --buffersize (MB) is --buffer-mb.
+    let buffer_mb = match p.value_alias("--buffer-mb", "--buffersize")? {
         Some(b) => match b.to_str().map(str::parse::<u32>) {
             Some(Ok(n)) if (1..=4096).contains(&n) => n,
             _ => return Err(CliError::Usage("--buffer-mb wants 1 to 4096".into())),

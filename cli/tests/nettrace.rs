@@ -580,54 +580,93 @@ fn convert_jsonl_carries_the_activity_ids_of_real_captures() {
     }
 }
 
+/// `dsipc trace` of a runtime that collects garbage and throws every 50 ms
+/// (`host.py --busy`) for two seconds with `args`: its stderr and the events as JSON lines.
+fn busy_trace(runtime: &str, args: &[&str]) -> (String, String) {
+    common::configure_python();
+    let mut opts = dsipc_testkit::HostOptions::net8(120);
+    opts.runtime = runtime.to_string();
+    opts.args.push("--busy".into());
+    let mut host = dsipc_testkit::HostedRuntime::spawn(&opts).expect("spawn host");
+    let pid = host
+        .wait_ready(Duration::from_secs(90))
+        .expect("host READY")
+        .pid
+        .to_string();
+    let dir = temp_dir(&format!("busy-{}", runtime));
+    let trace = dir.join("busy.nettrace");
+    let mut all = vec!["trace", &pid, "--duration", "2", "-o", s(&trace)];
+    all.extend_from_slice(args);
+    let r = dsipc(&all);
+    host.kill();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let jsonl = dir.join("busy.jsonl");
+    let c = dsipc(&["convert", s(&trace), "--format", "jsonl", "-o", s(&jsonl)]);
+    assert_eq!(c.code, Some(0), "{}", c.stderr);
+    let events = fs::read_to_string(&jsonl).unwrap();
+    let _ = fs::remove_dir_all(&dir);
+    (r.stderr, events)
+}
+
+const GC_START: &str = "\"name\":\"GC/Start\"";
+const EXCEPTION_START: &str = "\"name\":\"Exception/Start\"";
+
 /// A provider named bare (`--providers Microsoft-Windows-DotNETRuntime`) is every keyword
-/// at Verbose, as in dotnet-trace: a runtime that collects garbage and throws every 50 ms
-/// (`host.py --busy`) shows its GC and exception events in two seconds.
+/// at Verbose, as in dotnet-trace: the busy runtime's GC and exception events arrive.
 #[test]
 fn bare_provider_name_collects_every_keyword_at_verbose() {
     for runtime in ["net8", "netcore31"] {
-        common::configure_python();
-        let mut opts = dsipc_testkit::HostOptions::net8(120);
-        opts.runtime = runtime.to_string();
-        opts.args.push("--busy".into());
-        let mut host = dsipc_testkit::HostedRuntime::spawn(&opts).expect("spawn host");
-        let pid = host
-            .wait_ready(Duration::from_secs(90))
-            .expect("host READY")
-            .pid;
-        let dir = temp_dir(&format!("bare-{}", runtime));
-        let trace = dir.join("bare.nettrace");
-        let r = dsipc(&[
-            "trace",
-            &pid.to_string(),
-            "--providers",
-            "Microsoft-Windows-DotNETRuntime",
-            "--duration",
-            "2",
-            "-o",
-            s(&trace),
-        ]);
-        host.kill();
-        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let (stderr, events) =
+            busy_trace(runtime, &["--providers", "Microsoft-Windows-DotNETRuntime"]);
         assert!(
-            r.stderr
-                .contains("Microsoft-Windows-DotNETRuntime          0xFFFFFFFFFFFFFFFF  level 5"),
+            stderr.contains("Microsoft-Windows-DotNETRuntime          0xFFFFFFFFFFFFFFFF  level 5"),
             "{}",
-            r.stderr
+            stderr
         );
-        let jsonl = dir.join("bare.jsonl");
-        let r = dsipc(&["convert", s(&trace), "--format", "jsonl", "-o", s(&jsonl)]);
-        assert_eq!(r.code, Some(0), "{}", r.stderr);
-        let events = fs::read_to_string(&jsonl).unwrap();
-        for name in ["\"name\":\"GC/Start\"", "\"name\":\"Exception/Start\""] {
+        for name in [GC_START, EXCEPTION_START] {
             assert!(
                 events.contains(name),
-                "{}: no {} event in {} lines",
+                "{}: no {} in {} events",
                 runtime,
                 name,
                 events.lines().count()
             );
         }
-        let _ = fs::remove_dir_all(&dir);
     }
+}
+
+/// dotnet-trace's `--clrevents` (keyword names, any case) with `--clreventlevel`, and
+/// `--profile` with `--clrevents` ignored beside it, as dotnet-trace does.
+#[test]
+fn clrevents_and_profiles_as_dotnet_trace_takes_them() {
+    let (stderr, events) = busy_trace(
+        "net8",
+        &["--clrevents", "GC+exception", "--clreventlevel", "verbose"],
+    );
+    assert!(
+        stderr.contains("Microsoft-Windows-DotNETRuntime          0x0000000000008001  level 5"),
+        "{}",
+        stderr
+    );
+    assert!(
+        events.contains(GC_START) && events.contains(EXCEPTION_START),
+        "{}",
+        stderr
+    );
+    let (stderr, events) = busy_trace(
+        "net8",
+        &["--profile", "gc-collect", "--clrevents", "exception"],
+    );
+    assert!(
+        stderr.contains("--clrevents exception is ignored"),
+        "{}",
+        stderr
+    );
+    assert!(
+        stderr.contains("Microsoft-Windows-DotNETRuntimePrivate"),
+        "{}",
+        stderr
+    );
+    assert!(events.contains(GC_START), "{}", stderr);
+    assert!(!events.contains(EXCEPTION_START), "{}", stderr);
 }

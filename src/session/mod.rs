@@ -94,7 +94,9 @@ pub use call::{Call, Step};
 pub use error::SessionError;
 pub use info::{text_to_string, ProcessInfo, ProcessInfoSink};
 pub use plan::{attach_profiler, Ask, Rundown, TraceConfig, DEFAULT_CIRCULAR_BUFFER_MB};
-pub use providers::{parse_providers, Profile, ProviderError, ProviderSpec};
+pub use providers::{
+    clr_events_provider, parse_providers, CollectArgs, Profile, ProviderError, ProviderSpec,
+};
 pub use tracing::{Outcome, TraceStep, Tracing};
 
 /// Default budget of one call (connecting, sending, every reply and every fallback to an

@@ -96,6 +96,11 @@ pub enum ProviderError {
         /// The name as given.
         name: String,
     },
+    /// A `--clrevents` keyword name dotnet-trace does not know.
+    ClrEvent {
+        /// The name as given.
+        name: String,
+    },
 }
 
 impl fmt::Display for ProviderError {
@@ -116,6 +121,9 @@ impl fmt::Display for ProviderError {
             ProviderError::Empty => f.write_str("no provider given"),
             ProviderError::TooMany { count } => {
                 write!(f, "too many providers ({count}; at most {MAX_PROVIDERS})")
+            }
+            ProviderError::ClrEvent { name } => {
+                write!(f, "{name:?} is not a valid CLR event keyword")
             }
             ProviderError::UnknownProfile { name } => write!(
                 f,
@@ -229,6 +237,130 @@ impl Profile {
                 ),
             ],
         }
+    }
+}
+
+/// dotnet-trace's `--clrevents` keyword names (its `Extensions.CLREventKeywords`, from the
+/// runtime's ClrEtwAll.man), matched case-insensitively.
+pub const CLR_EVENT_KEYWORDS: [(&str, u64); 35] = [
+    ("gc", 0x1),
+    ("gchandle", 0x2),
+    ("fusion", 0x4),
+    ("loader", 0x8),
+    ("jit", 0x10),
+    ("ngen", 0x20),
+    ("startenumeration", 0x40),
+    ("endenumeration", 0x80),
+    ("security", 0x400),
+    ("appdomainresourcemanagement", 0x800),
+    ("jittracing", 0x1000),
+    ("interop", 0x2000),
+    ("contention", 0x4000),
+    ("exception", 0x8000),
+    ("threading", 0x10000),
+    ("jittedmethodiltonativemap", 0x20000),
+    ("overrideandsuppressngenevents", 0x40000),
+    ("type", 0x80000),
+    ("gcheapdump", 0x10_0000),
+    ("gcsampledobjectallocationhigh", 0x20_0000),
+    ("gcheapsurvivalandmovement", 0x40_0000),
+    ("gcheapcollect", 0x80_0000),
+    ("gcheapandtypenames", 0x100_0000),
+    ("gcsampledobjectallocationlow", 0x200_0000),
+    ("perftrack", 0x2000_0000),
+    ("stack", 0x4000_0000),
+    ("threadtransfer", 0x8000_0000),
+    ("debugger", 0x1_0000_0000),
+    ("monitoring", 0x2_0000_0000),
+    ("codesymbols", 0x4_0000_0000),
+    ("eventsource", 0x8_0000_0000),
+    ("compilation", 0x10_0000_0000),
+    ("compilationdiagnostic", 0x20_0000_0000),
+    ("methoddiagnostic", 0x40_0000_0000),
+    ("typediagnostic", 0x80_0000_0000),
+];
+
+/// dotnet-trace's `--clrevents gc+jit` (keyword names joined by `+`) with its
+/// `--clreventlevel` (a level number or name; default 4, Informational): the runtime
+/// provider with those keywords.
+pub fn clr_events_provider(list: &str, level: Option<&str>) -> Result<ProviderSpec, ProviderError> {
+    let mut keywords = 0;
+    for name in list.split('+') {
+        let name = name.trim();
+        keywords |= CLR_EVENT_KEYWORDS
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, bits)| *bits)
+            .ok_or_else(|| ProviderError::ClrEvent {
+                name: name.to_string(),
+            })?;
+    }
+    let level = match level.map(str::trim).filter(|l| !l.is_empty()) {
+        Some(l) => parse_level(l)?,
+        None => 4,
+    };
+    Ok(ProviderSpec::new(RUNTIME_PROVIDER, keywords, level))
+}
+
+/// What a dotnet-trace collect command line asks for: `--providers`, `--profile` (one or
+/// more names, comma-separated) and `--clrevents`/`--clreventlevel`, combined as dotnet-trace
+/// combines them. Nothing at all is the `cpu-sampling` profile. A provider named in
+/// `--providers` overrides the profile's; `--clrevents` is ignored (a note says so) when
+/// the runtime provider is already enabled by one of the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CollectArgs<'a> {
+    /// `--providers`.
+    pub providers: Option<&'a str>,
+    /// `--profile`.
+    pub profile: Option<&'a str>,
+    /// `--clrevents`.
+    pub clrevents: Option<&'a str>,
+    /// `--clreventlevel`.
+    pub clreventlevel: Option<&'a str>,
+}
+
+impl CollectArgs<'_> {
+    /// The providers to enable, and notes for the user (an ignored `--clrevents`).
+    pub fn resolve(&self) -> Result<(Vec<ProviderSpec>, Vec<String>), ProviderError> {
+        let mut notes = Vec::new();
+        let mut out = match self.providers {
+            Some(list) => parse_providers(list)?,
+            None => Vec::new(),
+        };
+        let profile = match (self.profile, self.providers, self.clrevents) {
+            (None, None, None) => Some(Profile::CpuSampling.name()),
+            (p, _, _) => p,
+        };
+        if let Some(names) = profile {
+            for name in names.split(',').filter(|n| !n.trim().is_empty()) {
+                for p in Profile::parse(name)?.providers() {
+                    if !out.iter().any(|o| o.name.eq_ignore_ascii_case(&p.name)) {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+        if let Some(list) = self.clrevents {
+            if out
+                .iter()
+                .any(|o| o.name.eq_ignore_ascii_case(RUNTIME_PROVIDER))
+            {
+                notes.push(alloc::format!(
+                    "--clrevents {list} is ignored: --profile or --providers already enables {RUNTIME_PROVIDER}"
+                ));
+            } else {
+                out.push(clr_events_provider(list, self.clreventlevel)?);
+            }
+        } else if self.clreventlevel.is_some() {
+            notes.push("--clreventlevel is ignored without --clrevents".to_string());
+        }
+        if out.is_empty() {
+            return Err(ProviderError::Empty);
+        }
+        if out.len() > MAX_PROVIDERS {
+            return Err(ProviderError::TooMany { count: out.len() });
+        }
+        Ok((out, notes))
     }
 }
 
@@ -404,6 +536,60 @@ mod tests {
         assert!(e.to_string().contains("unbalanced"), "{e}");
         assert!(parse_providers("A:::\"x\"\"").is_err());
         assert!(parse_providers("A:::\"x\"\"y\",B").is_ok());
+    }
+
+    #[test]
+    fn clrevents_and_profiles_combine_as_in_dotnet_trace() {
+        let gc = clr_events_provider("gc+GCHandle", Some("5")).unwrap();
+        assert_eq!(
+            (gc.name.as_str(), gc.keywords, gc.level),
+            (RUNTIME_PROVIDER, 3, 5)
+        );
+        assert_eq!(clr_events_provider("jit", None).unwrap().level, 4);
+        assert_eq!(
+            clr_events_provider("gc+nope", None),
+            Err(ProviderError::ClrEvent {
+                name: "nope".into()
+            })
+        );
+        // Nothing: cpu-sampling.
+        let (p, _) = CollectArgs::default().resolve().unwrap();
+        assert_eq!(p, Profile::CpuSampling.providers());
+        // --providers overrides the profile's runtime provider, keeps the rest.
+        let (p, _) = CollectArgs {
+            providers: Some("Microsoft-Windows-DotNETRuntime:0x8:5"),
+            profile: Some("cpu-sampling"),
+            ..CollectArgs::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].keywords, p[0].level), (0x8, 5));
+        assert_eq!(p[1].name, "Microsoft-DotNETCore-SampleProfiler");
+        // --clrevents alone is the runtime provider only; beside a profile that enables
+        // it, ignored with a note.
+        let (p, notes) = CollectArgs {
+            clrevents: Some("gc"),
+            ..CollectArgs::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!((p.len(), p[0].keywords, notes.len()), (1, 1, 0));
+        let (p, notes) = CollectArgs {
+            profile: Some("gc-collect"),
+            clrevents: Some("jit"),
+            ..CollectArgs::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(p, Profile::GcCollect.providers());
+        assert!(notes[0].contains("ignored"), "{notes:?}");
+        assert!(CollectArgs {
+            profile: Some("cpu"),
+            ..CollectArgs::default()
+        }
+        .resolve()
+        .is_err());
     }
 
     #[test]
