@@ -136,6 +136,7 @@ pub struct ReadmeDoctests;
 
 mod conn;
 mod control;
+mod drive;
 mod error;
 mod event;
 mod fdpass;
@@ -144,6 +145,8 @@ mod listen;
 mod reactor;
 mod read;
 mod respond;
+mod session;
+mod timers;
 
 pub use control::Control;
 /// Why a listener could not be created: dsipc-platform's (the same type as
@@ -152,7 +155,7 @@ pub use control::Control;
 pub use dsipc_platform::ListenError;
 pub use error::{CloseReason, Error};
 pub use event::{Event, Handler};
-pub use ids::{ConnId, ListenerId, ListenerKind, Stats};
+pub use ids::{CallId, ConnId, ListenerId, ListenerKind, Stats, TraceId};
 pub use listen::bind_private;
 pub use reactor::{Reactor, MAX_READ_BUFFER_LEN, READ_BUFFER_LEN};
 
