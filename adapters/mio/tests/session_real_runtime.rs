@@ -31,7 +31,10 @@ fn serial() -> MutexGuard<'static, ()> {
 /// (after a `SKIPPED` line on stderr) when the runtimes are not installed.
 fn host(runtime: &str) -> Option<(HostedRuntime, u32, PathBuf)> {
     if let Err(e) = dsipc_testkit::python() {
-        let test = std::thread::current().name().unwrap_or("a test").to_string();
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("a test")
+            .to_string();
         let line = format!("SKIPPED {}: {}\n", test, e);
         let _ = std::io::stderr().write_all(line.as_bytes());
         return None;
@@ -43,7 +46,8 @@ fn host(runtime: &str) -> Option<(HostedRuntime, u32, PathBuf)> {
     let ready = host
         .wait_ready(Duration::from_secs(60))
         .expect("the runtime host is ready");
-    let path = dsipc_platform::discovery::find_socket(ready.pid, None).expect("the runtime's socket");
+    let path =
+        dsipc_platform::discovery::find_socket(ready.pid, None).expect("the runtime's socket");
     Some((host, ready.pid, path))
 }
 
@@ -84,7 +88,7 @@ fn run(
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done(seen) {
         let now = Instant::now();
-        if until.map_or(false, |u| now >= u) {
+        if until.is_some_and(|u| now >= u) {
             return;
         }
         assert!(now < deadline, "timed out waiting for {}", what);
@@ -99,7 +103,9 @@ fn process_info(reactor: &mut Reactor, path: &PathBuf) -> (CallId, Seen) {
         .call(path, Ask::ProcessInfo, TIMEOUT)
         .unwrap();
     let mut seen = Seen::default();
-    run(reactor, &mut seen, None, "ProcessInfo", |s| s.call_done.is_some());
+    run(reactor, &mut seen, None, "ProcessInfo", |s| {
+        s.call_done.is_some()
+    });
     (id, seen)
 }
 
@@ -149,7 +155,11 @@ fn net8_process_info_call_and_stopped_sample_profiler_trace() {
     };
     let mut reactor = Reactor::new().unwrap();
     let (_, seen) = process_info(&mut reactor, &path);
-    assert!(seen.call_done.as_ref().unwrap().is_ok(), "{:?}", seen.call_done);
+    assert!(
+        seen.call_done.as_ref().unwrap().is_ok(),
+        "{:?}",
+        seen.call_done
+    );
     let info = seen.info.unwrap();
     // .NET 8 knows the newest version: no fallback.
     assert_eq!(info.command, Command::ProcessInfo3);
