@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use dsipc::payload::Provider;
 use dsipc::session::{Ask, Outcome, ProcessInfo, SessionError, TraceConfig};
-use dsipc::{ClientEvent, Command, Reply};
+use dsipc::{ClientEvent, Command, Hresult, Reply};
 use dsipc_mio::{CallId, Control, Error, Event, Handler, Reactor, TraceId};
 use dsipc_testkit::{Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
 
@@ -276,4 +276,128 @@ fn trace_cut_by_the_runtime_ends_cut() {
         other => panic!("{:?}", other),
     }
     assert_eq!(reactor.control().connection_count(), 0);
+}
+
+#[test]
+fn call_and_trace_to_a_missing_socket_end_with_the_connect_error() {
+    let dir = TempDir::new("dsipc-mio").unwrap();
+    let missing = dir.path().join("dotnet-diagnostic-1-1-socket");
+    let mut reactor = Reactor::new().unwrap();
+    let t = Duration::from_secs(10);
+    let call = reactor
+        .control()
+        .call(&missing, Ask::ProcessInfo, t)
+        .unwrap();
+    let config = TraceConfig::new(&providers());
+    let trace = reactor.control().trace(&missing, config, t).unwrap();
+    let mut seen = Seen::default();
+    run_until(&mut reactor, &mut seen, |s| {
+        s.call_done.contains_key(&call) && s.trace_done.contains_key(&trace)
+    });
+    assert!(
+        matches!(seen.call_done[&call], Err(Error::Io { op: "connect", .. })),
+        "{:?}",
+        seen.call_done[&call]
+    );
+    assert!(
+        matches!(
+            seen.trace_done[&trace],
+            Err(Error::Io { op: "connect", .. })
+        ),
+        "{:?}",
+        seen.trace_done[&trace]
+    );
+    assert_eq!(reactor.control().session_count(), 0);
+}
+
+#[test]
+fn trace_whose_stop_is_refused_ends_with_the_stop_error() {
+    let dir = TempDir::new("dsipc-mio").unwrap();
+    let rt = fake(
+        &dir,
+        Config::new()
+            .stream(StreamSpec::until_stopped(4096, Duration::from_millis(5)))
+            .answer(Command::StopTracing, Answer::Error(Hresult::E_FAIL)),
+    );
+    let mut reactor = Reactor::new().unwrap();
+    let config = TraceConfig::new(&providers());
+    let id = reactor
+        .control()
+        .trace(rt.socket_path().unwrap(), config, Duration::from_secs(10))
+        .unwrap();
+    let mut seen = Seen {
+        stop_after: Some(1),
+        ..Seen::default()
+    };
+    run_until(&mut reactor, &mut seen, |s| s.trace_done.contains_key(&id));
+    match &seen.trace_done[&id] {
+        Err(Error::Session(SessionError::ErrorReply {
+            command: Command::StopTracing,
+            hresult,
+            ..
+        })) => assert_eq!(*hresult, Hresult::E_FAIL),
+        other => panic!("{:?}", other),
+    }
+    assert_eq!(reactor.control().connection_count(), 0);
+}
+
+#[test]
+fn trace_whose_stream_goes_on_after_the_stop_was_answered_is_bounded() {
+    let dir = TempDir::new("dsipc-mio").unwrap();
+    // The runtime answers the stop but streams on.
+    let rt = fake(
+        &dir,
+        Config::new()
+            .stream(StreamSpec::until_stopped(4096, Duration::from_millis(5)))
+            .answer(Command::StopTracing, Answer::IgnoreStop),
+    );
+    let mut reactor = Reactor::new().unwrap();
+    let config = TraceConfig::new(&providers());
+    let timeout = Duration::from_millis(300);
+    let id = reactor
+        .control()
+        .trace(rt.socket_path().unwrap(), config, timeout)
+        .unwrap();
+    let mut seen = Seen {
+        stop_after: Some(1),
+        ..Seen::default()
+    };
+    run_until(&mut reactor, &mut seen, |s| s.trace_done.contains_key(&id));
+    match &seen.trace_done[&id] {
+        Err(Error::Session(SessionError::StreamNotEnded {
+            session_id,
+            timeout_ms: 300,
+        })) => assert_eq!(Some(session_id), seen.started.get(&id)),
+        other => panic!("{:?}", other),
+    }
+    assert_eq!(reactor.control().connection_count(), 0);
+}
+
+#[test]
+fn stop_trace_before_the_start_is_sent_once_the_session_started() {
+    let dir = TempDir::new("dsipc-mio").unwrap();
+    let rt = fake(
+        &dir,
+        Config::new().stream(StreamSpec::until_stopped(4096, Duration::from_millis(5))),
+    );
+    let mut reactor = Reactor::new().unwrap();
+    let config = TraceConfig::new(&providers());
+    let id = reactor
+        .control()
+        .trace(rt.socket_path().unwrap(), config, Duration::from_secs(10))
+        .unwrap();
+    reactor.control().stop_trace(id).unwrap();
+    let mut seen = Seen::default();
+    run_until(&mut reactor, &mut seen, |s| s.trace_done.contains_key(&id));
+    // A byte pattern is no trace: cut at its first byte, after our stop.
+    match &seen.trace_done[&id] {
+        Ok(Outcome::Cut {
+            stop_requested: true,
+            ..
+        }) => {}
+        other => panic!("{:?}", other),
+    }
+    assert!(seen.started.contains_key(&id));
+    assert!(commands(&rt).contains(&Command::StopTracing));
+    assert_eq!(rt.wait_streams(1, T)[0].end, StreamEnd::Stopped);
 }
