@@ -19,7 +19,7 @@ use mio::net::UnixStream;
 use dsipc::session::{Outcome, SessionError, Step, TraceStep};
 use dsipc::{ClientEvent, Command};
 
-use crate::conn::{Conn, Machine};
+use crate::conn::{would_block, Conn, Machine};
 use crate::read::READ_BUDGET;
 use crate::session::{CallSlot, TraceSlot};
 use crate::timers::Owner;
@@ -94,7 +94,8 @@ fn read(control: &mut Control, conn: Option<ConnId>, buf: &mut [u8]) -> Got {
                 return Got::Eof;
             }
             Ok(n) => return Got::Data(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Got::Blocked,
+            // (or a connect still in progress, where connects may not complete at once)
+            Err(e) if would_block(&e) => return Got::Blocked,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // A peer that closed with unread input: its end, for the layer to judge.
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {

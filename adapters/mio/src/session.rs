@@ -176,7 +176,9 @@ impl Control {
     /// by itself at the deadline.
     ///
     /// Nothing is sent before the next [`Reactor::poll`]; a connection that cannot be
-    /// opened ends the call with [`Error::Io`] in its [`Event::CallDone`]. Errors here:
+    /// opened ends the call with [`Error::Io`] in its [`Event::CallDone`] (`WouldBlock`
+    /// when the runtime's listen backlog is full, as for [`connect`](Self::connect)).
+    /// Errors here:
     /// [`Error::Session`] for a request the layer refuses before sending anything,
     /// [`Error::FdPassingUnsupported`] for user_events sessions.
     pub fn call(
