@@ -7,6 +7,8 @@
 //! - `concurrent`: one mio thread serves ProcessInfo to 1,000 concurrent client
 //!   connections (opened all at once by a second mio thread), 10 rounds.
 //! - `concurrent-1t`: the same with both sides in one mio thread.
+//! - `concurrent-call`: `concurrent` through the session layer (`Control::call`,
+//!   `session/call.rs`).
 //! - `sequential`: 10,000 ProcessInfo exchanges one after the other (server and client in
 //!   two mio threads): exchanges per second and latency.
 //! - `stream`: a 1 GiB EventPipe continuation from a server machine to a client machine
@@ -24,6 +26,8 @@
 
 #[path = "../tests/support/fdlimit.rs"]
 mod fdlimit;
+#[path = "session/call.rs"]
+mod session_call;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -41,6 +45,7 @@ use fdlimit::raise_fd_limit;
 const SCENARIOS: &[&str] = &[
     "concurrent",
     "concurrent-1t",
+    "concurrent-call",
     "sequential",
     "stream",
     "stream-1t",
@@ -60,6 +65,7 @@ fn main() {
         match name {
             "concurrent" => concurrent(false),
             "concurrent-1t" => concurrent(true),
+            "concurrent-call" => session_call::concurrent_call(),
             "sequential" => sequential(),
             "stream" => stream(false),
             "stream-1t" => stream(true),

@@ -13,6 +13,7 @@ use dsipc::wire::Advertise;
 use dsipc::ClientConnection;
 use dsipc_platform::SocketFile;
 
+use crate::timers::Owner;
 use crate::CloseReason;
 use crate::{ConnId, ListenerId, ListenerKind};
 
@@ -22,6 +23,9 @@ pub(crate) const TX_KEEP: usize = 64 * 1024;
 pub(crate) enum Machine {
     Client(ClientConnection),
     Server(ServerConnection),
+    /// A connection of a session-layer call or session (`drive.rs`): its machine and
+    /// receive buffer are the owner's, this moves its bytes.
+    Driven(Owner),
 }
 
 pub(crate) struct Conn {
@@ -92,13 +96,15 @@ impl Conn {
         match &self.machine {
             Machine::Client(m) => m.is_finished(),
             Machine::Server(m) => m.should_close(),
+            // Its owner closes it.
+            Machine::Driven(_) => false,
         }
     }
 
     pub(crate) fn wanted_interest(&self) -> Option<Interest> {
         let read = !self.read_closed
             && match &self.machine {
-                Machine::Client(_) => true,
+                Machine::Client(_) | Machine::Driven(_) => true,
                 Machine::Server(m) => m.wants_read(),
             };
         let write = !self.tx_empty() || self.want_writable || self.fd_out.is_some();
@@ -132,6 +138,8 @@ pub(crate) struct ListenerSlot {
 /// Owned events produced outside of a read (closes, writability).
 pub(crate) enum Queued {
     Closed(ConnId, CloseReason),
+    /// A driven connection closed under its owner (a write failed, a deadline set on it).
+    Lost(Owner, ConnId, CloseReason),
 }
 
 /// Writes `buf[*at..]` until it is all out or the socket is full, advancing `at` and

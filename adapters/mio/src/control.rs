@@ -22,6 +22,7 @@ use crate::error::io_copy;
 use crate::ids::{ConnId, ListenerId, ListenerKind, Stats};
 use crate::listen::bind_guarded;
 use crate::reactor::LISTENER_BASE;
+use crate::session::Sessions;
 use crate::{CloseReason, Error, ListenError};
 #[cfg(doc)]
 use crate::{Event, Reactor};
@@ -43,6 +44,8 @@ pub struct Control {
     pub(crate) again: Vec<ConnId>,
     pub(crate) open: usize,
     pub(crate) stats: Stats,
+    /// The session layer's calls and sessions (`session.rs`, driven by `drive.rs`).
+    pub(crate) sessions: Sessions,
 }
 
 impl fmt::Debug for Control {
@@ -66,6 +69,7 @@ impl Control {
             again: Vec::new(),
             open: 0,
             stats: Stats::default(),
+            sessions: Sessions::new(),
         }
     }
 
@@ -118,27 +122,57 @@ impl Control {
         self.id_of(index)
     }
 
-    /// Closes `id` now and queues its [`Event::Closed`].
-    pub(crate) fn finish(&mut self, id: ConnId, reason: CloseReason) {
+    /// Removes `id` from the table and the registry (the socket closes with it).
+    fn take(&mut self, id: ConnId) -> Option<Conn> {
         let slot = match self.slots.get_mut(id.index as usize) {
             Some(s) if s.generation == id.generation && s.conn.is_some() => s,
-            _ => return,
+            _ => return None,
         };
-        if let Some(mut conn) = slot.conn.take() {
-            if conn.registered.is_some() {
-                self.stats.deregisters += 1;
-                let _ = self.registry.deregister(&mut conn.stream);
-            }
+        let mut conn = slot.conn.take()?;
+        if conn.registered.is_some() {
+            self.stats.deregisters += 1;
+            let _ = self.registry.deregister(&mut conn.stream);
         }
         self.stats.closed += 1;
         slot.generation = slot.generation.wrapping_add(1);
         self.free.push(id.index);
         self.open -= 1;
-        self.queued.push_back(Queued::Closed(id, reason));
+        Some(conn)
+    }
+
+    /// Closes `id` now and queues its [`Event::Closed`] (or, for a driven connection, the
+    /// news for its owner).
+    pub(crate) fn finish(&mut self, id: ConnId, reason: CloseReason) {
+        if let Some(conn) = self.take(id) {
+            self.queued.push_back(match conn.machine {
+                // Its owner decides what the loss means; the user never saw this id.
+                Machine::Driven(owner) => Queued::Lost(owner, id, reason),
+                _ => Queued::Closed(id, reason),
+            });
+        }
+    }
+
+    /// Closes a driven connection at its owner's request: no event.
+    pub(crate) fn release(&mut self, id: ConnId) {
+        self.take(id);
     }
 
     /// Closes a connection whose write failed.
     pub(crate) fn write_failed(&mut self, id: ConnId, e: &io::Error) {
+        if let Ok(c) = self.get_mut(id) {
+            let peer_gone = matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            );
+            if peer_gone && matches!(c.machine, Machine::Driven(_)) {
+                // A runtime that answered (UNKNOWN_COMMAND, say) and closed before taking
+                // all of a request: its answer and EOF are for the read path, and the
+                // session layer judges them.
+                c.tx.clear();
+                c.tx_at = 0;
+                return;
+            }
+        }
         let reason = match e.kind() {
             io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => CloseReason::PeerClosed,
             _ => CloseReason::Failed(Error::Io {
@@ -375,7 +409,7 @@ impl Control {
         let c = self.get_mut(conn)?;
         let machine = match &mut c.machine {
             Machine::Client(m) => m,
-            Machine::Server(_) => return Err(Error::NotAClient(conn)),
+            Machine::Server(_) | Machine::Driven(_) => return Err(Error::NotAClient(conn)),
         };
         let (tx, fd_out) = encode(machine)?;
         if c.tx_empty() {
@@ -402,6 +436,7 @@ impl Control {
         match &self.get(conn).ok()?.machine {
             Machine::Client(m) => m.command(),
             Machine::Server(m) => m.command(),
+            Machine::Driven(_) => None,
         }
     }
 
@@ -467,10 +502,12 @@ impl Control {
             }
             self.deadlines.pop();
         }
-        for l in self.listeners.iter().filter_map(|l| l.listener.as_ref()) {
-            if let Some(r) = l.retry_at {
-                next = Some(next.map_or(r, |n: Instant| n.min(r)));
-            }
+        let retries = self
+            .listeners
+            .iter()
+            .filter_map(|l| l.listener.as_ref()?.retry_at);
+        for r in retries.chain(self.sessions.next_deadline()) {
+            next = Some(next.map_or(r, |n: Instant| n.min(r)));
         }
         next
     }

@@ -48,6 +48,12 @@ pub enum Error {
         /// The request's command.
         command: dsipc::Command,
     },
+    /// What the session layer decided for a [`Control::call`](crate::Control::call) or a
+    /// [`Control::trace`](crate::Control::trace) session: an error reply, a command no
+    /// version of which the runtime knows, no answer in time, a reply that does not fit...
+    Session(dsipc::session::SessionError),
+    /// The session is over (or the id was never issued).
+    UnknownTrace(crate::TraceId),
 }
 
 impl fmt::Display for Error {
@@ -69,6 +75,8 @@ impl fmt::Display for Error {
                 "{} is not a user_events session request: it passes no descriptor",
                 command
             ),
+            Error::Session(e) => e.fmt(f),
+            Error::UnknownTrace(t) => write!(f, "{} is over", t),
         }
     }
 }
@@ -81,6 +89,7 @@ impl std::error::Error for Error {
             Error::Server(e) => Some(e),
             Error::Encode(e) => Some(e),
             Error::BufferTooSmall(e) => Some(e),
+            Error::Session(e) => Some(e),
             _ => None,
         }
     }
@@ -95,6 +104,12 @@ impl From<ClientError> for Error {
 impl From<ServerError> for Error {
     fn from(e: ServerError) -> Self {
         Error::Server(e)
+    }
+}
+
+impl From<dsipc::session::SessionError> for Error {
+    fn from(e: dsipc::session::SessionError) -> Self {
+        Error::Session(e)
     }
 }
 

@@ -3,13 +3,14 @@
 use std::io;
 
 use dsipc::conn::Rejection;
-use dsipc::wire::Advertise;
+use dsipc::session::Outcome;
+use dsipc::wire::{Advertise, Command};
 use dsipc::{AnyRequest, ClientEvent};
 
 use crate::CloseReason;
 #[cfg(doc)]
 use crate::Reactor;
-use crate::{ConnId, Control, ListenerId, ListenerKind};
+use crate::{CallId, ConnId, Control, Error, ListenerId, ListenerKind, TraceId};
 
 /// Something that happened, handed to the [`Handler`] with the [`Control`] to act on it.
 /// Borrowed data points into the reactor's read buffer and is valid during the call only.
@@ -86,6 +87,55 @@ pub enum Event<'a> {
     },
     /// [`Reactor::waker`]'s waker was woken.
     Wake,
+    /// What the runtime said to a [`Control::call`] (a reply, an environment entry...),
+    /// judged by the session layer: error replies end the call (or make it fall back to
+    /// an older command version), they never come here (except for
+    /// [`Ask::Raw`](dsipc::session::Ask::Raw)).
+    Call {
+        /// The call.
+        id: CallId,
+        /// The command this answers (for ProcessInfo: the version the runtime knew).
+        command: Command,
+        /// What the runtime said, borrowing the call's receive buffer.
+        event: ClientEvent<'a>,
+    },
+    /// A [`Control::call`] is over: its connections are closed, its id is dead.
+    CallDone {
+        /// The call.
+        id: CallId,
+        /// `Ok` when the runtime answered as the command requires;
+        /// [`Error::Session`] for what the protocol decided (an error reply,
+        /// [`SessionError::NotSupported`](dsipc::session::SessionError::NotSupported),
+        /// [`SessionError::Timeout`](dsipc::session::SessionError::Timeout)...),
+        /// [`Error::Io`] when a connection failed.
+        result: Result<(), Error>,
+    },
+    /// The runtime accepted a [`Control::trace`] session: the stream follows as
+    /// [`Event::TraceData`]; stop it with [`Control::stop_trace`].
+    TraceStarted {
+        /// The session.
+        id: TraceId,
+        /// The runtime's id for it (what StopTracing names).
+        session_id: u64,
+    },
+    /// Stream bytes of a [`Control::trace`] session (nettrace), as received.
+    TraceData {
+        /// The session.
+        id: TraceId,
+        /// The bytes, borrowing the session's receive buffer.
+        data: &'a [u8],
+    },
+    /// A [`Control::trace`] session is over (its stream ended, and its stop, if any, was
+    /// answered or failed): its connections are closed, its id is dead.
+    TraceDone {
+        /// The session.
+        id: TraceId,
+        /// How the stream ended ([`Outcome::Stopped`] after [`Control::stop_trace`],
+        /// [`Outcome::Ended`] by the runtime, [`Outcome::Cut`] when it broke off), or why
+        /// the session failed (the start refused, a stop that failed or was not answered
+        /// in time, a stream that went on after its stop was answered...).
+        result: Result<Outcome, Error>,
+    },
 }
 
 /// Receives the events of [`Reactor::poll`]. Closures

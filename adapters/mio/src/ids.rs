@@ -76,3 +76,37 @@ pub struct Stats {
     /// Connections closed.
     pub closed: u64,
 }
+
+/// A [`Control::call`] in flight: its [`Event::Call`] and [`Event::CallDone`] carry it.
+/// Never reused by a reactor.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallId(pub(crate) u64);
+
+impl fmt::Debug for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CallId({})", self.0)
+    }
+}
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "call {}", self.0)
+    }
+}
+
+/// An EventPipe session of [`Control::trace`]: its [`Event::TraceStarted`],
+/// [`Event::TraceData`] and [`Event::TraceDone`] carry it. Never reused by a reactor.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TraceId(pub(crate) u64);
+
+impl fmt::Debug for TraceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TraceId({})", self.0)
+    }
+}
+
+impl fmt::Display for TraceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "trace {}", self.0)
+    }
+}

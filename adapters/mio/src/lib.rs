@@ -4,10 +4,24 @@
 //! sockets in one thread: tools talking to many runtimes at once, monitors accepting
 //! runtimes on a reverse port (`DOTNET_DiagnosticPorts=PATH,connect,suspend`), fake
 //! runtimes and routers serving requests. It never encodes or decodes protocol bytes
-//! itself: the core's machines do, and this crate moves bytes and reports what they say.
+//! itself, nor decides anything the protocol leaves open: the core's machines and its
+//! session layer ([`dsipc::session`]) do, and this crate moves bytes and reports what they
+//! say.
 //!
-//! - **Client connections**: [`Control::connect`] sends one request; its reply, EventPipe
-//!   data or environment entries come as [`Event::Client`], then [`Event::Closed`].
+//! - **Calls**: [`Control::call`] runs one command with the session layer's policy (the
+//!   command version, the fallbacks after UNKNOWN_COMMAND such as ProcessInfo3 → 2 → 1,
+//!   replies judged into typed errors, one deadline); what the runtime says comes as
+//!   [`Event::Call`], the end as [`Event::CallDone`]. See [Calls and
+//!   sessions](#calls-and-sessions).
+//! - **EventPipe sessions**: [`Control::trace`] starts one (the CollectTracing version
+//!   its options need); [`Event::TraceStarted`], the stream as [`Event::TraceData`], and
+//!   [`Event::TraceDone`] with its [`Outcome`](dsipc::session::Outcome) (stopped, ended by
+//!   the runtime, or cut). [`Control::stop_trace`] stops it from a second connection while
+//!   the session's own is read to its end, every wait then bounded.
+//! - **Raw client connections**: [`Control::connect`] sends exactly one request and
+//!   passes its reply, EventPipe data or environment entries up as they come
+//!   ([`Event::Client`], then [`Event::Closed`]), error replies included: for commands the
+//!   session layer has no policy for.
 //! - **Reverse ports**: [`Control::listen_reverse`] binds (mode 0600, replacing only a
 //!   stale *socket*); each runtime that connects produces [`Event::Advertise`] (pid and
 //!   cookie); answer with [`Control::send_request`]. Runtimes reconnect after every
@@ -114,8 +128,73 @@
 //! # }
 //! ```
 //!
+//! ## Calls and sessions
+//!
+//! [`Control::call`] and [`Control::trace`] hand the protocol's decisions to
+//! [`dsipc::session`]: the reactor opens the connections its [`Call`](dsipc::session::Call)
+//! or [`Tracing`](dsipc::session::Tracing) asks for (one per command version tried, and a
+//! second one for a session's stop), writes and reads for it, and wakes by itself at its
+//! deadline (one timer heap for all of them, beside the connections' own
+//! [`Control::set_timeout`]). Here the runtime is a server machine in the same loop that
+//! knows the first ProcessInfo only (an older runtime): the call falls back to it; a real
+//! runtime's socket is found with `dsipc_platform::discovery::find_socket(pid, None)`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use dsipc::session::{Ask, ProcessInfo};
+//! use dsipc::{AnyRequest, ClientEvent, ErrorReply, Hresult, Reply, Response};
+//! use dsipc_mio::{Control, Event, Reactor};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = std::env::temp_dir().join(format!("dsipc-mio-call-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let socket = dir.join("dotnet-diagnostic-4242-1-socket");
+//!
+//! let mut reactor = Reactor::new()?;
+//! reactor.control().listen(&socket)?; // the example runtime
+//! let call = reactor.control().call(&socket, Ask::ProcessInfo, Duration::from_secs(5))?;
+//!
+//! let (mut info, mut result) = (None, None);
+//! while result.is_none() {
+//!     reactor.poll(None, &mut |ctl: &mut Control, event: Event<'_>| match event {
+//!         Event::Call { id, command, event: ClientEvent::Reply(reply) } if id == call => {
+//!             // `command`: the version that answered
+//!             info = ProcessInfo::from_reply(command, &reply);
+//!         }
+//!         Event::CallDone { id, result: r } if id == call => result = Some(r),
+//!         // The example runtime knows ProcessInfo (0x0400) only.
+//!         Event::Request { conn, request: AnyRequest::ProcessInfo(_), .. } => {
+//!             let reply = dsipc::payload::ProcessInfoReply {
+//!                 process_id: 4242,
+//!                 runtime_cookie: dsipc::wire::Guid::from_fields(1, 2, 3, [4; 8]),
+//!                 command_line: "app".into(),
+//!                 os: "Linux".into(),
+//!                 arch: "x64".into(),
+//!             };
+//!             ctl.respond(conn, &Response::Ok(Reply::ProcessInfo(reply))).unwrap();
+//!         }
+//!         Event::Request { conn, .. } => {
+//!             let unknown = ErrorReply::new(Hresult::CORDIAGIPC_E_UNKNOWN_COMMAND);
+//!             ctl.respond(conn, &Response::Error(unknown)).unwrap();
+//!         }
+//!         _ => {}
+//!     })?;
+//! }
+//! result.unwrap()?; // a typed dsipc_mio::Error::Session when the runtime said no
+//! let info = info.unwrap();
+//! assert_eq!((info.pid, info.command), (4242, dsipc::Command::ProcessInfo));
+//! # drop(reactor);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A session runs the same way: [`Control::trace`] with a
+//! [`TraceConfig`](dsipc::session::TraceConfig), [`Control::stop_trace`] when enough
+//! arrived (from a handler or outside), and [`Event::TraceDone`] says how it ended.
+//!
 //! ## Borrowing
-//! Events borrow the reactor's read buffer: copy what you keep. A request may be
+//! Events borrow the reactor's read buffer (or a call's or session's): copy what you keep. A request may be
 //! answered later (outside the handler, through [`Reactor::control`]), but its borrowed
 //! fields must be copied before the handler returns.
 //!
@@ -136,6 +215,7 @@ pub struct ReadmeDoctests;
 
 mod conn;
 mod control;
+mod drive;
 mod error;
 mod event;
 mod fdpass;
@@ -144,6 +224,8 @@ mod listen;
 mod reactor;
 mod read;
 mod respond;
+mod session;
+mod timers;
 
 pub use control::Control;
 /// Why a listener could not be created: dsipc-platform's (the same type as
@@ -152,7 +234,7 @@ pub use control::Control;
 pub use dsipc_platform::ListenError;
 pub use error::{CloseReason, Error};
 pub use event::{Event, Handler};
-pub use ids::{ConnId, ListenerId, ListenerKind, Stats};
+pub use ids::{CallId, ConnId, ListenerId, ListenerKind, Stats, TraceId};
 pub use listen::bind_private;
 pub use reactor::{Reactor, MAX_READ_BUFFER_LEN, READ_BUFFER_LEN};
 

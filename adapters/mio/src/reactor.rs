@@ -12,6 +12,7 @@ use dsipc::conn::ServerConnection;
 use dsipc::ClientConnection;
 
 use crate::conn::{Conn, Listener, Machine, Queued};
+use crate::drive::{drive, drive_due, drive_pending, lost};
 use crate::read::{empty_rx, read_conn};
 use crate::{ConnId, Control, Event, Handler, ListenerId, ListenerKind};
 
@@ -105,8 +106,11 @@ impl Reactor {
         handler: &mut H,
     ) -> io::Result<usize> {
         let mut delivered = self.deliver_queued(handler);
+        delivered += drive_pending(&mut self.control, handler);
+        delivered += self.deliver_queued(handler);
         let now = Instant::now();
-        let mut wait = if delivered > 0 || !self.control.again.is_empty() {
+        let busy = !self.control.again.is_empty() || !self.control.sessions.pending.is_empty();
+        let mut wait = if delivered > 0 || busy {
             Some(Duration::ZERO)
         } else {
             timeout
@@ -150,6 +154,8 @@ impl Reactor {
         }
         let now = Instant::now();
         self.control.expire(now);
+        delivered += self.deliver_queued(handler);
+        delivered += drive_due(&mut self.control, handler);
         for i in 0..self.control.listeners.len() {
             let due = matches!(
                 &self.control.listeners[i].listener,
@@ -168,10 +174,13 @@ impl Reactor {
         while let Some(q) = self.control.queued.pop_front() {
             match q {
                 Queued::Closed(conn, reason) => {
-                    handler.on_event(&mut self.control, Event::Closed { conn, reason })
+                    handler.on_event(&mut self.control, Event::Closed { conn, reason });
+                    n += 1;
+                }
+                Queued::Lost(owner, conn, reason) => {
+                    n += lost(&mut self.control, owner, conn, reason, handler);
                 }
             }
-            n += 1;
         }
         n
     }
@@ -272,7 +281,16 @@ impl Reactor {
                 delivered += 1;
             }
         }
-        if readable && self.control.is_open(id) {
+        let driven = match self.control.get(id) {
+            Ok(c) if readable => match c.machine {
+                Machine::Driven(owner) => Some(owner),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(owner) = driven {
+            delivered += drive(&mut self.control, owner, handler);
+        } else if readable && self.control.is_open(id) {
             delivered += self.read_conn(id, handler);
         }
         self.control.sync(id);

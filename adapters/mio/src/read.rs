@@ -139,6 +139,8 @@ fn feed<H: Handler + ?Sized>(
                     return false;
                 }
             },
+            // Read by `drive.rs`, never here.
+            Machine::Driven(_) => return false,
             Machine::Server(m) => match rx.poll_server(m) {
                 Ok(Poll::Event(ServerEvent::Request { request, reserved })) => {
                     handler.on_event(
@@ -194,7 +196,7 @@ fn on_eof<H: Handler + ?Sized>(
             c.read_closed = true;
             match &c.machine {
                 Machine::Client(m) => c.advertise.is_some() && m.command().is_none(),
-                Machine::Server(_) => false,
+                Machine::Server(_) | Machine::Driven(_) => false,
             }
         }
         Err(_) => return 0,
@@ -211,7 +213,7 @@ fn on_eof<H: Handler + ?Sized>(
     let reason = match &c.machine {
         // A runtime closing its idle reverse connection (it reconnects).
         Machine::Client(_) if idle_reverse => CloseReason::PeerClosed,
-        Machine::Client(_) => CloseReason::Done,
+        Machine::Client(_) | Machine::Driven(_) => CloseReason::Done,
         // A reply or a rejection's error reply is out or queued: let it drain (a
         // half-closed client can still read it); `sync` closes once it is written.
         Machine::Server(m) if m.should_close() => return delivered,

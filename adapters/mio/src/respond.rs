@@ -40,7 +40,7 @@ impl Control {
                 tx_at,
                 want_writable,
             }),
-            Machine::Client(_) => Err(Error::NotAServer(conn)),
+            Machine::Client(_) | Machine::Driven(_) => Err(Error::NotAServer(conn)),
         }
     }
 
