@@ -221,9 +221,29 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
             "--refresh-interval",
             "--max-time-series",
             "--max-histograms",
+            // Taken only to say where dotnet-counters' monitor is.
+            "-p",
+            "--process-id",
+            "-n",
+            "--name",
         ],
         &["--resume", "--json"],
     )?;
+    // `dotnet-counters monitor PID` by habit: say where that command is.
+    let pid_given = p.positionals.first().map_or(false, |a| {
+        a.to_str().map_or(false, |t| {
+            !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())
+        })
+    });
+    if pid_given
+        || ["-p", "--process-id", "-n", "--name"]
+            .iter()
+            .any(|o| p.value(o).is_some())
+    {
+        return Err(CliError::Usage(
+            "monitor meets runtimes on a reverse port (--listen PATH); dotnet-counters' monitor of a process is `dsipc counters monitor PID`".into(),
+        ));
+    }
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;
     let address = match p.value("--listen") {

@@ -228,3 +228,15 @@ fn option_values_are_case_insensitive_and_dump_defaults_to_a_full_dump_named_as_
     assert_eq!(code, Some(0), "{}", err);
     assert!(out.starts_with("wrote a triage dump"), "{}", out);
 }
+
+#[test]
+fn monitor_pid_points_at_counters_monitor() {
+    let dir = TempDir::new("dsipc-habit-m").unwrap();
+    for args in [&["monitor", "1234"][..], &["monitor", "-p", "1234"][..]] {
+        let r = dsipc_in(dir.path(), args);
+        r.assert_usage("dsipc counters monitor PID");
+    }
+    // A number as an option's value is no PID.
+    let r = dsipc_in(dir.path(), &["monitor", "--max-connections", "100"]);
+    r.assert_usage("monitor needs --listen PATH");
+}
