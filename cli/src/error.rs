@@ -12,6 +12,13 @@ use crate::args::UsageError;
 pub enum CliError {
     /// Bad arguments: exit status 2.
     Usage(String),
+    /// Bad arguments to a command: exit status 2, pointing at that command's help.
+    CommandUsage {
+        /// The command (`trace`, `counters`...).
+        command: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The runtime or the connection to it failed: exit status 1.
     Ipc(Error),
     /// The command ran and failed (a bad file, a refused output...): exit status 1.
@@ -29,6 +36,17 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// This error as `command`'s: a usage error points at that command's help.
+    pub fn in_command(self, command: &str) -> CliError {
+        match self {
+            CliError::Usage(message) => CliError::CommandUsage {
+                command: command.to_string(),
+                message,
+            },
+            other => other,
+        }
+    }
+
     /// An I/O error while doing `context`.
     pub fn io(context: impl Into<String>, source: io::Error) -> CliError {
         CliError::Io {
@@ -41,6 +59,10 @@ impl CliError {
     pub fn report(&self) -> (u8, Option<String>) {
         match self {
             CliError::Usage(m) => (2, Some(format!("{} (see dsipc --help)", m))),
+            CliError::CommandUsage { command, message } => (
+                2,
+                Some(format!("{} (see dsipc {} --help)", message, command)),
+            ),
             CliError::Ipc(e) => (1, Some(e.to_string())),
             CliError::Failed(m) => (1, Some(m.clone())),
             // Whoever read our output has gone: leave quietly, as if killed by SIGPIPE.

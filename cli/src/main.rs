@@ -164,7 +164,8 @@ fn run(argv: Vec<OsString>) -> CliResult {
     {
         return command_help(&command);
     }
-    match command.as_str() {
+    let in_command = COMMANDS.contains(&command.as_str()) && command != "help";
+    let result = match command.as_str() {
         "ps" => cmd_ps(&rest),
         "info" => cmd_info(&rest),
         "env" => cmd_env(&rest),
@@ -194,6 +195,11 @@ fn run(argv: Vec<OsString>) -> CliResult {
             show(OsStr::new(&command)),
             did_you_mean(&command, COMMANDS)
         ))),
+    };
+    if in_command {
+        result.map_err(|e| e.in_command(&command))
+    } else {
+        result
     }
 }
 

@@ -240,3 +240,14 @@ fn monitor_pid_points_at_counters_monitor() {
     let r = dsipc_in(dir.path(), &["monitor", "--max-connections", "100"]);
     r.assert_usage("monitor needs --listen PATH");
 }
+
+#[test]
+fn a_usage_error_points_at_the_commands_own_help() {
+    let dir = TempDir::new("dsipc-habit-h").unwrap();
+    let r = dsipc_in(dir.path(), &["trace", "1", "--bogus"]);
+    r.assert_usage("unknown option \"--bogus\" (see dsipc trace --help)");
+    let r = dsipc_in(dir.path(), &["counters", "monitor", "--bogus"]);
+    r.assert_usage("(see dsipc counters --help)");
+    let r = dsipc_in(dir.path(), &["zzzzzz"]);
+    r.assert_usage("(see dsipc --help)");
+}

@@ -58,7 +58,7 @@ impl Run {
         }
     }
 
-    /// Exit 2 with one "dsipc: ... (see dsipc --help)" line containing `needle`.
+    /// Exit 2 with one "dsipc: ... (see dsipc [COMMAND] --help)" line containing `needle`.
     pub fn assert_usage(&self, needle: &str) {
         self.assert_no_panic();
         assert_eq!(self.code, Some(2), "{}", self.stderr);
