@@ -134,12 +134,13 @@ output was closed (broken pipe), silently, whichever command wrote to it.
 ";
 
 const PS: &str = "\
-usage: dsipc ps [--tmpdir DIR] [--timeout SECS]
+usage: dsipc ps [--verbose] [--tmpdir DIR] [--timeout SECS]
 
-List diagnosable processes: PID, SOCKET (PIPE on Windows) and COMMAND, the command line
-ProcessInfo reports. Every runtime is probed, 16 at a time, all within --timeout
-(default 3 s). A command line in [...] was read from /proc: that runtime (.NET Core 3.x)
-has no ProcessInfo command. '-' means the runtime did not answer in time.
+List diagnosable processes as dotnet-trace ps does: PID, NAME and COMMAND, the whole
+command line (from /proc; where there is none, the one ProcessInfo reports). --verbose
+(-v) adds the SOCKET (PIPE on Windows). Every runtime is probed, 16 at a time, all within
+--timeout (default 3 s): one you may not connect to is named on stderr with the socket's
+owner, and so are the ones that did not answer in time.
 ";
 
 const INFO: &str = "\

@@ -339,10 +339,10 @@ fn pid_command(
 }
 
 fn cmd_ps(rest: &[OsString]) -> CliResult {
-    let p = parse_os(rest, &[], &[])?;
+    let p = parse_os(rest, &[], &["--verbose", "-v"])?;
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;
-    ps::ps(&common)
+    ps::ps(&common, p.flag("--verbose") || p.flag("-v"))
 }
 
 fn cmd_info(rest: &[OsString]) -> CliResult {

@@ -21,6 +21,8 @@ enum Probe {
     Command(String),
     /// The runtime does not know ProcessInfo (.NET Core 3.x).
     NotSupported,
+    /// This user may not connect to its socket: the error, which names the owner.
+    Denied(String),
     /// No answer (error, or no time left).
     Failed,
 }
@@ -46,6 +48,14 @@ fn probe_all(endpoints: &[PathBuf], deadline: Instant) -> Vec<Probe> {
                 let probe = match client.process_info_basic() {
                     Ok(info) => Probe::Command(info.command_line),
                     Err(e) if e.is_not_supported() => Probe::NotSupported,
+                    Err(e @ dsipc_std::Error::Connect { .. })
+                        if std::error::Error::source(&e)
+                            .and_then(|s| s.downcast_ref::<io::Error>())
+                            .map(io::Error::kind)
+                            == Some(io::ErrorKind::PermissionDenied) =>
+                    {
+                        Probe::Denied(e.to_string())
+                    }
                     Err(_) => Probe::Failed,
                 };
                 if let Ok(mut slot) = results[i].lock() {
@@ -67,75 +77,113 @@ fn probe_all(endpoints: &[PathBuf], deadline: Instant) -> Vec<Probe> {
 /// One row of the table.
 struct Row {
     pid: u32,
+    name: String,
     endpoint: String,
     command: String,
 }
 
-/// Prints the table: PID, the endpoint (as wide as the widest), then the command line last
-/// (any length without pushing a column out of line). A command in `[...]` came from
-/// `/proc` (the runtime has no ProcessInfo); a line on stderr says so when one is shown.
-fn print_table(endpoint_title: &str, rows: &[Row]) -> CliResult {
-    let width = rows
-        .iter()
-        .map(|r| r.endpoint.chars().count())
-        .chain(std::iter::once(endpoint_title.len()))
-        .max()
-        .unwrap_or(0);
+/// Prints the table as dotnet-trace's `ps` lays it out: PID, NAME, then the command line
+/// last (any length without pushing a column out of line); with `verbose`, the socket
+/// (pipe) before it.
+fn print_table(endpoint_title: Option<&str>, rows: &[Row]) -> CliResult {
+    let width = |title: &str, of: &dyn Fn(&Row) -> &str| {
+        rows.iter()
+            .map(|r| of(r).chars().count())
+            .chain(std::iter::once(title.len()))
+            .max()
+            .unwrap_or(0)
+    };
+    let name_width = width("NAME", &|r| &r.name);
     let out = io::stdout();
     let mut out = io::BufWriter::new(out.lock());
-    writeln!(
-        out,
-        "{:<8} {:<width$} COMMAND",
+    let line = |out: &mut dyn Write, pid: &str, name: &str, endpoint: &str, command: &str| {
+        match endpoint_title {
+            Some(title) => {
+                let ew = width(title, &|r| &r.endpoint);
+                writeln!(
+                    out,
+                    "{:<8} {:<nw$} {:<ew$} {}",
+                    pid,
+                    name,
+                    endpoint,
+                    command,
+                    nw = name_width,
+                    ew = ew
+                )
+            }
+            None => writeln!(out, "{:<8} {:<nw$} {}", pid, name, command, nw = name_width),
+        }
+    };
+    line(
+        &mut out,
         "PID",
-        endpoint_title,
-        width = width
+        "NAME",
+        endpoint_title.unwrap_or(""),
+        "COMMAND",
     )?;
     for r in rows {
-        writeln!(
-            out,
-            "{:<8} {:<width$} {}",
-            r.pid,
-            r.endpoint,
-            r.command,
-            width = width
+        line(
+            &mut out,
+            &r.pid.to_string(),
+            &r.name,
+            &r.endpoint,
+            &r.command,
         )?;
     }
     out.flush()?;
-    if rows.iter().any(|r| r.command.starts_with('[')) {
-        crate::term::note!(
-            "dsipc: [...] is the command line from /proc: that runtime (.NET Core 3.x) has no ProcessInfo command"
-        );
-    }
     Ok(())
 }
 
-/// `dsipc ps`: one body for Unix sockets and Windows pipes.
-pub(crate) fn ps(common: &Common) -> CliResult {
+/// `dsipc ps [--verbose]`: one body for Unix sockets and Windows pipes.
+pub(crate) fn ps(common: &Common, verbose: bool) -> CliResult {
     let timeout = common.timeout_or(Duration::from_secs(3));
     let deadline = Instant::now() + timeout;
     let procs = dsipc_std::list_processes(common.tmpdir.as_deref())?;
     let endpoints: Vec<PathBuf> = procs.iter().map(|p| p.endpoint.clone()).collect();
     let probes = probe_all(&endpoints, deadline);
+    let mut silent = Vec::new();
+    let mut denied = Vec::new();
     let rows: Vec<Row> = procs
         .iter()
         .zip(probes)
         .map(|(proc, probe)| {
-            let command = match probe {
-                Probe::Command(c) => clean(&c).into_owned(),
-                // .NET Core 3.x has no ProcessInfo: show what /proc says, in brackets.
-                Probe::NotSupported => proc_cmdline(proc.pid)
-                    .map(|c| format!("[{}]", clean(&c)))
-                    .unwrap_or_else(|| "-".into()),
-                Probe::Failed => "-".into(),
+            // The whole command line from /proc (ProcessInfo's may be only the program).
+            let command = match (&probe, proc_cmdline(proc.pid)) {
+                (_, Some(c)) => clean(&c).into_owned(),
+                (Probe::Command(c), None) => clean(c).into_owned(),
+                _ => "-".into(),
             };
+            let name = process_names(proc.pid, Some(&probe))
+                .into_iter()
+                .next()
+                .map(|n| clean(&n).into_owned())
+                .unwrap_or_else(|| "-".into());
+            match probe {
+                Probe::Denied(e) => denied.push(format!("pid {}: {}", proc.pid, e)),
+                Probe::Failed => silent.push(proc.pid.to_string()),
+                Probe::Command(_) | Probe::NotSupported => {}
+            }
             Row {
                 pid: proc.pid,
+                name,
                 endpoint: clean(&proc.endpoint.to_string_lossy()).into_owned(),
                 command,
             }
         })
         .collect();
-    print_table(if cfg!(windows) { "PIPE" } else { "SOCKET" }, &rows)
+    let title = if cfg!(windows) { "PIPE" } else { "SOCKET" };
+    print_table(if verbose { Some(title) } else { None }, &rows)?;
+    for d in denied {
+        crate::term::note!("dsipc: {}", clean(&d));
+    }
+    if !silent.is_empty() {
+        crate::term::note!(
+            "dsipc: did not answer within {:.1} s (hung, or suspended at startup?): pid {}",
+            timeout.as_secs_f64(),
+            silent.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// The names a process goes by, as `Process.GetProcessesByName` (dotnet-trace's `-n`)

@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 #[test]
 fn ps_lists_the_host_with_its_command_line_and_socket() {
     let host = Host::start(Runtime::Net8, false);
-    let r = dsipc_limit(&["ps"], LIMIT);
+    let r = dsipc_limit(&["ps", "--verbose"], LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let pid = host.pid.to_string();
     let line = r
@@ -26,7 +26,8 @@ fn ps_lists_the_host_with_its_command_line_and_socket() {
         .lines()
         .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
         .unwrap_or_else(|| panic!("pid {} not listed:\n{}", pid, r.stdout));
-    assert!(line.contains(host.exe().to_str().unwrap()), "{}", line);
+    // The whole command line (ProcessInfo's names only the program).
+    assert!(line.contains("runtime/host.py --runtime net8"), "{}", line);
     assert!(
         line.contains(&format!("/tmp/dotnet-diagnostic-{}-", host.pid)),
         "{}",
@@ -298,30 +299,33 @@ fn netcore31_info_fails_with_one_line_naming_the_hresult() {
         r.stderr
     );
     assert!(r.stderr.contains(".NET 5"), "{}", r.stderr);
-    // ps still lists it (without ProcessInfo: the command line comes from /proc).
-    let r = dsipc_limit(&["ps"], LIMIT);
+    // ps still lists it, with its whole command line from /proc, last: the columns stay
+    // aligned; the socket only with --verbose.
     let pid = host.pid.to_string();
-    let line = r
-        .stdout
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
-        .unwrap_or_else(|| panic!("pid {} not listed:\n{}", pid, r.stdout));
-    // The bracketed command line is explained, and it comes last: the columns stay aligned.
-    let header = r.stdout.lines().next().unwrap();
-    let command_at = header.find("COMMAND").unwrap();
-    assert_eq!(
-        line[command_at..].chars().next(),
-        Some('['),
-        "{}\n{}",
-        header,
-        line
-    );
-    assert!(header.find("SOCKET").unwrap() < command_at, "{}", header);
-    assert!(
-        r.stderr.contains("[...] is the command line from /proc"),
-        "{}",
-        r.stderr
-    );
+    for verbose in [false, true] {
+        let args: &[&str] = if verbose { &["ps", "-v"] } else { &["ps"] };
+        let r = dsipc_limit(args, LIMIT);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
+            .unwrap_or_else(|| panic!("pid {} not listed:\n{}", pid, r.stdout));
+        let header = r.stdout.lines().next().unwrap();
+        let command_at = header.find("COMMAND").unwrap();
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid)).unwrap();
+        let first =
+            String::from_utf8_lossy(cmdline.split(|&b| b == 0).next().unwrap()).into_owned();
+        assert!(
+            line[command_at..].starts_with(&first),
+            "{}\n{}",
+            header,
+            line
+        );
+        assert!(header.starts_with("PID      NAME"), "{}", header);
+        assert_eq!(header.contains("SOCKET"), verbose, "{}", header);
+        assert_eq!(line.contains("dotnet-diagnostic-"), verbose, "{}", line);
+    }
 }
 
 #[test]

@@ -251,3 +251,75 @@ fn a_usage_error_points_at_the_commands_own_help() {
     let r = dsipc_in(dir.path(), &["zzzzzz"]);
     r.assert_usage("(see dsipc --help)");
 }
+
+/// Runs `dsipc ARGS` as user nobody (65534) through `setpriv`, bounded; `None` when that
+/// cannot be done here (not root, no setpriv, or the binary not reachable by nobody).
+fn dsipc_as_nobody(args: &[&str]) -> Option<common::Run> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    let prefix = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let bin = common::bin();
+    let with = |rest: &[&str]| {
+        let mut v: Vec<std::ffi::OsString> = prefix.iter().map(Into::into).collect();
+        v.push(bin.clone().into_os_string());
+        v.extend(rest.iter().map(Into::into));
+        v
+    };
+    if !setpriv.is_file() {
+        return None;
+    }
+    let probe = common::run_program(setpriv, &with(&["--version"]), None, common::LIMIT);
+    if probe.code != Some(0) {
+        return None;
+    }
+    Some(common::run_program(
+        setpriv,
+        &with(args),
+        None,
+        common::LIMIT,
+    ))
+}
+
+/// A runtime whose socket this user may not open is named with the socket's owner and what
+/// to do, by the command and by `ps`, instead of "did not answer".
+#[test]
+fn a_runtime_you_may_not_connect_to_is_named_with_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("dsipc-habit-perm").unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let rt = runtime(&dir, Config::new());
+    let sock = rt.socket_path().unwrap().to_path_buf();
+    fs::set_permissions(&sock, fs::Permissions::from_mode(0o600)).unwrap();
+    let pid = me();
+    let tmpdir = s(dir.path());
+    let r = match dsipc_as_nobody(&["info", &pid, "--tmpdir", tmpdir]) {
+        Some(r) => r,
+        None => {
+            eprintln!("SKIPPED a_runtime_you_may_not_connect_to_is_named_with_its_owner: needs root and setpriv to run dsipc as another user");
+            return;
+        }
+    };
+    r.assert_exit(
+        1,
+        &[
+            "Permission denied",
+            "the socket belongs to root (uid 0): run as root)",
+        ],
+    );
+    let r = dsipc_as_nobody(&["ps", "--tmpdir", tmpdir]).unwrap();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with(&pid)),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains(&format!("pid {}: cannot connect", pid)),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("belongs to root"), "{}", r.stderr);
+}

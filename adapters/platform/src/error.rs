@@ -278,6 +278,26 @@ impl fmt::Display for Error {
                 if source.kind() == io::ErrorKind::ConnectionRefused {
                     f.write_str(" (stale socket of a process that has exited?)")?;
                 }
+                #[cfg(unix)]
+                if source.kind() == io::ErrorKind::PermissionDenied {
+                    if let Some((uid, name)) = crate::owner_of(endpoint) {
+                        match name {
+                            Some(n) if uid == 0 => {
+                                write!(f, " (the socket belongs to {} (uid 0): run as root)", n)?
+                            }
+                            Some(n) => write!(
+                                f,
+                                " (the socket belongs to {} (uid {}): run as {} or root)",
+                                n, uid, n
+                            )?,
+                            None => write!(
+                                f,
+                                " (the socket belongs to uid {}: run as that user or root)",
+                                uid
+                            )?,
+                        }
+                    }
+                }
                 Ok(())
             }
             Error::Timeout { command, timeout } => write!(

@@ -59,7 +59,7 @@ pub fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
 }
 
 #[cfg(unix)]
-pub use unix::{bind_private, PrivateListener, SocketFile};
+pub use unix::{bind_private, owner_of, PrivateListener, SocketFile};
 
 /// The longest Unix socket path in bytes (`sun_path` holds 108 bytes with the NUL on
 /// Linux); the same value as `dsipc::transport::MAX_SOCKET_PATH` (a test checks it).

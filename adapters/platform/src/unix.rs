@@ -255,6 +255,32 @@ fn finish(listener: UnixListener, path: &Path) -> Result<PrivateListener, Listen
     })
 }
 
+/// Who owns the file at `path`: its uid, and the user name `/etc/passwd` gives it. For
+/// the message of a connection refused with EACCES (whose socket it is, so whom to run as).
+pub fn owner_of(path: &Path) -> Option<(u32, Option<String>)> {
+    let uid = fs::metadata(path).ok()?.uid();
+    Some((uid, user_name(uid)))
+}
+
+/// The name of user `uid` in `/etc/passwd` (bounded: a passwd file past 4 MiB is not read).
+fn user_name(uid: u32) -> Option<String> {
+    const MAX_PASSWD: u64 = 4 << 20;
+    if fs::metadata("/etc/passwd").ok()?.len() > MAX_PASSWD {
+        return None;
+    }
+    let text = fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?.parse::<u32>().ok()?;
+        if id == uid && !name.is_empty() {
+            Some(name.to_string())
+        } else {
+            None
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
