@@ -104,7 +104,15 @@ generatekey prints the header to send; with -o FILE it writes the key's SHA-256 
 dotnet-monitor's ApiKeyHash settings shape), never the key, under the file policy below.
 ";
 
-/// The options and rules every command shares (appended to every help text).
+/// What a command's own help ends with: the shared options in one line, pointing at the
+/// global help for the rules (files, SECS, exit status).
+pub const COMMON_SHORT: &str = "\
+every command also takes --tmpdir DIR and --timeout SECS, and a process as PID,
+-p/--process-id PID or -n/--name NAME; files are never replaced without --force; exit
+status 0 on success, 1 on failure, 2 on a usage error (see dsipc --help for the details)
+";
+
+/// The options and rules every command shares (`dsipc --help`).
 pub const COMMON: &str = "\
 options for every command:
   --tmpdir DIR     look for diagnostic sockets only in DIR (default: the target's TMPDIR,
@@ -181,27 +189,37 @@ usage: dsipc trace PID [-o FILE] [--providers SPEC] [--profile NAME]
                    [--no-rundown] [--buffer-mb N] [--force]
                    [--format speedscope|folded|pprof|flamegraph]
 
-EventPipe trace to a .nettrace file (default, as dotnet-trace: APP_yyyyMMdd_HHmmss.nettrace
-in the current directory, UTC); stops at the duration or on Ctrl-C (StopTracing, then
-drains; a second Ctrl-C keeps what was received and exits 130). FILE is only written once
-the session has started. --format also writes the profile, built while the stream
-arrives, beside FILE (same stem, .speedscope.json, .folded, .pb.gz or .svg; the flame
-graph is titled with the process, its pid and the trace's time span). On a terminal a
-progress line shows time, MiB, events, samples and lost events. Exit status 1 also when the
-stream ended before any stop short of its end-of-stream object (the stream's parser
-decides, V4 to V6) or did not parse, or did not end after the
-stop: the bytes received stay in FILE.
+EventPipe trace to a .nettrace file; stops at the duration or on Ctrl-C (StopTracing,
+then drains; a second Ctrl-C keeps what was received and exits 130). On a terminal a
+progress line shows time, MiB, events, samples and lost events.
 
-SPEC is dotnet-trace's Name[:Keywords[:Level[:Args]]],... (keywords in hex, level 0-5 or
-a name); as in dotnet-trace, a field left out means every keyword and level 5 (Verbose).
---profile NAME[,NAME] adds dotnet-trace's profiles (cpu-sampling, gc-verbose, gc-collect,
-database); a provider also in --providers takes the --providers settings. --clrevents
-gc+jit+... enables the runtime provider with those keywords by name (any case) at
---clreventlevel (default 4), ignored when --providers or --profile enables that provider.
---buffersize N is --buffer-mb N (dotnet-trace's spelling). Without any of them,
-dotnet-trace's cpu-sampling profile: Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4
-and Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4.
-Then `dsipc report FILE` or `dsipc convert FILE` read it.
+  -o FILE            the trace (default, as dotnet-trace: APP_yyyyMMdd_HHmmss.nettrace in
+                     the current directory, UTC); written only once the session started
+  --providers SPEC   dotnet-trace's Name[:Keywords[:Level[:Args]]],... (keywords in hex,
+                     level 0-5 or a name); a field left out means every keyword and
+                     level 5 (Verbose), as in dotnet-trace
+  --profile NAME     dotnet-trace's profiles (cpu-sampling, gc-verbose, gc-collect,
+                     database; several comma-separated); a provider also in --providers
+                     takes the --providers settings
+  --clrevents K+K    the runtime provider with those keywords by name (gc+jit+..., any
+                     case) at --clreventlevel (default 4); ignored when --providers or
+                     --profile already enables that provider
+  --duration SECS    stop after SECS (default: on Ctrl-C)
+  --no-rundown       no rundown at the stop: smaller and quicker, but methods JIT-compiled
+                     before the trace started stay unnamed in profiles
+  --buffer-mb N      the runtime's buffer for the session, 1-4096 MiB (default 256; events
+                     are lost when the reader falls behind by more); --buffersize N too
+  --format F         also write a CPU profile, built while the stream arrives, beside FILE
+                     (same stem: .speedscope.json, .folded, .pb.gz or .svg; the flame
+                     graph titled with the process, its pid and the time span); any case
+  --force            replace existing files
+
+Without --providers, --profile or --clrevents: dotnet-trace's cpu-sampling profile
+(Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4 and
+Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4). Exit status 1 also when the stream ended
+before any stop short of its end-of-stream object (the stream's parser decides, V4 to V6),
+did not parse, or did not end after the stop: the bytes received stay in FILE. Then
+`dsipc report FILE` or `dsipc convert FILE` read it.
 ";
 
 const STACK: &str = "\
@@ -237,7 +255,8 @@ usage: dsipc dump PID [-o PATH] [--type full|heap|mini|triage] [--force]
 Write a dump (the runtime's createdump writes PATH, as the target process sees it; %p
 is its pid). As dotnet-dump: a full dump by default (mini is also called normal), to
 core_yyyyMMdd_HHmmss in the current directory (UTC) without -o; names are
-case-insensitive (--type Full). An existing PATH is refused unless --force: the runtime would replace it.
+case-insensitive (--type Full). An existing PATH is refused unless --force: the runtime
+would replace it.
 ";
 
 const PERFMAP: &str = "\

@@ -271,7 +271,7 @@ fn did_you_mean(given: &str, known: &[&str]) -> String {
 /// `dsipc COMMAND --help`: the command's own help; an unknown command is a usage error.
 fn command_help(command: &str) -> CliResult {
     match help::command(command) {
-        Some(text) => print_out(&format!("{}\n{}", text, help::COMMON)),
+        Some(text) => print_out(&format!("{}\n{}", text, help::COMMON_SHORT)),
         None => Err(CliError::Usage(format!(
             "unknown command {}",
             show(OsStr::new(command))
