@@ -512,13 +512,15 @@ fn cmd_dump(rest: &[OsString]) -> CliResult {
     let client = common.client(pid, Duration::from_secs(120))?;
     let start = Instant::now();
     client.write_dump(&path, kind, 0)?;
-    print_out(&format!(
-        "wrote a {} dump of pid {} to {} in {:.2} s\n",
+    // A result line, on stderr with every other command's: stdout is for data.
+    note!(
+        "dsipc: wrote a {} dump of pid {} to {} in {:.2} s",
         type_name,
         pid,
         clean(&path),
         start.elapsed().as_secs_f64()
-    ))
+    );
+    Ok(())
 }
 
 /// The runtime writes the dump itself, replacing any file at the path: an existing one is

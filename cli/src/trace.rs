@@ -32,7 +32,7 @@ use dsipc_std::{Chunk, DiagnosticsClient, Endpoint, Error, TraceSession};
 use crate::convert::live::{self, LiveCounter, LiveCounts, LiveProfile, ProfileFormat};
 use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
-use crate::{args, pid_command, print_out, providers, CliError, CliResult};
+use crate::{args, pid_command, providers, CliError, CliResult};
 
 /// How the stream ended, as its parser saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -617,13 +617,15 @@ fn finish_trace(
                 }
                 (true, Ending::Unparsed) => {}
             }
-            print_out(&format!(
-                "wrote {} bytes ({:.2} MiB) to {} in {:.1} s\n",
+            // A result line, on stderr with every other command's: stdout is for data.
+            note!(
+                "dsipc: wrote {} bytes ({:.2} MiB) to {} in {:.1} s",
                 bytes,
                 bytes as f64 / 1048576.0,
                 display(output),
                 elapsed
-            ))
+            );
+            Ok(())
         }
         Err(Error::Aborted) => {
             note!(

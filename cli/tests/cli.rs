@@ -85,7 +85,8 @@ fn trace_for_two_seconds_writes_a_nettrace_file() {
     );
     assert!(bytes.ends_with(&[0x06, 0x01]));
     assert!(
-        r.stdout.contains(&format!("wrote {} bytes", bytes.len())),
+        r.stderr
+            .contains(&format!("dsipc: wrote {} bytes", bytes.len())),
         "{}",
         r.stdout
     );

@@ -215,18 +215,24 @@ fn option_values_are_case_insensitive_and_dump_defaults_to_a_full_dump_named_as_
     let (code, out, err) = dsipc_at(cwd.path(), dir.path(), &["dump", &pid]);
     assert_eq!(code, Some(0), "{}", err);
     let want = format!(
-        "wrote a full dump of pid {} to {}/core_",
+        "dsipc: wrote a full dump of pid {} to {}/core_",
         pid,
         cwd.path().display()
     );
-    assert!(out.starts_with(&want), "{} / {}", out, err);
-    let (code, out, err) = dsipc_at(
+    // Result lines on stderr, as every command's: stdout is for data.
+    assert!(
+        err.starts_with(&want) && out.is_empty(),
+        "{} / {}",
+        out,
+        err
+    );
+    let (code, _, err) = dsipc_at(
         cwd.path(),
         dir.path(),
         &["dump", &pid, "--type", "Triage", "-o", "d"],
     );
     assert_eq!(code, Some(0), "{}", err);
-    assert!(out.starts_with("wrote a triage dump"), "{}", out);
+    assert!(err.starts_with("dsipc: wrote a triage dump"), "{}", err);
 }
 
 #[test]

@@ -189,7 +189,7 @@ fn trace_stream_ending_before_any_stop_short_of_its_end_object_is_truncated() {
     let out = files.path().join("t.nettrace");
     let r = trace_in(dir.path(), &out, &[]);
     r.assert_exit(1, &["truncated"]);
-    assert!(!r.stdout.contains("wrote"), "{}", r.stdout);
+    assert!(!r.stderr.contains("wrote"), "{}", r.stderr);
     assert_eq!(kept_bytes(&r.stderr), cut.len() as u64);
     assert!(fs::read(&out).unwrap() == cut);
     // A stream that is not nettrace at all cannot be vouched for either.
@@ -207,7 +207,8 @@ fn trace_stream_ending_before_any_stop_short_of_its_end_object_is_truncated() {
     let r = trace_in(dir2.path(), &out, &["--force"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(
-        r.stdout.contains(&format!("wrote {} bytes", BUSY.len())),
+        r.stderr
+            .contains(&format!("dsipc: wrote {} bytes", BUSY.len())),
         "{}",
         r.stdout
     );
@@ -674,7 +675,8 @@ fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
     let busy = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
     let busy = s(&busy);
-    let commands: [&[&str]; 11] = [
+    // (dump and trace write their result line on stderr: nothing of theirs goes to stdout.)
+    let commands: [&[&str]; 9] = [
         &["--help"],
         &["trace", "--help"],
         &["convert", busy, "--format", "jsonl", "-o", "-"],
@@ -684,8 +686,6 @@ fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
         &["info", &pid, "--json", "--tmpdir", t],
         &["env", &pid, "--tmpdir", t],
         &["ps", "--tmpdir", t],
-        &["dump", &pid, "-o", "/tmp/x.dmp", "--tmpdir", t],
-        &["trace", &pid, "-o", s(&trace_out), "--tmpdir", t, "--force"],
     ];
     for c in &commands {
         let args = os(c);
@@ -706,6 +706,15 @@ fn a_full_stdout_is_one_line_and_exit_1_and_a_closed_pipe_is_quiet() {
         r.assert_no_panic();
         assert_eq!(r.code, Some(141), "{:?}: {}", c, r.stderr);
         assert!(!r.stderr.contains("output"), "{:?}: {}", c, r.stderr);
+    }
+    // Commands that write files say so on stderr: a full stdout is nothing to them.
+    let files_written: [&[&str]; 2] = [
+        &["dump", &pid, "-o", "/tmp/x.dmp", "--tmpdir", t, "--force"],
+        &["trace", &pid, "-o", s(&trace_out), "--tmpdir", t, "--force"],
+    ];
+    for c in &files_written {
+        let r = run_program(&bin(), &os(c), Some(dev_full()), LIMIT);
+        r.assert_exit(0, &["dsipc: wrote "]);
     }
 }
 
