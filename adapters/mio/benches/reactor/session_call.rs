@@ -11,7 +11,8 @@ use dsipc::session::Ask;
 use dsipc::{ClientEvent, Reply};
 use dsipc_mio::{Control, Event, Handler, Reactor};
 
-use super::{drive, peak_rss_mib, temp_dir, thread_cpu, ServerThread};
+use super::handlers::{drive, ServerThread};
+use super::{peak_rss_mib, temp_dir, thread_cpu};
 
 #[derive(Default)]
 struct Calls {

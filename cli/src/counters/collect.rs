@@ -1,0 +1,158 @@
+//! `dsipc counters collect`: samples written to a csv or json file, as dotnet-counters
+//! collect writes them.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use dsipc_trace::counters::CounterEvent;
+
+use super::{
+    first_sample_limit, is_fatal, options, output, process_name, report_end, start, Result, VALUES,
+};
+use crate::args::parse;
+use crate::error::CliError;
+use crate::output::Output;
+use crate::term;
+use crate::term::clean;
+
+pub(super) fn collect(args: &[String]) -> Result<()> {
+    let p = parse(args, VALUES, &["--force"])?;
+    let o = options(&p, false)?;
+    let pid = o.pids[0];
+    let json = match p.value("--format").unwrap_or("csv") {
+        "csv" => false,
+        "json" => true,
+        other => {
+            return Err(CliError::Usage(format!(
+                "--format is csv or json, not {:?}",
+                other
+            )))
+        }
+    };
+    let duration = match p.value("--duration") {
+        Some(s) => Some(crate::args::duration(
+            "--duration",
+            std::ffi::OsStr::new(s),
+        )?),
+        None => None,
+    };
+    let ext = if json { ".json" } else { ".csv" };
+    let target = p
+        .value("-o")
+        .or_else(|| p.value("--output"))
+        .unwrap_or("counter")
+        .to_string();
+    let path = if target == "-" {
+        None
+    } else if target.ends_with(ext) {
+        Some(PathBuf::from(target))
+    } else {
+        Some(PathBuf::from(format!("{}{}", target, ext)))
+    };
+    // The CLI's one output policy: prepared now, in place once the session runs.
+    let mut out = match &path {
+        Some(path) => Output::create(path, p.flag("--force"))?,
+        None => Output::stdout(),
+    };
+    term::catch_interrupts();
+    let session = match start(&o, pid) {
+        Ok(s) => s,
+        Err(e) => {
+            out.abandon();
+            return Err(e);
+        }
+    };
+    if let Err(e) = out.place() {
+        out.abandon();
+        return Err(e);
+    }
+    let mut writer = output::FileWriter::new(out, json, &process_name(pid), SystemTime::now())?;
+    eprintln!(
+        "dsipc: collecting counters of pid {} every {} s{}",
+        pid,
+        o.interval,
+        match duration {
+            Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
+            None => String::new(),
+        }
+    );
+    let started = Instant::now();
+    let limit = first_sample_limit(o.interval);
+    let mut exited = false;
+    let mut failure = None;
+    loop {
+        if term::interrupted() {
+            break;
+        }
+        // As dotnet-counters: collect for the duration and write what came; a duration
+        // shorter than the runtime's first publication still waits for that first batch
+        // (up to the first-sample limit).
+        if let Some(d) = duration {
+            if started.elapsed() >= d && writer.events() > 0 {
+                break;
+            }
+        }
+        if writer.events() == 0 && started.elapsed() >= limit {
+            // The limit waited for (a loaded machine may notice it a little later).
+            failure = Some(format!(
+                "no counters received in {:.1} s",
+                limit.as_secs_f64()
+            ));
+            break;
+        }
+        match session.recv_timeout(Duration::from_millis(100)) {
+            Ok(CounterEvent::Sample(s)) => {
+                writer.sample(&s)?;
+                // Flush when the batch of this interval is through.
+                while let Ok(ev) = session.try_recv() {
+                    match ev {
+                        CounterEvent::Sample(s) => writer.sample(&s)?,
+                        CounterEvent::Notice(n) => {
+                            eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()))
+                        }
+                    }
+                }
+                writer.flush()?;
+            }
+            Ok(CounterEvent::Notice(n)) => {
+                eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()));
+                if is_fatal(&n) {
+                    failure = Some(n.to_string());
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                exited = true;
+                break;
+            }
+        }
+    }
+    let end = session.stop();
+    let events = writer.events();
+    writer.finish()?.commit()?;
+    report_end("dsipc", pid, &end);
+    if exited {
+        eprintln!(
+            "dsipc: pid {}: the runtime ended the session (exited?)",
+            pid
+        );
+    }
+    if let Some(path) = &path {
+        eprintln!(
+            "dsipc: {} counter values saved to {}",
+            events,
+            path.display()
+        );
+    }
+    if let Some(f) = failure {
+        return Err(CliError::Failed(f));
+    }
+    if events == 0 {
+        return Err(CliError::Failed(format!(
+            "no counters received in {:.1} s",
+            started.elapsed().as_secs_f64()
+        )));
+    }
+    Ok(())
+}

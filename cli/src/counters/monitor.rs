@@ -1,0 +1,135 @@
+//! `dsipc counters monitor`: live counters on the terminal, as dotnet-counters monitor
+//! shows them.
+
+use std::io::{self, Write};
+use std::time::{Duration, Instant};
+
+use dsipc_trace::counters::CounterEvent;
+
+use super::{first_sample_limit, options, output, report_end, start, Result, VALUES};
+use crate::args::parse;
+use crate::error::CliError;
+use crate::term;
+use crate::term::clean;
+
+#[cfg(unix)]
+fn stdout_is_terminal() -> bool {
+    // SAFETY: isatty on a descriptor number has no memory effects.
+    unsafe { libc::isatty(1) == 1 }
+}
+
+#[cfg(not(unix))]
+fn stdout_is_terminal() -> bool {
+    false
+}
+
+pub(super) fn monitor(args: &[String]) -> Result<()> {
+    let p = parse(args, VALUES, &[])?;
+    let o = options(&p, false)?;
+    let pid = o.pids[0];
+    term::catch_interrupts();
+    let session = start(&o, pid)?;
+    let tty = stdout_is_terminal();
+    let out = io::stdout();
+    let mut table = output::Table::default();
+    let mut status = "Running";
+    if tty {
+        let mut out = out.lock();
+        write!(
+            out,
+            "\x1b[2J\x1b[H{}",
+            table.render("Waiting for the first values")
+        )?;
+        out.flush()?;
+    } else {
+        let mut out = out.lock();
+        writeln!(
+            out,
+            "# dsipc counters monitor: pid {}, every {} s",
+            pid, o.interval
+        )?;
+        out.flush()?;
+    }
+    let started = Instant::now();
+    let limit = first_sample_limit(o.interval);
+    let mut samples = 0u64;
+    let mut failure = None;
+    loop {
+        if term::interrupted() {
+            break;
+        }
+        if samples == 0 && started.elapsed() >= limit {
+            failure = Some(format!(
+                "no counters received in {:.1} s",
+                limit.as_secs_f64()
+            ));
+            break;
+        }
+        let first = match session.recv_timeout(Duration::from_millis(100)) {
+            Ok(ev) => ev,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                status = "Exited";
+                break;
+            }
+        };
+        let mut batch = vec![first];
+        while let Ok(ev) = session.try_recv() {
+            batch.push(ev);
+        }
+        let mut out = out.lock();
+        for ev in batch {
+            match ev {
+                CounterEvent::Sample(s) => {
+                    samples += 1;
+                    if tty {
+                        table.sample(&s);
+                    } else {
+                        let t = output::tags(&s);
+                        writeln!(
+                            out,
+                            "{}\t{}\t{}{}\t{}",
+                            output::universal_time(s.timestamp),
+                            clean(&s.provider),
+                            clean(&output::display(&s)),
+                            if t.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" [{}]", clean(&t))
+                            },
+                            output::number(s.value)
+                        )?;
+                    }
+                }
+                CounterEvent::Notice(n) => {
+                    if tty {
+                        table.notice(n.to_string());
+                    } else {
+                        eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()));
+                    }
+                }
+            }
+        }
+        if tty {
+            write!(out, "\x1b[H\x1b[J{}", table.render(status))?;
+        }
+        out.flush()?;
+    }
+    if tty {
+        let mut out = out.lock();
+        write!(out, "\x1b[H\x1b[J{}", table.render(status))?;
+        out.flush()?;
+    }
+    let end = session.stop();
+    report_end("dsipc", pid, &end);
+    if status == "Exited" {
+        eprintln!(
+            "dsipc: pid {}: the runtime ended the session (exited?)",
+            pid
+        );
+    }
+    match failure {
+        Some(f) => Err(CliError::Failed(f)),
+        None => Ok(()),
+    }
+}
