@@ -6,6 +6,8 @@
 //! - `windows`: the `\\.\pipe\` listing, named pipes with read and write timeouts
 //!   (`PipeStream`), their server side (`PipeListener`), pipe names.
 //! - [`Error`]: the error type dsipc-std, dsipc-tokio and the CLI share.
+//! - What both adapters' clients share: a runtime's [`Endpoint`] and the [`ClientOptions`]
+//!   of every call.
 //! - The socket files of listeners, below.
 //!
 //! [`bind_private`] binds a Unix listener only its owner can connect to: the socket is bound
@@ -35,6 +37,7 @@ use std::path::PathBuf;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod client;
 #[cfg(unix)]
 pub mod discovery;
 mod error;
@@ -47,6 +50,7 @@ mod unix;
 #[allow(unsafe_code)]
 pub mod windows;
 
+pub use client::{ClientOptions, Endpoint};
 pub use error::Error;
 
 /// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`)

@@ -3,7 +3,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A connected byte stream to a diagnostic server, with settable timeouts.
@@ -32,21 +31,6 @@ impl Connection for TcpStream {
     }
 }
 
-/// The address of a runtime's default diagnostic server: on Unix, the path of its
-/// `dotnet-diagnostic-{pid}-{key}-socket`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Endpoint {
-    path: PathBuf,
-}
-
-impl Endpoint {
-    /// An endpoint at `path` (a Unix socket path).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        Endpoint { path: path.into() }
-    }
-
-    /// The socket path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
+/// The address of a runtime's default diagnostic server (dsipc-platform's, shared with
+/// dsipc-tokio).
+pub use dsipc_platform::Endpoint;

@@ -40,7 +40,7 @@ pub(crate) fn used_up(address: &Path) -> Error {
 #[derive(Debug)]
 pub(crate) enum Target {
     /// A listening diagnostic server: a fresh connection per command.
-    Endpoint(PathBuf),
+    Endpoint(crate::Endpoint),
     /// A runtime that connected to a reverse port: exactly one command.
     Reverse {
         /// The reverse port's address.
@@ -68,7 +68,7 @@ impl Target {
     /// A connection for one command.
     pub(crate) async fn open(&self) -> Result<BoxStream, Error> {
         match self {
-            Target::Endpoint(path) => connect(path).await,
+            Target::Endpoint(endpoint) => connect(endpoint.path()).await,
             Target::Reverse { address, stream } => stream
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -81,7 +81,7 @@ impl Target {
     /// The address: the server's socket or pipe, or the reverse port.
     pub(crate) fn address(&self) -> &Path {
         match self {
-            Target::Endpoint(path) => path,
+            Target::Endpoint(endpoint) => endpoint.path(),
             Target::Reverse { address, .. } => address,
             Target::Pool { pool, .. } => pool.address(),
         }

@@ -84,6 +84,9 @@ pub use dsipc::session::{DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 /// The error type (dsipc-std's, shared by both adapters): `#[non_exhaustive]`, one line of
 /// text naming the HRESULT and its meaning where the runtime sent one.
 pub use dsipc_platform::Error;
+/// A runtime's diagnostic server address, and the options of a client's calls
+/// (dsipc-platform's, shared with dsipc-std).
+pub use dsipc_platform::{ClientOptions, Endpoint};
 
 /// The core crate, re-exported: requests, providers, GUIDs and HRESULTs come from here.
 pub use dsipc;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use dsipc::payload::{dump, DumpType, PerfMapType, Provider};
 use dsipc::wire::{Command, Guid, Hresult};
 use dsipc_testkit::{check_pattern, Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
-use dsipc_tokio::{DiagnosticsClient, Error};
+use dsipc_tokio::{DiagnosticsClient, Endpoint, Error};
 
 use support::{poll_once, wait_received, NextItem};
 
@@ -19,7 +19,8 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 fn start(config: Config) -> (TempDir, FakeRuntime, DiagnosticsClient) {
     let dir = TempDir::new("tokio").unwrap();
     let rt = config.listen_in(dir.path()).start().unwrap();
-    let client = DiagnosticsClient::new(rt.socket_path().unwrap()).with_timeout(TIMEOUT);
+    let client =
+        DiagnosticsClient::new(Endpoint::new(rt.socket_path().unwrap())).with_timeout(TIMEOUT);
     (dir, rt, client)
 }
 
@@ -320,7 +321,7 @@ async fn a_silent_server_times_out_within_the_budget() {
 async fn a_missing_socket_is_a_connect_error() {
     let dir = TempDir::new("tokio-missing").unwrap();
     let path = dir.join("nothing-here");
-    let client = DiagnosticsClient::new(&path);
+    let client = DiagnosticsClient::new(Endpoint::new(&path));
     match client.resume_runtime().await {
         Err(Error::Connect { endpoint, source }) => {
             assert_eq!(endpoint, path);
@@ -579,7 +580,7 @@ async fn reads_dropped_mid_stream_lose_no_bytes() {
 #[test]
 fn futures_are_send() {
     fn send<T: Send>(_: &T) {}
-    let client = DiagnosticsClient::new("/nonexistent");
+    let client = DiagnosticsClient::new(Endpoint::new("/nonexistent"));
     assert_eq!(client.timeout(), dsipc_tokio::DEFAULT_TIMEOUT);
     assert_eq!(
         client.max_environment(),
@@ -618,7 +619,7 @@ async fn commands_wait_out_a_full_accept_backlog() {
         }
         assert!(fillers.len() < 100_000, "the backlog never filled");
     }
-    let client = DiagnosticsClient::new(&path).with_timeout(TIMEOUT);
+    let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(TIMEOUT);
     let calls: Vec<_> = (0..3)
         .map(|_| {
             let c = client.clone();
