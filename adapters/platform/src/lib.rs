@@ -7,7 +7,8 @@
 //!   (`PipeStream`), their server side (`PipeListener`), pipe names.
 //! - [`Error`]: the error type dsipc-std, dsipc-tokio and the CLI share.
 //! - What both adapters' clients share: a runtime's [`Endpoint`] and the [`ClientOptions`]
-//!   of every call.
+//!   of every call; what their reverse ports share ([`reverse`]: the runtime an accepted
+//!   connection advertised, why an accept gave none).
 //! - The socket files of listeners, below.
 //!
 //! [`bind_private`] binds a Unix listener only its owner can connect to: the socket is bound
@@ -44,6 +45,7 @@ mod error;
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub mod fdpass;
+pub mod reverse;
 #[cfg(unix)]
 mod unix;
 #[cfg(windows)]

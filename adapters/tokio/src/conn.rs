@@ -24,18 +24,6 @@ pub(crate) async fn connect(path: &Path) -> Result<BoxStream, Error> {
     })
 }
 
-/// The error for a reverse connection asked for a second command.
-pub(crate) fn used_up(address: &Path) -> Error {
-    Error::Connect {
-        endpoint: address.to_path_buf(),
-        source: io::Error::new(
-            io::ErrorKind::NotConnected,
-            "this reverse connection has run its command already; the runtime reconnects \
-             for the next one (accept it from the listener)",
-        ),
-    }
-}
-
 /// Where a client sends its commands.
 #[derive(Debug)]
 pub(crate) enum Target {
@@ -73,7 +61,7 @@ impl Target {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
-                .ok_or_else(|| used_up(address)),
+                .ok_or_else(|| dsipc_platform::reverse::used_up(address)),
             Target::Pool { pool, cookie } => crate::pool::open(pool, *cookie).await,
         }
     }
