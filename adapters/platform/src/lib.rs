@@ -8,7 +8,8 @@
 //! - [`Error`]: the error type dsipc-std, dsipc-tokio and the CLI share.
 //! - What both adapters' clients share: a runtime's [`Endpoint`] and the [`ClientOptions`]
 //!   of every call; what their reverse ports share ([`reverse`]: the runtime an accepted
-//!   connection advertised, why an accept gave none).
+//!   connection advertised, why an accept gave none) and their trace sessions
+//!   ([`session`]: the stop signal between stop handles and the reader, the Debug form).
 //! - The socket files of listeners, below.
 //!
 //! [`bind_private`] binds a Unix listener only its owner can connect to: the socket is bound
@@ -46,6 +47,7 @@ mod error;
 #[allow(unsafe_code)]
 pub mod fdpass;
 pub mod reverse;
+pub mod session;
 #[cfg(unix)]
 mod unix;
 #[cfg(windows)]

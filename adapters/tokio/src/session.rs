@@ -2,13 +2,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll as TaskPoll, Waker};
+use std::task::{Context, Poll as TaskPoll};
 
 use std::time::Duration;
 
 use dsipc::session::{Outcome, TraceStep, Tracing};
 use dsipc::wire::Command;
+use dsipc_platform::session::{fmt_trace_session, StopSignal};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
@@ -16,57 +16,31 @@ use crate::client::DiagnosticsClient;
 use crate::conn::BoxStream;
 use crate::Error;
 
-#[derive(Default)]
-struct StopState {
-    /// When the first stop was requested.
-    requested_at: Option<Instant>,
-    /// When a stop was answered.
-    stopped_at: Option<Instant>,
-    /// A stop that failed: answered with an error, or not answered in time.
-    failure: Option<Error>,
-    /// The task reading the session, woken when this state changes.
-    reader: Option<Waker>,
-}
-
-fn lock(state: &Mutex<StopState>) -> MutexGuard<'_, StopState> {
-    // A panic while holding this lock cannot leave the state inconsistent.
-    state.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Stops an EventPipe session from any task, on a second connection.
 ///
 /// The runtime answers StopTracing only after it has flushed the session into the trace
 /// connection: [`stop`](Self::stop) completes only while the [`TraceSession`] keeps being
 /// read, so run the two concurrently (another task, or `tokio::join!`).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct StopHandle {
     client: DiagnosticsClient,
-    session_id: u64,
-    state: Arc<Mutex<StopState>>,
-}
-
-impl std::fmt::Debug for StopHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StopHandle")
-            .field("session_id", &self.session_id)
-            .finish()
-    }
+    signal: StopSignal<Instant>,
 }
 
 impl StopHandle {
     /// The session this handle stops.
     pub fn session_id(&self) -> u64 {
-        self.session_id
+        self.signal.session_id()
     }
 
     /// True once a stop was requested (it may still be in flight).
     pub fn is_requested(&self) -> bool {
-        lock(&self.state).requested_at.is_some()
+        self.signal.is_requested()
     }
 
     /// True once the runtime answered a stop.
     pub fn is_answered(&self) -> bool {
-        lock(&self.state).stopped_at.is_some()
+        self.signal.is_answered()
     }
 
     /// Sends StopTracing on a new connection and waits for the runtime's answer (within
@@ -76,29 +50,11 @@ impl StopHandle {
     /// have reached the runtime; the session's stream then ends, or stays bounded by
     /// the timeout counted from this request).
     pub async fn stop(&self) -> Result<(), Error> {
-        {
-            let mut s = lock(&self.state);
-            if s.stopped_at.is_some() {
-                return Ok(());
-            }
-            if s.requested_at.is_none() {
-                s.requested_at = Some(Instant::now());
-                if let Some(w) = s.reader.take() {
-                    w.wake();
-                }
-            }
+        if !self.signal.request(Instant::now()) {
+            return Ok(());
         }
-        let result = self.client.stop_tracing(self.session_id).await;
-        let mut s = lock(&self.state);
-        match &result {
-            Ok(()) => {
-                s.stopped_at.get_or_insert_with(Instant::now);
-            }
-            Err(e) => s.failure = Some(e.duplicate()),
-        }
-        if let Some(w) = s.reader.take() {
-            w.wake();
-        }
+        let result = self.client.stop_tracing(self.signal.session_id()).await;
+        self.signal.answer(&result, Instant::now());
         result
     }
 }
@@ -135,11 +91,7 @@ pub struct TraceSession {
 
 impl std::fmt::Debug for TraceSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TraceSession")
-            .field("session_id", &self.handle.session_id)
-            .field("command", &self.tracing.command())
-            .field("bytes", &self.tracing.bytes())
-            .finish()
+        fmt_trace_session(f, self.session_id(), self.command(), self.bytes_received())
     }
 }
 
@@ -190,8 +142,7 @@ pub(crate) async fn start(
                     epoch,
                     handle: StopHandle {
                         client: client.clone(),
-                        session_id,
-                        state: Arc::new(Mutex::new(StopState::default())),
+                        signal: StopSignal::new(session_id),
                     },
                     sleep: None,
                     outcome: None,
@@ -206,7 +157,7 @@ pub(crate) async fn start(
 impl TraceSession {
     /// The runtime's id for this session.
     pub fn session_id(&self) -> u64 {
-        self.handle.session_id
+        self.handle.session_id()
     }
 
     /// The command that started the session (the CollectTracing version the runtime took).
@@ -273,24 +224,18 @@ impl TraceSession {
             }
             // What the stop handle saw (requested, answered, failed) goes to the session
             // layer; a failed stop is reported at once.
-            {
-                let mut s = lock(&self.handle.state);
-                if let Some(e) = s.failure.take() {
-                    drop(s);
-                    return self.fail(e);
-                }
-                // Woken when a stop is requested, answered or fails.
-                match &s.reader {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => s.reader = Some(cx.waker().clone()),
-                }
-                if let Some(at) = s.requested_at {
-                    self.tracing
-                        .stop_requested(ms(at.saturating_duration_since(self.epoch)));
-                }
-                if let Some(at) = s.stopped_at {
-                    self.tracing
-                        .stop_answered(ms(at.saturating_duration_since(self.epoch)));
+            // Woken when a stop is requested, answered or fails.
+            match self.handle.signal.take_news(Some(cx.waker())) {
+                Err(e) => return self.fail(e),
+                Ok(news) => {
+                    if let Some(at) = news.requested_at {
+                        self.tracing
+                            .stop_requested(ms(at.saturating_duration_since(self.epoch)));
+                    }
+                    if let Some(at) = news.answered_at {
+                        self.tracing
+                            .stop_answered(ms(at.saturating_duration_since(self.epoch)));
+                    }
                 }
             }
             let now = ms(self.epoch.elapsed());
