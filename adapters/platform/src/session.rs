@@ -10,6 +10,11 @@ use dsipc::wire::Command;
 
 use crate::Error;
 
+/// How often a session read to its end with a stop predicate (both adapters'
+/// `TraceSession::copy_to`) asks it while no data arrives: often enough that a stop on a
+/// quiet stream goes out within a fifth of a second, rarely enough to cost nothing.
+pub const STOP_POLL_TICK: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// What a session's stop handles tell the reader of its stream: when a stop was requested,
 /// when the runtime answered it, or that it failed. Cheap to clone (all clones share it).
 ///

@@ -7,14 +7,11 @@ use std::time::{Duration, Instant};
 use std::io::{ErrorKind, Read};
 
 use dsipc::session::{Outcome, TraceStep, Tracing};
-use dsipc_platform::session::{fmt_trace_session, StopSignal};
+use dsipc_platform::session::{fmt_trace_session, StopSignal, STOP_POLL_TICK as POLL_TICK};
 
 use crate::client::DiagnosticsClient;
 use crate::drive::{is_timeout, millis_ceil};
 use crate::{Connection, Error, Transport};
-
-/// How often a draining session wakes up when no data arrives, to check stop requests.
-const POLL_TICK: Duration = Duration::from_millis(200);
 
 /// What a trace drain does next, as the control callback of
 /// [`TraceSession::drain_controlled`] decides.

@@ -11,7 +11,9 @@
 //!   versions as the official client does, sharing that one timeout.
 //! - [`TraceSession`]: an EventPipe session's stream as chunks of nettrace bytes
 //!   ([`TraceSession::next_chunk`], or `futures_core::Stream`), stopped from a second
-//!   connection by a [`StopHandle`]; the stream ends when the runtime closes it.
+//!   connection by [`TraceSession::stop`] (from the reading task), a [`StopHandle`] (from
+//!   any task) or [`TraceSession::copy_to`]'s predicate, as in dsipc-std; the stream ends
+//!   when the runtime closes it.
 //! - [`reverse::ReverseListener`]: a reverse port (`DOTNET_DiagnosticPorts=...,connect`)
 //!   yielding each runtime's Advertise and its connection.
 //! - [`reverse::RuntimePool`]: listen mode for a monitor: a reverse port that keeps each
@@ -25,7 +27,9 @@
 //! ever used again with half a request or an unread reply on it. Reading a trace session is
 //! cancel safe too (a dropped read took no bytes).
 //!
-//! Errors are dsipc-std's [`Error`] (re-exported), so both adapters report failures alike.
+//! The client is built as dsipc-std's is (`DiagnosticsClient::new(Endpoint)`, `for_pid`,
+//! [`ClientOptions`]); errors are dsipc-platform's [`Error`], shared with dsipc-std, so
+//! both adapters report failures alike.
 //! The crate builds with Rust 1.63 (tokio 1.38).
 //!
 //! ```no_run

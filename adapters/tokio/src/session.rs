@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dsipc::session::{Outcome, TraceStep, Tracing};
 use dsipc::wire::Command;
-use dsipc_platform::session::{fmt_trace_session, StopSignal};
+use dsipc_platform::session::{fmt_trace_session, StopSignal, STOP_POLL_TICK};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
@@ -83,6 +83,9 @@ pub struct TraceSession {
     /// The origin of the session layer's clock.
     epoch: Instant,
     handle: StopHandle,
+    /// The stop [`stop`](TraceSession::stop) sent, polled with the stream until it is
+    /// answered (or fails: the signal tells the stream).
+    stopper: Option<Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>>,
     /// The timer of the current bounded wait.
     sleep: Option<Pin<Box<Sleep>>>,
     outcome: Option<Outcome>,
@@ -144,6 +147,7 @@ pub(crate) async fn start(
                         client: client.clone(),
                         signal: StopSignal::new(session_id),
                     },
+                    stopper: None,
                     sleep: None,
                     outcome: None,
                     finished: false,
@@ -193,15 +197,52 @@ impl TraceSession {
         NextChunk { session: self }
     }
 
+    /// Asks the runtime to stop the session (StopTracing, once, on a second connection)
+    /// and returns at once; keep reading ([`next_chunk`](Self::next_chunk)) to the end:
+    /// the runtime flushes the rest of the stream (with rundown) before it answers and
+    /// closes. The stop runs while the stream is read (it is polled with it, no task of
+    /// its own); a stop that fails ends the stream with its error. Does nothing after a
+    /// stop was requested (here or by a [`StopHandle`]). Never fails today; the `Result`
+    /// is dsipc-std's shape (which may fail to start its helper thread).
+    pub fn stop(&mut self) -> Result<(), Error> {
+        if self.stopper.is_none() && !self.handle.is_requested() {
+            // Marked before the stop's first poll, so the silence bound starts now.
+            self.handle.signal.request(Instant::now());
+            let handle = self.handle.clone();
+            self.stopper = Some(Box::pin(async move { handle.stop().await }));
+        }
+        Ok(())
+    }
+
     /// Reads the whole stream into `out` (a `.nettrace` file, say) and returns how it
-    /// ended. Stop the session from another task meanwhile, or it runs until the runtime
-    /// ends it.
-    pub async fn copy_to<W>(&mut self, out: &mut W) -> Result<Outcome, Error>
+    /// ended. `should_stop` is called with the byte count after every chunk, and at least
+    /// every 200 ms while the stream is quiet; the first time it returns true the session
+    /// is stopped ([`stop`](Self::stop)) and read on to its end. `|_| false` reads until
+    /// the runtime ends the session or a [`StopHandle`] stops it.
+    pub async fn copy_to<W, S>(&mut self, out: &mut W, mut should_stop: S) -> Result<Outcome, Error>
     where
         W: tokio::io::AsyncWrite + Unpin + ?Sized,
+        S: FnMut(u64) -> bool,
     {
-        while let Some(chunk) = self.next_chunk().await {
-            out.write_all(&chunk?).await?;
+        let mut asked = false;
+        loop {
+            if !asked && should_stop(self.bytes_received()) {
+                asked = true;
+                self.stop()?;
+            }
+            let chunk = if asked {
+                self.next_chunk().await
+            } else {
+                // Cancel safe: a read cut by the tick took no bytes.
+                match tokio::time::timeout(STOP_POLL_TICK, self.next_chunk()).await {
+                    Ok(chunk) => chunk,
+                    Err(_) => continue,
+                }
+            };
+            match chunk {
+                Some(chunk) => out.write_all(&chunk?).await?,
+                None => break,
+            }
         }
         out.flush().await?;
         self.outcome.ok_or(Error::UnexpectedReply {
@@ -212,6 +253,7 @@ impl TraceSession {
     fn fail(&mut self, e: Error) -> TaskPoll<Option<Result<Vec<u8>, Error>>> {
         self.finished = true;
         self.sleep = None;
+        self.stopper = None;
         TaskPoll::Ready(Some(Err(e)))
     }
 
@@ -220,6 +262,24 @@ impl TraceSession {
         let timeout = self.handle.client.timeout();
         loop {
             if self.finished {
+                return TaskPoll::Ready(None);
+            }
+            // The stop of `stop()`, if any, goes on with the stream; how it went reaches
+            // the signal, read below.
+            if let Some(stopper) = &mut self.stopper {
+                if stopper.as_mut().poll(cx).is_ready() {
+                    self.stopper = None;
+                }
+            }
+            if self.outcome.is_some() {
+                // The stream ended. A stop still under way is waited out, as dsipc-std
+                // joins its stop thread: its answer is on its way (the runtime closes the
+                // stream as it answers), and the client's timeout bounds it.
+                if self.stopper.is_some() {
+                    return TaskPoll::Pending;
+                }
+                self.finished = true;
+                self.sleep = None;
                 return TaskPoll::Ready(None);
             }
             // What the stop handle saw (requested, answered, failed) goes to the session
@@ -244,9 +304,7 @@ impl TraceSession {
                 Ok(TraceStep::Data(d)) => return TaskPoll::Ready(Some(Ok(d.to_vec()))),
                 Ok(TraceStep::End(outcome)) => {
                     self.outcome = Some(outcome);
-                    self.finished = true;
-                    self.sleep = None;
-                    return TaskPoll::Ready(None);
+                    continue;
                 }
                 Ok(TraceStep::Receive) => {}
                 Ok(_) => {
