@@ -49,6 +49,32 @@ impl AdvertisedRuntime {
     }
 }
 
+/// The accessors of both adapters' `ReverseListener`s, written once over their fields
+/// `address: PathBuf` and `advertise_timeout: Duration` (internal to dsipc-std and
+/// dsipc-tokio).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! reverse_listener_methods {
+    () => {
+        /// The address runtimes connect to (on Windows the full `\\.\pipe\NAME`).
+        pub fn address(&self) -> &::std::path::Path {
+            &self.address
+        }
+
+        /// The time a new connection has to send its Advertise
+        /// ([`DEFAULT_ADVERTISE_TIMEOUT`](dsipc::session::DEFAULT_ADVERTISE_TIMEOUT) unless
+        /// set).
+        pub fn advertise_timeout(&self) -> ::std::time::Duration {
+            self.advertise_timeout
+        }
+
+        /// Sets the time a new connection has to send its Advertise (at least 1 ms).
+        pub fn set_advertise_timeout(&mut self, timeout: ::std::time::Duration) {
+            self.advertise_timeout = timeout.max(::std::time::Duration::from_millis(1));
+        }
+    };
+}
+
 /// The error for a reverse connection asked for a second command: the runtime runs one
 /// command per connection, and reconnects for the next one.
 pub fn used_up(address: &Path) -> Error {

@@ -221,26 +221,13 @@ impl ReverseListener {
         })
     }
 
-    /// The address runtimes connect to (on Windows the full `\\.\pipe\NAME`).
-    pub fn address(&self) -> &Path {
-        &self.address
-    }
-
-    /// The time a new connection has to send its Advertise.
-    pub fn advertise_timeout(&self) -> Duration {
-        self.advertise_timeout
-    }
-
-    /// Sets the time a new connection has to send its Advertise.
-    pub fn set_advertise_timeout(&mut self, timeout: Duration) {
-        self.advertise_timeout = timeout.max(Duration::from_millis(1));
-    }
+    dsipc_platform::reverse_listener_methods!();
 
     /// Waits for the next runtime, without a time limit.
     pub fn accept(&mut self) -> Result<ReverseConnection, AcceptError> {
         loop {
-            if let Some(c) = self.accept_within(None)? {
-                return Ok(c);
+            if let Some(peer) = self.next_peer(None)? {
+                return peer.read_advertise(self.advertise_timeout);
             }
         }
     }
@@ -252,17 +239,10 @@ impl ReverseListener {
         &mut self,
         timeout: Duration,
     ) -> Result<Option<ReverseConnection>, AcceptError> {
-        self.accept_within(Some(timeout))
-    }
-
-    fn accept_within(
-        &mut self,
-        timeout: Option<Duration>,
-    ) -> Result<Option<ReverseConnection>, AcceptError> {
-        match self.accept_pending_within(timeout)? {
-            Some(p) => p.read_advertise(self.advertise_timeout).map(Some),
-            None => Ok(None),
-        }
+        let advertise_timeout = self.advertise_timeout;
+        self.next_peer(Some(timeout))?
+            .map(|peer| peer.read_advertise(advertise_timeout))
+            .transpose()
     }
 
     /// Waits up to `timeout` for the next peer but does not read its Advertise: a peer
@@ -273,21 +253,20 @@ impl ReverseListener {
         &mut self,
         timeout: Duration,
     ) -> Result<Option<PendingConnection>, AcceptError> {
-        self.accept_pending_within(Some(timeout))
+        self.next_peer(Some(timeout))
     }
 
-    fn accept_pending_within(
+    /// The next peer within `timeout` (`None`: no limit), its Advertise not read.
+    fn next_peer(
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<Option<PendingConnection>, AcceptError> {
-        Ok(self
-            .imp
-            .accept(timeout)
-            .map_err(AcceptError::Accept)?
-            .map(|stream| PendingConnection {
-                stream,
-                address: self.address.clone(),
-            }))
+        let address = &self.address;
+        let stream = self.imp.accept(timeout).map_err(AcceptError::Accept)?;
+        Ok(stream.map(|stream| PendingConnection {
+            stream,
+            address: address.clone(),
+        }))
     }
 
     /// An endless iterator over accepted runtimes (and per-peer errors).

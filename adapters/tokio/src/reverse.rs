@@ -147,20 +147,7 @@ impl ReverseListener {
         })
     }
 
-    /// The address runtimes connect to (on Windows the full `\\.\pipe\NAME`).
-    pub fn address(&self) -> &Path {
-        &self.address
-    }
-
-    /// The time a new connection has to send its Advertise.
-    pub fn advertise_timeout(&self) -> Duration {
-        self.advertise_timeout
-    }
-
-    /// Sets the time a new connection has to send its Advertise.
-    pub fn set_advertise_timeout(&mut self, timeout: Duration) {
-        self.advertise_timeout = timeout.max(Duration::from_millis(1));
-    }
+    dsipc_platform::reverse_listener_methods!();
 
     /// Waits for the next runtime and reads its Advertise (within
     /// [`advertise_timeout`](Self::advertise_timeout)).
