@@ -22,14 +22,29 @@ pub trait Transport {
     fn connect(&self, timeout: Duration) -> Result<Self::Conn, crate::Error>;
 }
 
-impl Connection for TcpStream {
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        TcpStream::set_read_timeout(self, timeout)
-    }
-    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        TcpStream::set_write_timeout(self, timeout)
-    }
+/// `Connection` for streams whose own `set_read_timeout` and `set_write_timeout` it
+/// forwards to (TCP here, Unix sockets in `unix`, named pipes in `windows`).
+macro_rules! connection_of_stream {
+    ($stream:ty) => {
+        impl $crate::Connection for $stream {
+            fn set_read_timeout(
+                &mut self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                <$stream>::set_read_timeout(self, timeout)
+            }
+            fn set_write_timeout(
+                &mut self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                <$stream>::set_write_timeout(self, timeout)
+            }
+        }
+    };
 }
+pub(crate) use connection_of_stream;
+
+connection_of_stream!(TcpStream);
 
 /// The address of a runtime's default diagnostic server (dsipc-platform's, shared with
 /// dsipc-tokio).
