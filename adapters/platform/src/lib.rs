@@ -66,6 +66,13 @@ pub fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
         .unwrap_or(now)
 }
 
+/// Milliseconds of `d`, rounded up (a 1.5 ms budget is 2 ms): the session layer's clock,
+/// and every wait the drivers hand the system in milliseconds (never shorter than asked).
+pub fn millis_ceil(d: std::time::Duration) -> u64 {
+    let ms = d.as_nanos().saturating_add(999_999) / 1_000_000;
+    ms.min(u128::from(u64::MAX)) as u64
+}
+
 #[cfg(unix)]
 pub use unix::{bind_private, PrivateListener, SocketFile};
 

@@ -43,11 +43,7 @@ pub(crate) fn is_timeout(e: &io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 
-/// Milliseconds of `d`, rounded up (a 1.5 ms budget is 2 ms on the session layer's clock).
-pub(crate) fn millis_ceil(d: Duration) -> u64 {
-    let ms = d.as_nanos().saturating_add(999_999) / 1_000_000;
-    ms.min(u128::from(u64::MAX)) as u64
-}
+pub(crate) use dsipc_platform::millis_ceil;
 
 /// Runs a session-layer [`Call`] to its end over connections opened with `connect`:
 /// the call decides what to send, what to fall back to and when time is up; this only

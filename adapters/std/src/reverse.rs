@@ -316,10 +316,7 @@ mod imp {
         pub(super) fn accept(&self, timeout: Option<Duration>) -> io::Result<Option<UnixStream>> {
             let ms: i32 = match timeout {
                 None => -1,
-                Some(t) => {
-                    let ms = t.as_nanos().saturating_add(999_999) / 1_000_000;
-                    ms.min(i32::MAX as u128) as i32
-                }
+                Some(t) => dsipc_platform::millis_ceil(t).min(i32::MAX as u64) as i32,
             };
             let mut pfd = libc::pollfd {
                 fd: self.0.listener().as_raw_fd(),

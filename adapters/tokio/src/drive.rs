@@ -30,11 +30,10 @@ pub(crate) fn run_call<'a, F>(
 where
     F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error> + 'a,
 {
-    let ms = timeout.as_nanos().saturating_add(999_999) / 1_000_000;
     // Boxed: the call lives across every await, and a thousand calls in flight each keep
     // their future; on the heap it costs one small allocation instead of 300 bytes of
     // every future.
-    let call = Call::new(ask, 0, ms.min(u128::from(u64::MAX)) as u64).map(Box::new);
+    let call = Call::new(ask, 0, dsipc_platform::millis_ceil(timeout)).map(Box::new);
     async move {
         let session = |e| Error::from_session(e, timeout);
         let mut call = call.map_err(session)?;

@@ -99,9 +99,7 @@ impl std::fmt::Debug for TraceSession {
 }
 
 /// Milliseconds of `d`, rounded up (the session layer's clock).
-pub(crate) fn ms(d: Duration) -> u64 {
-    (d.as_nanos().saturating_add(999_999) / 1_000_000).min(u128::from(u64::MAX)) as u64
-}
+pub(crate) use dsipc_platform::millis_ceil as ms;
 
 /// Starts `tracing` on a connection of `client`'s: connect, send, read until the runtime
 /// accepts the session. The caller bounds the time.
