@@ -59,6 +59,9 @@ impl StopHandle {
     }
 }
 
+/// The stop [`TraceSession::stop`] sent: [`StopHandle::stop`]'s future.
+type Stopping = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+
 /// A running EventPipe session: the connection that receives its stream, read as chunks
 /// of nettrace bytes with [`next_chunk`](Self::next_chunk) or as a
 /// [`futures_core::Stream`], driven by the session layer's [`Tracing`] (the stop's
@@ -85,7 +88,7 @@ pub struct TraceSession {
     handle: StopHandle,
     /// The stop [`stop`](TraceSession::stop) sent, polled with the stream until it is
     /// answered (or fails: the signal tells the stream).
-    stopper: Option<Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>>,
+    stopper: Option<Stopping>,
     /// The timer of the current bounded wait.
     sleep: Option<Pin<Box<Sleep>>>,
     outcome: Option<Outcome>,
