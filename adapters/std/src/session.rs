@@ -4,14 +4,12 @@ use std::io::{self, Write};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use std::io::{ErrorKind, Read};
-
 use dsipc::session::{Outcome, TraceStep, Tracing};
 use dsipc_platform::session::{fmt_trace_session, StopSignal, STOP_POLL_TICK as POLL_TICK};
 
 use crate::client::DiagnosticsClient;
-use crate::drive::{is_timeout, millis_ceil};
-use crate::{Connection, Error, Transport};
+use crate::drive::{millis_ceil, receive, transmit};
+use crate::{Error, Transport};
 
 /// What a trace drain does next, as the control callback of
 /// [`TraceSession::drain_controlled`] decides.
@@ -147,26 +145,17 @@ where
                 tracing.connected().map_err(session)?;
             }
             TraceStep::Transmit(bytes) => {
-                let (c, _) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                match c.write_all(bytes) {
-                    Ok(()) => {}
-                    Err(e) if is_timeout(&e) => return Err(Error::Timeout { command, timeout }),
-                    Err(e) => return Err(Error::Io(e)),
-                }
+                transmit(conn.as_mut().map(|(c, _)| c), bytes, command, timeout)?;
                 tracing.transmitted().map_err(session)?;
+                let (c, _) = conn.as_ref().ok_or(Error::UnexpectedReply { command })?;
                 after_send(c, &mut tracing, epoch)?;
             }
             TraceStep::Receive => {
                 let (c, set) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                if *set != left {
-                    c.set_read_timeout(Some(left))?;
-                    *set = left;
-                }
-                match c.read(tracing.read_buf().map_err(session)?) {
-                    Ok(0) => tracing.eof(),
-                    Ok(n) => tracing.filled(n),
-                    Err(e) if e.kind() == ErrorKind::Interrupted || is_timeout(&e) => {}
-                    Err(e) => return Err(Error::Io(e)),
+                match receive(c, set, tracing.read_buf().map_err(session)?, left)? {
+                    Some(0) => tracing.eof(),
+                    Some(n) => tracing.filled(n),
+                    None => {}
                 }
             }
             TraceStep::Close => conn = None,
@@ -352,20 +341,14 @@ impl<T: Transport> TraceSession<T> {
                 left = left.min(Duration::from_millis(ms_left));
             }
             let left = left.max(Duration::from_millis(1));
-            // Keep the timeout already set when it is at most 1/8 longer than asked.
-            if self.read_timeout < left || self.read_timeout > left.saturating_add(left / 8) {
-                self.conn.set_read_timeout(Some(left))?;
-                self.read_timeout = left;
-            }
             let buf = self
                 .tracing
                 .read_buf()
                 .map_err(|e| Error::from_session(e, timeout))?;
-            match self.conn.read(buf) {
-                Ok(0) => self.tracing.eof(),
-                Ok(n) => self.tracing.filled(n),
-                Err(e) if e.kind() == ErrorKind::Interrupted || is_timeout(&e) => {}
-                Err(e) => return Err(Error::Io(e)),
+            match receive(&mut self.conn, &mut self.read_timeout, buf, left)? {
+                Some(0) => self.tracing.eof(),
+                Some(n) => self.tracing.filled(n),
+                None => {}
             }
         }
         Ok(Chunk::Data(self.tracing.last_data()))

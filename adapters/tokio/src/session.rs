@@ -9,11 +9,12 @@ use std::time::Duration;
 use dsipc::session::{Outcome, TraceStep, Tracing};
 use dsipc::wire::Command;
 use dsipc_platform::session::{fmt_trace_session, StopSignal, STOP_POLL_TICK};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::client::DiagnosticsClient;
 use crate::conn::BoxStream;
+use crate::drive::{receive, transmit};
 use crate::Error;
 
 /// Stops an EventPipe session from any task, on a second connection.
@@ -122,18 +123,14 @@ pub(crate) async fn start(
                 tracing.connected().map_err(session)?;
             }
             TraceStep::Transmit(bytes) => {
-                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                c.write_all(bytes).await?;
-                c.flush().await?;
+                transmit(&mut conn, bytes, command).await?;
                 tracing.transmitted().map_err(session)?;
             }
             TraceStep::Receive => {
-                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                match c.read(tracing.read_buf().map_err(session)?).await {
-                    Ok(0) => tracing.eof(),
-                    Ok(n) => tracing.filled(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::Io(e)),
+                let buf = tracing.read_buf().map_err(session)?;
+                match receive(&mut conn, buf, command).await? {
+                    0 => tracing.eof(),
+                    n => tracing.filled(n),
                 }
             }
             TraceStep::Close => conn = None,

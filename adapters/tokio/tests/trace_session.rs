@@ -130,15 +130,15 @@ async fn copy_to_stops_the_session_when_its_predicate_says_so() {
 
 #[tokio::test]
 async fn copy_to_asks_its_predicate_while_the_stream_is_quiet() {
-    // A chunk every 5 s: within the first 3 s only the tick can ask the predicate a third
+    // A chunk every 8 s: within the first 6 s only the tick can ask the predicate a third
     // and fourth time. The stop is never answered, so once asked the copy ends with the
-    // timeout.
+    // timeout (2 s: room for a start on a busy machine, well inside the 6).
     let (_dir, _rt, client) = start(
         Config::new()
-            .stream(StreamSpec::until_stopped(16, Duration::from_secs(5)))
+            .stream(StreamSpec::until_stopped(16, Duration::from_secs(8)))
             .answer(Command::StopTracing, Answer::Hang),
     );
-    let client = client.with_timeout(Duration::from_millis(300));
+    let client = client.with_timeout(Duration::from_secs(2));
     let mut session = client
         .collect_tracing(&providers(), 16, false)
         .await
@@ -149,7 +149,7 @@ async fn copy_to_asks_its_predicate_while_the_stream_is_quiet() {
         asked += 1;
         asked >= 4
     });
-    let e = tokio::time::timeout(Duration::from_secs(3), copy)
+    let e = tokio::time::timeout(Duration::from_secs(6), copy)
         .await
         .expect("the predicate was asked while the stream was quiet")
         .unwrap_err();
