@@ -81,11 +81,11 @@ pub use conn::AsyncStream;
 pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 pub use session::{NextChunk, StopHandle, TraceSession};
 
-/// What ProcessInfo (any version) reported, owned (dsipc-std's type).
+/// What ProcessInfo (any version) reported, owned (the session layer's, as in dsipc-std).
 pub use dsipc::session::ProcessInfo;
 /// Default timeout of a call, and default bound on an announced environment block.
 pub use dsipc::session::{DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
-/// The error type (dsipc-std's, shared by both adapters): `#[non_exhaustive]`, one line of
+/// The error type (dsipc-platform's, shared by both adapters): `#[non_exhaustive]`, one line of
 /// text naming the HRESULT and its meaning where the runtime sent one.
 pub use dsipc_platform::Error;
 /// A runtime's diagnostic server address, and the options of a client's calls

@@ -137,7 +137,7 @@ impl ReverseListener {
     /// Binds the reverse port at `address`: a socket path on Unix, a pipe name (`NAME` or
     /// `\\.\pipe\NAME`) on Windows. Must be called within a tokio runtime. A socket already
     /// served, or anything that is not a socket at the path, is an [`Error::Io`]
-    /// (`AddrInUse`, `AlreadyExists`) carrying dsipc-std's `ListenError`.
+    /// (`AddrInUse`, `AlreadyExists`) carrying dsipc-platform's `ListenError`.
     pub fn bind(address: impl AsRef<Path>) -> Result<ReverseListener, Error> {
         let (imp, address) = imp::Listener::bind(address.as_ref())?;
         Ok(ReverseListener {
