@@ -60,6 +60,29 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The same as dsipc-std spells it: a client of an [`Endpoint`], and `copy_to` with a stop
+//! predicate (asked after every chunk and every 200 ms), or [`TraceSession::stop`] from the
+//! reading task.
+//!
+//! ```no_run
+//! # use std::time::{Duration, Instant};
+//! # use dsipc::payload::Provider;
+//! use dsipc_tokio::{DiagnosticsClient, Endpoint};
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = DiagnosticsClient::new(Endpoint::new("/tmp/dotnet-diagnostic-1234-1-socket"));
+//! let runtime = Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4);
+//! let mut session = client.collect_tracing(&[runtime], 256, true).await?;
+//! let mut trace = Vec::new();
+//! let start = Instant::now();
+//! let outcome = session
+//!     .copy_to(&mut trace, |_bytes| start.elapsed() > Duration::from_secs(2))
+//!     .await?;
+//! // Stopped (whole, after our stop), Ended (by the runtime), or Cut at an offset.
+//! println!("{:?}: {} bytes", outcome, outcome.bytes());
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
