@@ -9,21 +9,34 @@ mod support;
 use std::time::{Duration, Instant};
 
 use dsipc::wire::Command;
-use dsipc_testkit::{check_pattern, Answer, Config, StreamEnd, StreamSpec};
-use dsipc_tokio::Error;
+use dsipc_testkit::{check_pattern, Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
+use dsipc_tokio::{Error, TraceSession};
 
 use support::{commands, providers, start, wait_received, NextItem, TIMEOUT};
 
+/// A fake runtime configured by `config`, and a session on it, started (rundown as
+/// `request_rundown` says) by a client whose timeout is `timeout`.
+async fn started(
+    config: Config,
+    timeout: Duration,
+    request_rundown: bool,
+) -> (TempDir, FakeRuntime, TraceSession) {
+    let (dir, rt, client) = start(config);
+    let session = client
+        .with_timeout(timeout)
+        .collect_tracing(&providers(), 16, request_rundown)
+        .await
+        .unwrap();
+    (dir, rt, session)
+}
+
 /// Reads a session to its end, checking the pattern.
-async fn drain(session: &mut dsipc_tokio::TraceSession) -> Result<u64, Error> {
+async fn drain(session: &mut TraceSession) -> Result<u64, Error> {
     drain_from(session, 0).await
 }
 
 /// Reads a session to its end from `offset`, checking the pattern; the end offset.
-async fn drain_from(
-    session: &mut dsipc_tokio::TraceSession,
-    mut offset: u64,
-) -> Result<u64, Error> {
+async fn drain_from(session: &mut TraceSession, mut offset: u64) -> Result<u64, Error> {
     while let Some(chunk) = session.next_chunk().await {
         let chunk = chunk?;
         assert_eq!(check_pattern(offset, &chunk), None, "at offset {}", offset);
@@ -34,12 +47,12 @@ async fn drain_from(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_stopped_from_a_second_connection_ends_cleanly() {
-    let (_dir, rt, client) =
-        start(Config::new().stream(StreamSpec::until_stopped(4096, Duration::from_millis(2))));
-    let mut session = client
-        .collect_tracing(&providers(), 16, true)
-        .await
-        .unwrap();
+    let (_dir, rt, mut session) = started(
+        Config::new().stream(StreamSpec::until_stopped(4096, Duration::from_millis(2))),
+        TIMEOUT,
+        true,
+    )
+    .await;
     // Some data first, then the stop, from another task.
     let first = session.next_chunk().await.unwrap().unwrap();
     assert_eq!(check_pattern(0, &first), None);
@@ -68,11 +81,12 @@ async fn a_session_stopped_from_a_second_connection_ends_cleanly() {
 
 #[tokio::test]
 async fn a_session_is_a_futures_stream() {
-    let (_dir, rt, client) = start(Config::new().stream(StreamSpec::bytes(300_000)));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
+    let (_dir, rt, mut session) = started(
+        Config::new().stream(StreamSpec::bytes(300_000)),
+        TIMEOUT,
+        false,
+    )
+    .await;
     let mut offset = 0u64;
     while let Some(chunk) = NextItem(&mut session).await {
         let chunk = chunk.unwrap();
@@ -85,11 +99,12 @@ async fn a_session_is_a_futures_stream() {
 
 #[tokio::test]
 async fn copy_to_writes_the_whole_stream() {
-    let (_dir, _rt, client) = start(Config::new().stream(StreamSpec::bytes(100_000)));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
+    let (_dir, _rt, mut session) = started(
+        Config::new().stream(StreamSpec::bytes(100_000)),
+        TIMEOUT,
+        false,
+    )
+    .await;
     let mut out = Vec::new();
     let outcome = session.copy_to(&mut out, |_| false).await.unwrap();
     assert_eq!(outcome.bytes(), 100_000);
@@ -106,12 +121,12 @@ async fn copy_to_writes_the_whole_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_to_stops_the_session_when_its_predicate_says_so() {
-    let (_dir, rt, client) =
-        start(Config::new().stream(StreamSpec::until_stopped(4096, Duration::from_millis(2))));
-    let mut session = client
-        .collect_tracing(&providers(), 16, true)
-        .await
-        .unwrap();
+    let (_dir, rt, mut session) = started(
+        Config::new().stream(StreamSpec::until_stopped(4096, Duration::from_millis(2))),
+        TIMEOUT,
+        true,
+    )
+    .await;
     let mut out = Vec::new();
     let outcome = session
         .copy_to(&mut out, |bytes| bytes >= 3 * 4096)
@@ -133,16 +148,14 @@ async fn copy_to_asks_its_predicate_while_the_stream_is_quiet() {
     // A chunk every 8 s: within the first 6 s only the tick can ask the predicate a third
     // and fourth time. The stop is never answered, so once asked the copy ends with the
     // timeout (2 s: room for a start on a busy machine, well inside the 6).
-    let (_dir, _rt, client) = start(
+    let (_dir, _rt, mut session) = started(
         Config::new()
             .stream(StreamSpec::until_stopped(16, Duration::from_secs(8)))
             .answer(Command::StopTracing, Answer::Hang),
-    );
-    let client = client.with_timeout(Duration::from_secs(2));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
+        Duration::from_secs(2),
+        false,
+    )
+    .await;
     let mut asked = 0;
     let mut out = Vec::new();
     let copy = session.copy_to(&mut out, |_| {
@@ -160,12 +173,12 @@ async fn copy_to_asks_its_predicate_while_the_stream_is_quiet() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_from_the_reading_task_ends_the_session_cleanly() {
-    let (_dir, rt, client) =
-        start(Config::new().stream(StreamSpec::until_stopped(4096, Duration::from_millis(2))));
-    let mut session = client
-        .collect_tracing(&providers(), 16, true)
-        .await
-        .unwrap();
+    let (_dir, rt, mut session) = started(
+        Config::new().stream(StreamSpec::until_stopped(4096, Duration::from_millis(2))),
+        TIMEOUT,
+        true,
+    )
+    .await;
     let first = session.next_chunk().await.unwrap().unwrap();
     session.stop().unwrap();
     assert!(session.stop_handle().is_requested());
@@ -199,16 +212,14 @@ async fn a_session_error_reply_is_typed() {
 
 #[tokio::test]
 async fn a_stream_going_on_after_the_stop_is_stream_not_ended() {
-    let (_dir, _rt, client) = start(
+    let (_dir, _rt, mut session) = started(
         Config::new()
             .stream(StreamSpec::until_stopped(1024, Duration::from_millis(5)))
             .answer(Command::StopTracing, Answer::IgnoreStop),
-    );
-    let client = client.with_timeout(Duration::from_millis(400));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
+        Duration::from_millis(400),
+        false,
+    )
+    .await;
     let stop = session.stop_handle();
     let (stopped, drained) = tokio::join!(stop.stop(), drain(&mut session));
     stopped.unwrap();
@@ -224,16 +235,14 @@ async fn a_stream_going_on_after_the_stop_is_stream_not_ended() {
 
 #[tokio::test]
 async fn a_stop_never_answered_ends_the_stream_with_a_timeout() {
-    let (_dir, _rt, client) = start(
+    let (_dir, _rt, mut session) = started(
         Config::new()
             .stream(StreamSpec::until_stopped(1024, Duration::from_millis(5)))
             .answer(Command::StopTracing, Answer::Hang),
-    );
-    let client = client.with_timeout(Duration::from_millis(400));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
+        Duration::from_millis(400),
+        false,
+    )
+    .await;
     let stop = session.stop_handle();
     let t = Instant::now();
     let (stopped, drained) = tokio::join!(stop.stop(), drain(&mut session));
@@ -251,16 +260,14 @@ async fn a_stop_never_answered_ends_the_stream_with_a_timeout() {
 #[tokio::test]
 async fn a_quiet_stream_after_a_stop_times_out() {
     // The stream pauses far longer than the timeout; the stop is never answered either.
-    let (_dir, _rt, client) = start(
+    let (_dir, _rt, mut session) = started(
         Config::new()
             .stream(StreamSpec::until_stopped(16, Duration::from_secs(2)))
             .answer(Command::StopTracing, Answer::Hang),
-    );
-    let client = client.with_timeout(Duration::from_millis(300));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
+        Duration::from_millis(300),
+        false,
+    )
+    .await;
     assert!(session.next_chunk().await.unwrap().is_ok());
     // Stop from a task that is then cancelled: the request alone bounds the wait.
     let stop = session.stop_handle();
