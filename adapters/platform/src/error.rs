@@ -144,13 +144,9 @@ impl Error {
                 Error::EnvironmentTooLarge { announced, limit }
             }
             SessionError::Stream(e) => Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)),
-            SessionError::AdvertiseTimeout { .. } => Error::Io(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "a peer connected but sent no Advertise within {:.1} s",
-                    timeout.as_secs_f64()
-                ),
-            )),
+            SessionError::AdvertiseTimeout { .. } => {
+                crate::reverse::AcceptError::AdvertiseTimeout { timeout }.into()
+            }
             SessionError::Transport { what, .. } => {
                 Error::Io(io::Error::new(io::ErrorKind::Other, what))
             }

@@ -6,6 +6,10 @@
 //! - `windows`: the `\\.\pipe\` listing, named pipes with read and write timeouts
 //!   (`PipeStream`), their server side (`PipeListener`), pipe names.
 //! - [`Error`]: the error type dsipc-std, dsipc-tokio and the CLI share.
+//! - What both adapters' clients share: a runtime's [`Endpoint`] and the [`ClientOptions`]
+//!   of every call; what their reverse ports share ([`reverse`]: the runtime an accepted
+//!   connection advertised, why an accept gave none) and their trace sessions
+//!   ([`session`]: the stop signal between stop handles and the reader, the Debug form).
 //! - The socket files of listeners, below.
 //!
 //! [`bind_private`] binds a Unix listener only its owner can connect to: the socket is bound
@@ -35,18 +39,22 @@ use std::path::PathBuf;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod client;
 #[cfg(unix)]
 pub mod discovery;
 mod error;
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub mod fdpass;
+pub mod reverse;
+pub mod session;
 #[cfg(unix)]
 mod unix;
 #[cfg(windows)]
 #[allow(unsafe_code)]
 pub mod windows;
 
+pub use client::{ClientOptions, Endpoint};
 pub use error::Error;
 
 /// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`)
@@ -56,6 +64,13 @@ pub fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
     now.checked_add(timeout)
         .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86_400)))
         .unwrap_or(now)
+}
+
+/// Milliseconds of `d`, rounded up (a 1.5 ms budget is 2 ms): the session layer's clock,
+/// and every wait the drivers hand the system in milliseconds (never shorter than asked).
+pub fn millis_ceil(d: std::time::Duration) -> u64 {
+    let ms = d.as_nanos().saturating_add(999_999) / 1_000_000;
+    ms.min(u128::from(u64::MAX)) as u64
 }
 
 #[cfg(unix)]

@@ -16,7 +16,7 @@ pub use dsipc::session::{text_to_string, ProcessInfo};
 
 use crate::drive;
 use crate::session::TraceSession;
-use crate::{Endpoint, Error, Transport};
+use crate::{ClientOptions, Endpoint, Error, Transport};
 
 pub use dsipc::session::{DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 
@@ -27,16 +27,14 @@ pub use dsipc::session::{DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
 #[derive(Debug)]
 pub struct DiagnosticsClient<T = Endpoint> {
     transport: Arc<T>,
-    timeout: Duration,
-    max_environment: u64,
+    options: ClientOptions,
 }
 
 impl<T> Clone for DiagnosticsClient<T> {
     fn clone(&self) -> Self {
         DiagnosticsClient {
             transport: Arc::clone(&self.transport),
-            timeout: self.timeout,
-            max_environment: self.max_environment,
+            options: self.options,
         }
     }
 }
@@ -52,14 +50,7 @@ impl DiagnosticsClient<Endpoint> {
     /// As [`for_pid`](Self::for_pid), searching only `tmpdir` when it is given (Unix;
     /// ignored on Windows, where the pipe name depends on the pid only).
     pub fn for_pid_in(pid: u32, tmpdir: Option<&std::path::Path>) -> Result<Self, Error> {
-        #[cfg(unix)]
-        let endpoint = Endpoint::new(crate::unix::find_socket(pid, tmpdir)?);
-        #[cfg(windows)]
-        let endpoint = {
-            let _ = tmpdir;
-            crate::windows::endpoint_for_pid(pid)
-        };
-        Ok(Self::new(endpoint))
+        Ok(Self::new(Endpoint::for_pid_in(pid, tmpdir)?))
     }
 }
 
@@ -96,41 +87,15 @@ pub fn unexpected(command: Command, ev: ClientEvent<'_>) -> Error {
 }
 
 impl<T: Transport> DiagnosticsClient<T> {
-    /// A client over `transport`, with [`DEFAULT_TIMEOUT`].
+    /// A client over `transport`, with the default [`ClientOptions`] ([`DEFAULT_TIMEOUT`]).
     pub fn new(transport: T) -> Self {
         DiagnosticsClient {
             transport: Arc::new(transport),
-            timeout: DEFAULT_TIMEOUT,
-            max_environment: DEFAULT_MAX_ENVIRONMENT,
+            options: ClientOptions::default(),
         }
     }
 
-    /// Sets the timeout: the whole budget of each method call (connect, send, replies and
-    /// fallbacks to older command versions together). For EventPipe sessions it bounds the
-    /// start, the StopTracing reply, and the drain after the stop was answered.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets the largest environment block (bytes, as announced by the runtime) that
-    /// [`process_environment`](Self::process_environment) accepts; past it the call fails
-    /// with [`Error::EnvironmentTooLarge`] before reading any entry. Default
-    /// [`DEFAULT_MAX_ENVIRONMENT`].
-    pub fn with_max_environment(mut self, bytes: u64) -> Self {
-        self.max_environment = bytes;
-        self
-    }
-
-    /// The environment bound (see [`with_max_environment`](Self::with_max_environment)).
-    pub fn max_environment(&self) -> u64 {
-        self.max_environment
-    }
-
-    /// The timeout.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
+    dsipc_platform::client_option_methods!();
 
     /// The transport.
     pub fn transport(&self) -> &T {
@@ -145,7 +110,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         R: Request + Sync,
         F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
     {
-        self.call(Ask::Raw(request), self.timeout, |_, ev| on_event(ev))
+        self.call(Ask::Raw(request), self.timeout(), |_, ev| on_event(ev))
     }
 
     /// Runs `ask` (with its fallbacks, all within `timeout`) through the session layer's
@@ -159,7 +124,7 @@ impl<T: Transport> DiagnosticsClient<T> {
 
     /// Sends a request whose OK reply is a status.
     fn status<'a, R: Into<AnyRequest<'a>>>(&self, request: R) -> Result<(), Error> {
-        self.call(Ask::Status(request.into()), self.timeout, |_, _| Ok(()))
+        self.call(Ask::Status(request.into()), self.timeout(), |_, _| Ok(()))
     }
 
     /// Process information, as the official client gets it: ProcessInfo3, then
@@ -177,12 +142,12 @@ impl<T: Transport> DiagnosticsClient<T> {
 
     fn process_info_with(&self, ask: Ask<'_>) -> Result<ProcessInfo, Error> {
         let mut sink = ProcessInfoSink::default();
-        self.call(ask, self.timeout, |c, ev| {
+        self.call(ask, self.timeout(), |c, ev| {
             sink.on_event(c, &ev);
             Ok(())
         })?;
         sink.finish()
-            .map_err(|e| Error::from_session(e, self.timeout))
+            .map_err(|e| Error::from_session(e, self.timeout()))
     }
 
     /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.
@@ -209,9 +174,9 @@ impl<T: Transport> DiagnosticsClient<T> {
         F: FnMut(&str) -> Result<(), Error>,
     {
         let ask = Ask::Environment {
-            max_bytes: self.max_environment,
+            max_bytes: self.max_environment(),
         };
-        self.call(ask, self.timeout, |_, ev| match ev {
+        self.call(ask, self.timeout(), |_, ev| match ev {
             ClientEvent::EnvironmentVariable(t) => on_entry(&text_to_string(&t)),
             _ => Ok(()),
         })
@@ -265,7 +230,7 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// a while: give this client a generous timeout.
     pub fn write_dump(&self, path: &str, kind: DumpType, flags: u32) -> Result<(), Error> {
         let ask = Ask::Dump { path, kind, flags };
-        self.call(ask, self.timeout, |_, _| Ok(()))
+        self.call(ask, self.timeout(), |_, _| Ok(()))
     }
 
     /// Loads a profiler into the running runtime; the runtime waits up to
@@ -278,7 +243,7 @@ impl<T: Transport> DiagnosticsClient<T> {
         client_data: &[u8],
     ) -> Result<(), Error> {
         let request = attach_profiler(attach_timeout, clsid, path, client_data);
-        let budget = self.timeout.saturating_add(attach_timeout);
+        let budget = self.timeout().saturating_add(attach_timeout);
         self.call(Ask::Status(request), budget, |_, _| Ok(()))
     }
 
@@ -294,7 +259,9 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// after it has flushed the session into the trace connection, so whoever reads that
     /// connection must keep reading meanwhile (see [`TraceSession`]).
     pub fn stop_tracing(&self, session_id: u64) -> Result<(), Error> {
-        self.call(Ask::StopTracing { session_id }, self.timeout, |_, _| Ok(()))
+        self.call(Ask::StopTracing { session_id }, self.timeout(), |_, _| {
+            Ok(())
+        })
     }
 
     /// Starts an EventPipe session with any CollectTracing version, and returns once the
@@ -312,8 +279,8 @@ impl<T: Transport> DiagnosticsClient<T> {
         if request.requires_fd_passing() {
             return Err(crate::fdpass::needs_descriptor());
         }
-        let tracing = Tracing::with_request(request, 0, drive::millis_ceil(self.timeout))
-            .map_err(|e| Error::from_session(e, self.timeout))?;
+        let tracing = Tracing::with_request(request, 0, drive::millis_ceil(self.timeout()))
+            .map_err(|e| Error::from_session(e, self.timeout()))?;
         crate::session::start(self, tracing, |_, _, _| Ok(()))
     }
 
@@ -321,8 +288,8 @@ impl<T: Transport> DiagnosticsClient<T> {
     /// layer picks for it ([`TraceConfig::command`]: the lowest the options need) and its
     /// fallbacks, and returns once the runtime has accepted it.
     pub fn start_session(&self, config: TraceConfig<'_>) -> Result<TraceSession<T>, Error> {
-        let tracing = Tracing::new(config, 0, drive::millis_ceil(self.timeout))
-            .map_err(|e| Error::from_session(e, self.timeout))?;
+        let tracing = Tracing::new(config, 0, drive::millis_ceil(self.timeout()))
+            .map_err(|e| Error::from_session(e, self.timeout()))?;
         crate::session::start(self, tracing, |_, _, _| Ok(()))
     }
 

@@ -43,10 +43,44 @@ pub(crate) fn is_timeout(e: &io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 
-/// Milliseconds of `d`, rounded up (a 1.5 ms budget is 2 ms on the session layer's clock).
-pub(crate) fn millis_ceil(d: Duration) -> u64 {
-    let ms = d.as_nanos().saturating_add(999_999) / 1_000_000;
-    ms.min(u128::from(u64::MAX)) as u64
+pub(crate) use dsipc_platform::millis_ceil;
+
+/// Writes a step's bytes whole on the connection the machine opened (a call's, a session
+/// start's); a write past the connection's timeout is [`Error::Timeout`] for `command`
+/// (`timeout`: the budget as the caller set it).
+pub(crate) fn transmit<C: Connection>(
+    conn: Option<&mut C>,
+    bytes: &[u8],
+    command: Command,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let c = conn.ok_or(Error::UnexpectedReply { command })?;
+    match c.write_all(bytes) {
+        Ok(()) => Ok(()),
+        Err(e) if is_timeout(&e) => Err(Error::Timeout { command, timeout }),
+        Err(e) => Err(Error::Io(e)),
+    }
+}
+
+/// Reads into `buf`, waiting up to `wait`: the byte count (0 at the end), `None` when the
+/// wait passed or a signal interrupted it (the machine's next poll says whether its
+/// deadline passed). `set` is the read timeout set on `conn`, kept when it is at most 1/8
+/// longer than `wait` (one system call less per read). The one read of the drive loops.
+pub(crate) fn receive<C: Connection>(
+    conn: &mut C,
+    set: &mut Duration,
+    buf: &mut [u8],
+    wait: Duration,
+) -> Result<Option<usize>, Error> {
+    if *set < wait || *set > wait.saturating_add(wait / 8) {
+        conn.set_read_timeout(Some(wait))?;
+        *set = wait;
+    }
+    match conn.read(buf) {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == ErrorKind::Interrupted || is_timeout(&e) => Ok(None),
+        Err(e) => Err(Error::Io(e)),
+    }
 }
 
 /// Runs a session-layer [`Call`] to its end over connections opened with `connect`:
@@ -88,35 +122,20 @@ where
                         .map_err(|e| Error::from_session(e, timeout))?;
                 }
                 Step::Transmit(bytes) => {
-                    let (c, _) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                    match c.write_all(bytes) {
-                        Ok(()) => {}
-                        Err(e) if is_timeout(&e) => {
-                            return Err(Error::Timeout { command, timeout })
-                        }
-                        Err(e) => return Err(Error::Io(e)),
-                    }
+                    transmit(conn.as_mut().map(|(c, _)| c), bytes, command, timeout)?;
                     call.transmitted()
                         .map_err(|e| Error::from_session(e, timeout))?;
                 }
                 Step::Receive => {
                     let left = left();
                     let (c, set) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                    // Keep the timeout already set when it is at most 1/8 longer than asked.
-                    if *set < left || *set > left.saturating_add(left / 8) {
-                        c.set_read_timeout(Some(left))?;
-                        *set = left;
-                    }
                     let buf = call
                         .read_buf()
                         .map_err(|e| Error::from_session(e, timeout))?;
-                    match c.read(buf) {
-                        Ok(0) => call.eof(),
-                        Ok(n) => call.filled(n),
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        // The next poll says whether the deadline passed.
-                        Err(e) if is_timeout(&e) => {}
-                        Err(e) => return Err(Error::Io(e)),
+                    match receive(c, set, buf, left)? {
+                        Some(0) => call.eof(),
+                        Some(n) => call.filled(n),
+                        None => {}
                     }
                 }
                 Step::Close => conn = None,

@@ -88,6 +88,8 @@ pub use client::{
 pub use drive::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 /// How a session's stream ended (the session layer's).
 pub use dsipc::session::Outcome;
+/// The options of a client's calls (dsipc-platform's, shared with dsipc-tokio).
+pub use dsipc_platform::ClientOptions;
 /// The error type every driver shares: dsipc-platform's.
 pub use dsipc_platform::Error;
 #[cfg(unix)]

@@ -38,15 +38,13 @@
 //! On Windows the listener creates the named pipe `\\.\pipe\NAME` (rejecting remote
 //! clients) and the runtime connects to it (`windows::PipeListener`).
 
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use dsipc::session::{AwaitAdvertise, SessionError};
-use dsipc::wire::{Advertise, Guid};
-use dsipc::ClientError;
+use dsipc::wire::Advertise;
 
 use crate::{Connection, DiagnosticsClient, Error, Transport};
 
@@ -64,72 +62,12 @@ pub type ReverseStream = crate::windows::PipeStream;
 /// Why a reverse port could not be bound (defined in dsipc-platform, shared with dsipc-mio).
 pub use dsipc_platform::ListenError;
 
-/// Why no runtime came out of an accept.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum AcceptError {
-    /// Accepting failed: the listener itself is in trouble (see [`is_fatal`](Self::is_fatal)).
-    Accept(io::Error),
-    /// A peer connected but sent no complete Advertise in time; it was disconnected.
-    AdvertiseTimeout {
-        /// The time it had.
-        timeout: Duration,
-    },
-    /// A peer sent something that is not an Advertise, or closed before 34 bytes; it was
-    /// disconnected.
-    BadAdvertise(ClientError),
-    /// Reading the Advertise failed; the peer was disconnected.
-    Io(io::Error),
-}
-
-impl AcceptError {
-    /// True when the listener failed (as opposed to one peer misbehaving): accepting again
-    /// is unlikely to help.
-    pub fn is_fatal(&self) -> bool {
-        matches!(self, AcceptError::Accept(_))
-    }
-}
-
-impl fmt::Display for AcceptError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AcceptError::Accept(e) => write!(f, "accept failed: {}", e),
-            AcceptError::AdvertiseTimeout { timeout } => write!(
-                f,
-                "a peer connected but sent no Advertise within {:.1} s",
-                timeout.as_secs_f64()
-            ),
-            AcceptError::BadAdvertise(e) => write!(f, "a peer connected and sent {}", e),
-            AcceptError::Io(e) => write!(f, "reading a peer's Advertise failed: {}", e),
-        }
-    }
-}
-
-impl std::error::Error for AcceptError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            AcceptError::Accept(e) | AcceptError::Io(e) => Some(e),
-            AcceptError::BadAdvertise(e) => Some(e),
-            AcceptError::AdvertiseTimeout { .. } => None,
-        }
-    }
-}
-
-impl From<AcceptError> for Error {
-    fn from(e: AcceptError) -> Error {
-        match e {
-            AcceptError::Accept(e) | AcceptError::Io(e) => Error::Io(e),
-            AcceptError::BadAdvertise(e) => Error::Protocol(e),
-            AcceptError::AdvertiseTimeout { timeout } => Error::Io(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "a peer connected but sent no Advertise within {:.1} s",
-                    timeout.as_secs_f64()
-                ),
-            )),
-        }
-    }
-}
+/// Why no runtime came out of an accept (defined in dsipc-platform, shared with
+/// dsipc-tokio).
+pub use dsipc_platform::reverse::AcceptError;
+/// The runtime an accepted connection advertised, what [`ReverseConnection`] dereferences
+/// to (defined in dsipc-platform, shared with dsipc-tokio).
+pub use dsipc_platform::reverse::AdvertisedRuntime;
 
 /// A runtime that connected to a reverse port and advertised itself. It can run one
 /// command: as a [`Transport`] its first `connect` hands out the connection, later ones
@@ -137,42 +75,24 @@ impl From<AcceptError> for Error {
 ///
 /// Dropping it unused closes the connection, and the runtime reconnects at once; to keep
 /// a runtime waiting, keep its connection.
+///
+/// Its runtime's Advertise, pid, cookie and the port's address are those of the
+/// [`AdvertisedRuntime`] it dereferences to.
+#[derive(Debug)]
 pub struct ReverseConnection {
-    advertise: Advertise,
-    address: PathBuf,
+    runtime: AdvertisedRuntime,
     stream: Mutex<Option<ReverseStream>>,
 }
 
-impl fmt::Debug for ReverseConnection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReverseConnection")
-            .field("advertise", &self.advertise)
-            .field("address", &self.address)
-            .finish()
+impl std::ops::Deref for ReverseConnection {
+    type Target = AdvertisedRuntime;
+
+    fn deref(&self) -> &AdvertisedRuntime {
+        &self.runtime
     }
 }
 
 impl ReverseConnection {
-    /// The Advertise the runtime sent.
-    pub fn advertise(&self) -> Advertise {
-        self.advertise
-    }
-
-    /// The runtime's pid (in its own pid namespace), from the Advertise.
-    pub fn pid(&self) -> u64 {
-        self.advertise.process_id
-    }
-
-    /// The runtime's cookie (the one ProcessInfo reports), from the Advertise.
-    pub fn cookie(&self) -> Guid {
-        self.advertise.runtime_cookie
-    }
-
-    /// The reverse port's address.
-    pub fn address(&self) -> &Path {
-        &self.address
-    }
-
     /// True until the connection has been handed out.
     pub fn is_unused(&self) -> bool {
         self.lock().is_some()
@@ -212,14 +132,10 @@ impl Transport for ReverseConnection {
 
     /// Hands out the connection (once), with both timeouts set to `timeout`.
     fn connect(&self, timeout: Duration) -> Result<ReverseStream, Error> {
-        let mut stream = self.lock().take().ok_or_else(|| Error::Connect {
-            endpoint: self.address.clone(),
-            source: io::Error::new(
-                io::ErrorKind::NotConnected,
-                "this reverse connection has run its command already; the runtime reconnects \
-                 for the next one (accept it from the listener)",
-            ),
-        })?;
+        let mut stream = self
+            .lock()
+            .take()
+            .ok_or_else(|| dsipc_platform::reverse::used_up(self.address()))?;
         let timeout = timeout.max(Duration::from_millis(1));
         Connection::set_read_timeout(&mut stream, Some(timeout))?;
         Connection::set_write_timeout(&mut stream, Some(timeout))?;
@@ -275,8 +191,7 @@ impl PendingConnection {
     pub fn read_advertise(mut self, timeout: Duration) -> Result<ReverseConnection, AcceptError> {
         let advertise = read_advertise(&mut self.stream, timeout.max(Duration::from_millis(1)))?;
         Ok(ReverseConnection {
-            advertise,
-            address: self.address,
+            runtime: AdvertisedRuntime::new(advertise, self.address),
             stream: Mutex::new(Some(self.stream)),
         })
     }
@@ -306,26 +221,13 @@ impl ReverseListener {
         })
     }
 
-    /// The address runtimes connect to (on Windows the full `\\.\pipe\NAME`).
-    pub fn address(&self) -> &Path {
-        &self.address
-    }
-
-    /// The time a new connection has to send its Advertise.
-    pub fn advertise_timeout(&self) -> Duration {
-        self.advertise_timeout
-    }
-
-    /// Sets the time a new connection has to send its Advertise.
-    pub fn set_advertise_timeout(&mut self, timeout: Duration) {
-        self.advertise_timeout = timeout.max(Duration::from_millis(1));
-    }
+    dsipc_platform::reverse_listener_methods!();
 
     /// Waits for the next runtime, without a time limit.
     pub fn accept(&mut self) -> Result<ReverseConnection, AcceptError> {
         loop {
-            if let Some(c) = self.accept_within(None)? {
-                return Ok(c);
+            if let Some(peer) = self.next_peer(None)? {
+                return peer.read_advertise(self.advertise_timeout);
             }
         }
     }
@@ -337,17 +239,10 @@ impl ReverseListener {
         &mut self,
         timeout: Duration,
     ) -> Result<Option<ReverseConnection>, AcceptError> {
-        self.accept_within(Some(timeout))
-    }
-
-    fn accept_within(
-        &mut self,
-        timeout: Option<Duration>,
-    ) -> Result<Option<ReverseConnection>, AcceptError> {
-        match self.accept_pending_within(timeout)? {
-            Some(p) => p.read_advertise(self.advertise_timeout).map(Some),
-            None => Ok(None),
-        }
+        let advertise_timeout = self.advertise_timeout;
+        self.next_peer(Some(timeout))?
+            .map(|peer| peer.read_advertise(advertise_timeout))
+            .transpose()
     }
 
     /// Waits up to `timeout` for the next peer but does not read its Advertise: a peer
@@ -358,21 +253,20 @@ impl ReverseListener {
         &mut self,
         timeout: Duration,
     ) -> Result<Option<PendingConnection>, AcceptError> {
-        self.accept_pending_within(Some(timeout))
+        self.next_peer(Some(timeout))
     }
 
-    fn accept_pending_within(
+    /// The next peer within `timeout` (`None`: no limit), its Advertise not read.
+    fn next_peer(
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<Option<PendingConnection>, AcceptError> {
-        Ok(self
-            .imp
-            .accept(timeout)
-            .map_err(AcceptError::Accept)?
-            .map(|stream| PendingConnection {
-                stream,
-                address: self.address.clone(),
-            }))
+        let address = &self.address;
+        let stream = self.imp.accept(timeout).map_err(AcceptError::Accept)?;
+        Ok(stream.map(|stream| PendingConnection {
+            stream,
+            address: address.clone(),
+        }))
     }
 
     /// An endless iterator over accepted runtimes (and per-peer errors).
@@ -422,10 +316,7 @@ mod imp {
         pub(super) fn accept(&self, timeout: Option<Duration>) -> io::Result<Option<UnixStream>> {
             let ms: i32 = match timeout {
                 None => -1,
-                Some(t) => {
-                    let ms = t.as_nanos().saturating_add(999_999) / 1_000_000;
-                    ms.min(i32::MAX as u128) as i32
-                }
+                Some(t) => dsipc_platform::millis_ceil(t).min(i32::MAX as u64) as i32,
             };
             let mut pfd = libc::pollfd {
                 fd: self.0.listener().as_raw_fd(),

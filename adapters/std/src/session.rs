@@ -1,30 +1,15 @@
 //! EventPipe sessions: drain the stream, stop it from a second connection.
 
 use std::io::{self, Write};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use std::io::{ErrorKind, Read};
-
 use dsipc::session::{Outcome, TraceStep, Tracing};
+use dsipc_platform::session::{fmt_trace_session, StopSignal, STOP_POLL_TICK as POLL_TICK};
 
 use crate::client::DiagnosticsClient;
-use crate::drive::{is_timeout, millis_ceil};
-use crate::{Connection, Error, Transport};
-
-/// How often a draining session wakes up when no data arrives, to check stop requests.
-const POLL_TICK: Duration = Duration::from_millis(200);
-
-#[derive(Default)]
-struct StopState {
-    /// When the first stop was requested.
-    requested_at: Option<Instant>,
-    /// When a stop was answered.
-    stopped_at: Option<Instant>,
-    /// A stop that failed: not sent, answered with an error, or not answered in time.
-    failure: Option<Error>,
-}
+use crate::drive::{millis_ceil, receive, transmit};
+use crate::{Error, Transport};
 
 /// What a trace drain does next, as the control callback of
 /// [`TraceSession::drain_controlled`] decides.
@@ -58,69 +43,50 @@ pub enum Chunk<'a> {
 /// drained by another thread meanwhile (which [`TraceSession::drain`] does).
 pub struct StopHandle<T> {
     client: DiagnosticsClient<T>,
-    session_id: u64,
-    state: Arc<Mutex<StopState>>,
+    signal: StopSignal<Instant>,
 }
 
 impl<T> Clone for StopHandle<T> {
     fn clone(&self) -> Self {
         StopHandle {
             client: self.client.clone(),
-            session_id: self.session_id,
-            state: Arc::clone(&self.state),
+            signal: self.signal.clone(),
         }
     }
 }
 
 impl<T> std::fmt::Debug for StopHandle<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StopHandle")
-            .field("session_id", &self.session_id)
-            .finish()
+        f.debug_tuple("StopHandle").field(&self.signal).finish()
     }
-}
-
-fn lock(state: &Mutex<StopState>) -> std::sync::MutexGuard<'_, StopState> {
-    // A panic while holding this lock cannot leave the state inconsistent.
-    state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<T: Transport> StopHandle<T> {
     /// The session this handle stops.
     pub fn session_id(&self) -> u64 {
-        self.session_id
+        self.signal.session_id()
     }
 
     /// True once a stop was requested (it may still be in flight).
     pub fn is_requested(&self) -> bool {
-        lock(&self.state).requested_at.is_some()
+        self.signal.is_requested()
     }
 
     /// Sends StopTracing and waits for the runtime's answer (within the client's
     /// timeout). Does nothing after a stop that was answered. A failure (including no
     /// answer in time) ends a [`TraceSession::drain`] at once with that error.
     pub fn stop(&self) -> Result<(), Error> {
-        {
-            let mut s = lock(&self.state);
-            if s.stopped_at.is_some() {
-                return Ok(());
-            }
-            s.requested_at.get_or_insert_with(Instant::now);
+        if !self.signal.request(Instant::now()) {
+            return Ok(());
         }
-        let result = self.client.stop_tracing(self.session_id);
-        let mut s = lock(&self.state);
-        match &result {
-            Ok(()) => {
-                s.stopped_at.get_or_insert_with(Instant::now);
-            }
-            Err(e) => s.failure = Some(e.duplicate()),
-        }
+        let result = self.client.stop_tracing(self.signal.session_id());
+        self.signal.answer(&result, Instant::now());
         result
     }
 
     /// True once the runtime answered a stop.
     pub fn is_answered(&self) -> bool {
-        lock(&self.state).stopped_at.is_some()
+        self.signal.is_answered()
     }
 }
 
@@ -144,11 +110,7 @@ pub struct TraceSession<T: Transport> {
 
 impl<T: Transport> std::fmt::Debug for TraceSession<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TraceSession")
-            .field("session_id", &self.handle.session_id)
-            .field("command", &self.tracing.command())
-            .field("bytes", &self.tracing.bytes())
-            .finish()
+        fmt_trace_session(f, self.session_id(), self.command(), self.bytes_received())
     }
 }
 
@@ -183,26 +145,17 @@ where
                 tracing.connected().map_err(session)?;
             }
             TraceStep::Transmit(bytes) => {
-                let (c, _) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                match c.write_all(bytes) {
-                    Ok(()) => {}
-                    Err(e) if is_timeout(&e) => return Err(Error::Timeout { command, timeout }),
-                    Err(e) => return Err(Error::Io(e)),
-                }
+                transmit(conn.as_mut().map(|(c, _)| c), bytes, command, timeout)?;
                 tracing.transmitted().map_err(session)?;
+                let (c, _) = conn.as_ref().ok_or(Error::UnexpectedReply { command })?;
                 after_send(c, &mut tracing, epoch)?;
             }
             TraceStep::Receive => {
                 let (c, set) = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                if *set != left {
-                    c.set_read_timeout(Some(left))?;
-                    *set = left;
-                }
-                match c.read(tracing.read_buf().map_err(session)?) {
-                    Ok(0) => tracing.eof(),
-                    Ok(n) => tracing.filled(n),
-                    Err(e) if e.kind() == ErrorKind::Interrupted || is_timeout(&e) => {}
-                    Err(e) => return Err(Error::Io(e)),
+                match receive(c, set, tracing.read_buf().map_err(session)?, left)? {
+                    Some(0) => tracing.eof(),
+                    Some(n) => tracing.filled(n),
+                    None => {}
                 }
             }
             TraceStep::Close => conn = None,
@@ -215,8 +168,7 @@ where
                     read_timeout,
                     handle: StopHandle {
                         client: client.clone(),
-                        session_id,
-                        state: Arc::new(Mutex::new(StopState::default())),
+                        signal: StopSignal::new(session_id),
                     },
                     stopper: None,
                 });
@@ -229,7 +181,7 @@ where
 impl<T: Transport> TraceSession<T> {
     /// The runtime's id for this session.
     pub fn session_id(&self) -> u64 {
-        self.handle.session_id
+        self.handle.session_id()
     }
 
     /// The command that started the session (the CollectTracing version the runtime took).
@@ -331,14 +283,11 @@ impl<T: Transport> TraceSession<T> {
 
     /// Tells the session layer what the stop handle saw (requested, answered, failed).
     fn sync_stop(&mut self) -> Result<(), Error> {
-        let mut s = lock(&self.handle.state);
-        if let Some(e) = s.failure.take() {
-            return Err(e);
-        }
-        if let Some(at) = s.requested_at {
+        let news = self.handle.signal.take_news(None)?;
+        if let Some(at) = news.requested_at {
             self.tracing.stop_requested(ms(self.epoch, at));
         }
-        if let Some(at) = s.stopped_at {
+        if let Some(at) = news.answered_at {
             self.tracing.stop_answered(ms(self.epoch, at));
         }
         Ok(())
@@ -389,20 +338,14 @@ impl<T: Transport> TraceSession<T> {
                 left = left.min(Duration::from_millis(ms_left));
             }
             let left = left.max(Duration::from_millis(1));
-            // Keep the timeout already set when it is at most 1/8 longer than asked.
-            if self.read_timeout < left || self.read_timeout > left.saturating_add(left / 8) {
-                self.conn.set_read_timeout(Some(left))?;
-                self.read_timeout = left;
-            }
             let buf = self
                 .tracing
                 .read_buf()
                 .map_err(|e| Error::from_session(e, timeout))?;
-            match self.conn.read(buf) {
-                Ok(0) => self.tracing.eof(),
-                Ok(n) => self.tracing.filled(n),
-                Err(e) if e.kind() == ErrorKind::Interrupted || is_timeout(&e) => {}
-                Err(e) => return Err(Error::Io(e)),
+            match receive(&mut self.conn, &mut self.read_timeout, buf, left)? {
+                Some(0) => self.tracing.eof(),
+                Some(n) => self.tracing.filled(n),
+                None => {}
             }
         }
         Ok(Chunk::Data(self.tracing.last_data()))
@@ -425,9 +368,7 @@ impl<T: Transport> TraceSession<T> {
         T: Send + Sync + 'static,
     {
         // Mark the request before the thread runs, so the silence timeout starts now.
-        lock(&self.handle.state)
-            .requested_at
-            .get_or_insert_with(Instant::now);
+        self.handle.signal.request(Instant::now());
         let handle = self.handle.clone();
         let thread = std::thread::Builder::new()
             .name("dsipc-stop".into())

@@ -3,7 +3,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A connected byte stream to a diagnostic server, with settable timeouts.
@@ -23,30 +22,30 @@ pub trait Transport {
     fn connect(&self, timeout: Duration) -> Result<Self::Conn, crate::Error>;
 }
 
-impl Connection for TcpStream {
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        TcpStream::set_read_timeout(self, timeout)
-    }
-    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        TcpStream::set_write_timeout(self, timeout)
-    }
+/// `Connection` for streams whose own `set_read_timeout` and `set_write_timeout` it
+/// forwards to (TCP here, Unix sockets in `unix`, named pipes in `windows`).
+macro_rules! connection_of_stream {
+    ($stream:ty) => {
+        impl $crate::Connection for $stream {
+            fn set_read_timeout(
+                &mut self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                <$stream>::set_read_timeout(self, timeout)
+            }
+            fn set_write_timeout(
+                &mut self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                <$stream>::set_write_timeout(self, timeout)
+            }
+        }
+    };
 }
+pub(crate) use connection_of_stream;
 
-/// The address of a runtime's default diagnostic server: on Unix, the path of its
-/// `dotnet-diagnostic-{pid}-{key}-socket`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Endpoint {
-    path: PathBuf,
-}
+connection_of_stream!(TcpStream);
 
-impl Endpoint {
-    /// An endpoint at `path` (a Unix socket path).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        Endpoint { path: path.into() }
-    }
-
-    /// The socket path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
+/// The address of a runtime's default diagnostic server (dsipc-platform's, shared with
+/// dsipc-tokio).
+pub use dsipc_platform::Endpoint;

@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::{Connection, Endpoint, Error, Transport};
+use crate::{Endpoint, Error, Transport};
 
 /// Binding a private listener and guarding its socket file: dsipc-platform's, re-exported
 /// (dsipc-mio uses the same code).
@@ -21,14 +21,7 @@ pub use dsipc_platform::{bind_private, PrivateListener, SocketFile};
 /// re-exported (the fake runtime of dsipc-testkit receives with it).
 pub use dsipc_platform::fdpass::{recv_with_fd, send_fd};
 
-impl Connection for UnixStream {
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        UnixStream::set_read_timeout(self, timeout)
-    }
-    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        UnixStream::set_write_timeout(self, timeout)
-    }
-}
+crate::transport::connection_of_stream!(UnixStream);
 
 impl Transport for Endpoint {
     type Conn = UnixStream;

@@ -1,22 +1,14 @@
 //! Windows transport of the blocking adapter: dsipc-platform's named pipes (re-exported
 //! here: [`PipeStream`], [`connect`], [`PipeListener`], the pipe listing) as a
-//! [`Connection`], and the runtime's default pipe as a [`Transport`].
+//! [`Connection`](crate::Connection), and the runtime's default pipe as a [`Transport`].
 
-use std::io;
 use std::time::Duration;
 
 pub use dsipc_platform::windows::*;
 
-use crate::{Connection, Endpoint, Error, Transport};
+use crate::{Endpoint, Error, Transport};
 
-impl Connection for PipeStream {
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        PipeStream::set_read_timeout(self, timeout)
-    }
-    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        PipeStream::set_write_timeout(self, timeout)
-    }
-}
+crate::transport::connection_of_stream!(PipeStream);
 
 impl Transport for Endpoint {
     type Conn = PipeStream;

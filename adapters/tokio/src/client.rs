@@ -1,7 +1,7 @@
 //! [`DiagnosticsClient`]: one async method per command, each on a fresh connection.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll as TaskPoll};
@@ -19,7 +19,7 @@ use dsipc::AnyRequest;
 use crate::conn::Target;
 use crate::drive;
 use crate::session::{self, TraceSession};
-use crate::{Error, ProcessInfo, DEFAULT_MAX_ENVIRONMENT, DEFAULT_TIMEOUT};
+use crate::{ClientOptions, Endpoint, Error, ProcessInfo};
 
 pub(crate) use dsipc::session::text_to_string;
 
@@ -73,22 +73,20 @@ impl<T, F: Future<Output = Result<T, Error>>> Future for Within<F> {
 #[derive(Debug, Clone)]
 pub struct DiagnosticsClient {
     target: Arc<Target>,
-    timeout: Duration,
-    max_environment: u64,
+    options: ClientOptions,
 }
 
 impl DiagnosticsClient {
-    /// A client of the diagnostic server at `path`: a Unix socket path, or on Windows a
-    /// pipe path `\\.\pipe\NAME`.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self::with_target(Target::Endpoint(path.into()))
+    /// A client of the diagnostic server at `endpoint` (a Unix socket, or on Windows a
+    /// pipe `\\.\pipe\NAME`), with the default [`ClientOptions`] ([`DEFAULT_TIMEOUT`](crate::DEFAULT_TIMEOUT)).
+    pub fn new(endpoint: Endpoint) -> Self {
+        Self::with_target(Target::Endpoint(endpoint))
     }
 
     pub(crate) fn with_target(target: Target) -> Self {
         DiagnosticsClient {
             target: Arc::new(target),
-            timeout: DEFAULT_TIMEOUT,
-            max_environment: DEFAULT_MAX_ENVIRONMENT,
+            options: ClientOptions::default(),
         }
     }
 
@@ -103,40 +101,10 @@ impl DiagnosticsClient {
     /// ignored on Windows, where the pipe name depends on the pid only).
     #[cfg(any(unix, windows))]
     pub fn for_pid_in(pid: u32, tmpdir: Option<&Path>) -> Result<Self, Error> {
-        #[cfg(unix)]
-        let path = dsipc_platform::discovery::find_socket(pid, tmpdir)?;
-        #[cfg(windows)]
-        let path = {
-            let _ = tmpdir;
-            dsipc_platform::windows::pipe_for_pid(pid)
-        };
-        Ok(Self::new(path))
+        Ok(Self::new(Endpoint::for_pid_in(pid, tmpdir)?))
     }
 
-    /// Sets the timeout: the whole budget of each method call (connect, send, replies and
-    /// fallbacks to older command versions together). For EventPipe sessions it bounds the
-    /// start, the StopTracing reply, and the stream's end after a stop.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets the largest environment block (bytes, as announced by the runtime) that
-    /// [`process_environment`](Self::process_environment) accepts.
-    pub fn with_max_environment(mut self, bytes: u64) -> Self {
-        self.max_environment = bytes;
-        self
-    }
-
-    /// The timeout.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// The environment bound (see [`with_max_environment`](Self::with_max_environment)).
-    pub fn max_environment(&self) -> u64 {
-        self.max_environment
-    }
+    dsipc_platform::client_option_methods!();
 
     /// The server's address (for a reverse connection: the reverse port's).
     pub fn address(&self) -> &Path {
@@ -151,7 +119,7 @@ impl DiagnosticsClient {
         R: Request + Sync,
         F: FnMut(ClientEvent<'_>) -> Result<(), Error>,
     {
-        self.call(Ask::Raw(request), self.timeout, |_, ev| on_event(ev))
+        self.call(Ask::Raw(request), self.timeout(), |_, ev| on_event(ev))
             .await
     }
 
@@ -176,7 +144,7 @@ impl DiagnosticsClient {
 
     /// Sends a request whose OK reply is a status, within the timeout.
     async fn status<'a, R: Into<AnyRequest<'a>>>(&self, request: R) -> Result<(), Error> {
-        self.call(Ask::Status(request.into()), self.timeout, |_, _| Ok(()))
+        self.call(Ask::Status(request.into()), self.timeout(), |_, _| Ok(()))
             .await
     }
 
@@ -195,13 +163,13 @@ impl DiagnosticsClient {
 
     async fn process_info_with(&self, ask: Ask<'_>) -> Result<ProcessInfo, Error> {
         let mut sink = ProcessInfoSink::default();
-        self.call(ask, self.timeout, |c, ev| {
+        self.call(ask, self.timeout(), |c, ev| {
             sink.on_event(c, &ev);
             Ok(())
         })
         .await?;
         sink.finish()
-            .map_err(|e| Error::from_session(e, self.timeout))
+            .map_err(|e| Error::from_session(e, self.timeout()))
     }
 
     /// The process environment: one `NAME=VALUE` entry per variable, in the runtime's order.
@@ -211,9 +179,9 @@ impl DiagnosticsClient {
     pub async fn process_environment(&self) -> Result<Vec<String>, Error> {
         let mut vars = Vec::new();
         let ask = Ask::Environment {
-            max_bytes: self.max_environment,
+            max_bytes: self.max_environment(),
         };
-        self.call(ask, self.timeout, |_, ev| {
+        self.call(ask, self.timeout(), |_, ev| {
             if let ClientEvent::EnvironmentVariable(t) = ev {
                 vars.push(text_to_string(&t));
             }
@@ -279,7 +247,7 @@ impl DiagnosticsClient {
     /// generous timeout.
     pub async fn write_dump(&self, path: &str, kind: DumpType, flags: u32) -> Result<(), Error> {
         let ask = Ask::Dump { path, kind, flags };
-        self.call(ask, self.timeout, |_, _| Ok(())).await
+        self.call(ask, self.timeout(), |_, _| Ok(())).await
     }
 
     /// Loads a profiler into the running runtime; the runtime waits up to
@@ -292,7 +260,7 @@ impl DiagnosticsClient {
         client_data: &[u8],
     ) -> Result<(), Error> {
         let request = attach_profiler(attach_timeout, clsid, path, client_data);
-        let budget = self.timeout.saturating_add(attach_timeout);
+        let budget = self.timeout().saturating_add(attach_timeout);
         self.call(Ask::Status(request), budget, |_, _| Ok(())).await
     }
 
@@ -309,8 +277,10 @@ impl DiagnosticsClient {
     /// after it has flushed the session into the trace connection, so that connection must
     /// keep being read meanwhile (see [`TraceSession`] and [`crate::StopHandle`]).
     pub async fn stop_tracing(&self, session_id: u64) -> Result<(), Error> {
-        self.call(Ask::StopTracing { session_id }, self.timeout, |_, _| Ok(()))
-            .await
+        self.call(Ask::StopTracing { session_id }, self.timeout(), |_, _| {
+            Ok(())
+        })
+        .await
     }
 
     /// Starts an EventPipe session with any CollectTracing version, and returns once the
@@ -329,8 +299,8 @@ impl DiagnosticsClient {
         if request.requires_fd_passing() {
             return Err(Error::FdPassingUnsupported);
         }
-        let tracing = Tracing::with_request(request, 0, session::ms(self.timeout))
-            .map_err(|e| Error::from_session(e, self.timeout))?;
+        let tracing = Tracing::with_request(request, 0, session::ms(self.timeout()))
+            .map_err(|e| Error::from_session(e, self.timeout()))?;
         self.start(tracing).await
     }
 
@@ -338,8 +308,8 @@ impl DiagnosticsClient {
     /// layer picks for it (`TraceConfig::command`: the lowest the options need) and its
     /// fallbacks, and returns once the runtime has accepted it (within the timeout).
     pub async fn start_session(&self, config: TraceConfig<'_>) -> Result<TraceSession, Error> {
-        let tracing = Tracing::new(config, 0, session::ms(self.timeout))
-            .map_err(|e| Error::from_session(e, self.timeout))?;
+        let tracing = Tracing::new(config, 0, session::ms(self.timeout()))
+            .map_err(|e| Error::from_session(e, self.timeout()))?;
         self.start(tracing).await
     }
 
@@ -347,7 +317,7 @@ impl DiagnosticsClient {
     /// the timeout too).
     async fn start(&self, tracing: Tracing) -> Result<TraceSession, Error> {
         let command = tracing.command();
-        within(command, self.timeout, session::start(self, tracing)).await
+        within(command, self.timeout(), session::start(self, tracing)).await
     }
 
     /// Starts a NetTrace session (CollectTracing2, known to .NET Core 3.0 and later, with

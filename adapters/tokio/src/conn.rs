@@ -24,23 +24,11 @@ pub(crate) async fn connect(path: &Path) -> Result<BoxStream, Error> {
     })
 }
 
-/// The error for a reverse connection asked for a second command.
-pub(crate) fn used_up(address: &Path) -> Error {
-    Error::Connect {
-        endpoint: address.to_path_buf(),
-        source: io::Error::new(
-            io::ErrorKind::NotConnected,
-            "this reverse connection has run its command already; the runtime reconnects \
-             for the next one (accept it from the listener)",
-        ),
-    }
-}
-
 /// Where a client sends its commands.
 #[derive(Debug)]
 pub(crate) enum Target {
     /// A listening diagnostic server: a fresh connection per command.
-    Endpoint(PathBuf),
+    Endpoint(crate::Endpoint),
     /// A runtime that connected to a reverse port: exactly one command.
     Reverse {
         /// The reverse port's address.
@@ -68,12 +56,12 @@ impl Target {
     /// A connection for one command.
     pub(crate) async fn open(&self) -> Result<BoxStream, Error> {
         match self {
-            Target::Endpoint(path) => connect(path).await,
+            Target::Endpoint(endpoint) => connect(endpoint.path()).await,
             Target::Reverse { address, stream } => stream
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
-                .ok_or_else(|| used_up(address)),
+                .ok_or_else(|| dsipc_platform::reverse::used_up(address)),
             Target::Pool { pool, cookie } => crate::pool::open(pool, *cookie).await,
         }
     }
@@ -81,7 +69,7 @@ impl Target {
     /// The address: the server's socket or pipe, or the reverse port.
     pub(crate) fn address(&self) -> &Path {
         match self {
-            Target::Endpoint(path) => path,
+            Target::Endpoint(endpoint) => endpoint.path(),
             Target::Reverse { address, .. } => address,
             Target::Pool { pool, .. } => pool.address(),
         }

@@ -13,6 +13,36 @@ use crate::Error;
 
 pub use dsipc::session::{MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 
+/// Writes a step's bytes, whole, on the connection the machine opened (a call's, a
+/// session start's): the one write of both drive loops.
+pub(crate) async fn transmit(
+    conn: &mut Option<BoxStream>,
+    bytes: &[u8],
+    command: Command,
+) -> Result<(), Error> {
+    let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+    c.write_all(bytes).await?;
+    c.flush().await?;
+    Ok(())
+}
+
+/// Reads what the connection the machine opened has into `buf`: the byte count, 0 at its
+/// end (an interrupted read is retried). The one read of both drive loops.
+pub(crate) async fn receive(
+    conn: &mut Option<BoxStream>,
+    buf: &mut [u8],
+    command: Command,
+) -> Result<usize, Error> {
+    let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
+    loop {
+        match c.read(buf).await {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::Io(e)),
+        }
+    }
+}
+
 /// Runs a session-layer [`Call`] to its end over connections from `target`: the call
 /// decides what to send, what to fall back to and its deadline; this only connects,
 /// writes and reads. The caller's tokio timer waits until the call's deadline (`timeout`
@@ -30,11 +60,10 @@ pub(crate) fn run_call<'a, F>(
 where
     F: FnMut(Command, ClientEvent<'_>) -> Result<(), Error> + 'a,
 {
-    let ms = timeout.as_nanos().saturating_add(999_999) / 1_000_000;
     // Boxed: the call lives across every await, and a thousand calls in flight each keep
     // their future; on the heap it costs one small allocation instead of 300 bytes of
     // every future.
-    let call = Call::new(ask, 0, ms.min(u128::from(u64::MAX)) as u64).map(Box::new);
+    let call = Call::new(ask, 0, dsipc_platform::millis_ceil(timeout)).map(Box::new);
     async move {
         let session = |e| Error::from_session(e, timeout);
         let mut call = call.map_err(session)?;
@@ -48,18 +77,13 @@ where
                     call.connected().map_err(session)?;
                 }
                 Step::Transmit(bytes) => {
-                    let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                    c.write_all(bytes).await?;
-                    c.flush().await?;
+                    transmit(&mut conn, bytes, command).await?;
                     call.transmitted().map_err(session)?;
                 }
                 Step::Receive => {
-                    let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                    match c.read(call.read_buf().map_err(session)?).await {
-                        Ok(0) => call.eof(),
-                        Ok(n) => call.filled(n),
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(Error::Io(e)),
+                    match receive(&mut conn, call.read_buf().map_err(session)?, command).await? {
+                        0 => call.eof(),
+                        n => call.filled(n),
                     }
                 }
                 Step::Close => conn = None,

@@ -39,7 +39,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dsipc::session::{AwaitAdvertise, SessionError};
-use dsipc::wire::{Advertise, Guid};
+use dsipc::wire::Advertise;
+use dsipc_platform::reverse::AcceptError;
 use tokio::io::AsyncReadExt;
 
 use crate::conn::{BoxStream, Target};
@@ -54,44 +55,30 @@ pub use crate::pool::{
 /// at once).
 pub use dsipc::session::DEFAULT_ADVERTISE_TIMEOUT;
 
+/// The runtime an accepted connection advertised, what [`ReverseConnection`] dereferences
+/// to (defined in dsipc-platform, shared with dsipc-std).
+pub use dsipc_platform::reverse::AdvertisedRuntime;
+
 /// A runtime that connected to a reverse port and advertised itself; its connection runs
 /// one command. Dropping it unused closes the connection (the runtime reconnects at once).
+///
+/// Its runtime's Advertise, pid, cookie and the port's address are those of the
+/// [`AdvertisedRuntime`] it dereferences to.
+#[derive(Debug)]
 pub struct ReverseConnection {
-    advertise: Advertise,
-    address: PathBuf,
+    runtime: AdvertisedRuntime,
     stream: BoxStream,
 }
 
-impl std::fmt::Debug for ReverseConnection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReverseConnection")
-            .field("advertise", &self.advertise)
-            .field("address", &self.address)
-            .finish()
+impl std::ops::Deref for ReverseConnection {
+    type Target = AdvertisedRuntime;
+
+    fn deref(&self) -> &AdvertisedRuntime {
+        &self.runtime
     }
 }
 
 impl ReverseConnection {
-    /// The Advertise the runtime sent.
-    pub fn advertise(&self) -> Advertise {
-        self.advertise
-    }
-
-    /// The runtime's pid (in its own pid namespace), from the Advertise.
-    pub fn pid(&self) -> u64 {
-        self.advertise.process_id
-    }
-
-    /// The runtime's cookie (the one ProcessInfo reports), from the Advertise.
-    pub fn cookie(&self) -> Guid {
-        self.advertise.runtime_cookie
-    }
-
-    /// The reverse port's address.
-    pub fn address(&self) -> &Path {
-        &self.address
-    }
-
     /// A client for this runtime's one command. Methods that need a second connection
     /// (ProcessInfo's fallback to older versions, stopping a trace) cannot get one here:
     /// use single-command methods such as
@@ -100,7 +87,7 @@ impl ReverseConnection {
     /// [`Error::Connect`].
     pub fn into_client(self) -> DiagnosticsClient {
         DiagnosticsClient::with_target(Target::Reverse {
-            address: self.address,
+            address: self.runtime.address().to_path_buf(),
             stream: std::sync::Mutex::new(Some(self.stream)),
         })
     }
@@ -135,15 +122,7 @@ async fn read_advertise(stream: &mut BoxStream) -> Result<Advertise, Error> {
 /// A listener error as the crate's one error type: an I/O error of a fitting kind that
 /// carries the [`dsipc_platform::ListenError`] (its text, and `get_ref` downcasts).
 fn listen_error(e: dsipc_platform::ListenError) -> Error {
-    use dsipc_platform::ListenError as L;
-    let kind = match &e {
-        L::NotASocket { .. } => io::ErrorKind::AlreadyExists,
-        L::InUse { .. } => io::ErrorKind::AddrInUse,
-        L::PathTooLong { .. } | L::InvalidName { .. } => io::ErrorKind::InvalidInput,
-        L::Io { source, .. } => source.kind(),
-        _ => io::ErrorKind::Other,
-    };
-    Error::Io(io::Error::new(kind, e))
+    Error::Io(e.into())
 }
 
 /// A reverse diagnostic port: runtimes connect here and advertise themselves.
@@ -158,7 +137,7 @@ impl ReverseListener {
     /// Binds the reverse port at `address`: a socket path on Unix, a pipe name (`NAME` or
     /// `\\.\pipe\NAME`) on Windows. Must be called within a tokio runtime. A socket already
     /// served, or anything that is not a socket at the path, is an [`Error::Io`]
-    /// (`AddrInUse`, `AlreadyExists`) carrying dsipc-std's `ListenError`.
+    /// (`AddrInUse`, `AlreadyExists`) carrying dsipc-platform's `ListenError`.
     pub fn bind(address: impl AsRef<Path>) -> Result<ReverseListener, Error> {
         let (imp, address) = imp::Listener::bind(address.as_ref())?;
         Ok(ReverseListener {
@@ -168,20 +147,7 @@ impl ReverseListener {
         })
     }
 
-    /// The address runtimes connect to (on Windows the full `\\.\pipe\NAME`).
-    pub fn address(&self) -> &Path {
-        &self.address
-    }
-
-    /// The time a new connection has to send its Advertise.
-    pub fn advertise_timeout(&self) -> Duration {
-        self.advertise_timeout
-    }
-
-    /// Sets the time a new connection has to send its Advertise.
-    pub fn set_advertise_timeout(&mut self, timeout: Duration) {
-        self.advertise_timeout = timeout.max(Duration::from_millis(1));
-    }
+    dsipc_platform::reverse_listener_methods!();
 
     /// Waits for the next runtime and reads its Advertise (within
     /// [`advertise_timeout`](Self::advertise_timeout)).
@@ -194,8 +160,7 @@ impl ReverseListener {
         let mut stream = self.accept_stream().await?;
         let advertise = read_advertise_within(&mut stream, self.advertise_timeout).await?;
         Ok(ReverseConnection {
-            advertise,
-            address: self.address.clone(),
+            runtime: AdvertisedRuntime::new(advertise, self.address.clone()),
             stream,
         })
     }
@@ -222,13 +187,7 @@ pub(crate) async fn read_advertise_within(
 ) -> Result<Advertise, Error> {
     match tokio::time::timeout(timeout, read_advertise(stream)).await {
         Ok(r) => r,
-        Err(_) => Err(Error::Io(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!(
-                "a peer connected but sent no Advertise within {:.1} s",
-                timeout.as_secs_f64()
-            ),
-        ))),
+        Err(_) => Err(AcceptError::AdvertiseTimeout { timeout }.into()),
     }
 }
 

@@ -2,71 +2,46 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll as TaskPoll, Waker};
+use std::task::{Context, Poll as TaskPoll};
 
 use std::time::Duration;
 
 use dsipc::session::{Outcome, TraceStep, Tracing};
 use dsipc::wire::Command;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
+use dsipc_platform::session::{fmt_trace_session, StopSignal, STOP_POLL_TICK};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::client::DiagnosticsClient;
 use crate::conn::BoxStream;
+use crate::drive::{receive, transmit};
 use crate::Error;
-
-#[derive(Default)]
-struct StopState {
-    /// When the first stop was requested.
-    requested_at: Option<Instant>,
-    /// When a stop was answered.
-    stopped_at: Option<Instant>,
-    /// A stop that failed: answered with an error, or not answered in time.
-    failure: Option<Error>,
-    /// The task reading the session, woken when this state changes.
-    reader: Option<Waker>,
-}
-
-fn lock(state: &Mutex<StopState>) -> MutexGuard<'_, StopState> {
-    // A panic while holding this lock cannot leave the state inconsistent.
-    state.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Stops an EventPipe session from any task, on a second connection.
 ///
 /// The runtime answers StopTracing only after it has flushed the session into the trace
 /// connection: [`stop`](Self::stop) completes only while the [`TraceSession`] keeps being
 /// read, so run the two concurrently (another task, or `tokio::join!`).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct StopHandle {
     client: DiagnosticsClient,
-    session_id: u64,
-    state: Arc<Mutex<StopState>>,
-}
-
-impl std::fmt::Debug for StopHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StopHandle")
-            .field("session_id", &self.session_id)
-            .finish()
-    }
+    signal: StopSignal<Instant>,
 }
 
 impl StopHandle {
     /// The session this handle stops.
     pub fn session_id(&self) -> u64 {
-        self.session_id
+        self.signal.session_id()
     }
 
     /// True once a stop was requested (it may still be in flight).
     pub fn is_requested(&self) -> bool {
-        lock(&self.state).requested_at.is_some()
+        self.signal.is_requested()
     }
 
     /// True once the runtime answered a stop.
     pub fn is_answered(&self) -> bool {
-        lock(&self.state).stopped_at.is_some()
+        self.signal.is_answered()
     }
 
     /// Sends StopTracing on a new connection and waits for the runtime's answer (within
@@ -76,32 +51,17 @@ impl StopHandle {
     /// have reached the runtime; the session's stream then ends, or stays bounded by
     /// the timeout counted from this request).
     pub async fn stop(&self) -> Result<(), Error> {
-        {
-            let mut s = lock(&self.state);
-            if s.stopped_at.is_some() {
-                return Ok(());
-            }
-            if s.requested_at.is_none() {
-                s.requested_at = Some(Instant::now());
-                if let Some(w) = s.reader.take() {
-                    w.wake();
-                }
-            }
+        if !self.signal.request(Instant::now()) {
+            return Ok(());
         }
-        let result = self.client.stop_tracing(self.session_id).await;
-        let mut s = lock(&self.state);
-        match &result {
-            Ok(()) => {
-                s.stopped_at.get_or_insert_with(Instant::now);
-            }
-            Err(e) => s.failure = Some(e.duplicate()),
-        }
-        if let Some(w) = s.reader.take() {
-            w.wake();
-        }
+        let result = self.client.stop_tracing(self.signal.session_id()).await;
+        self.signal.answer(&result, Instant::now());
         result
     }
 }
+
+/// The stop [`TraceSession::stop`] sent: [`StopHandle::stop`]'s future.
+type Stopping = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
 
 /// A running EventPipe session: the connection that receives its stream, read as chunks
 /// of nettrace bytes with [`next_chunk`](Self::next_chunk) or as a
@@ -127,6 +87,9 @@ pub struct TraceSession {
     /// The origin of the session layer's clock.
     epoch: Instant,
     handle: StopHandle,
+    /// The stop [`stop`](TraceSession::stop) sent, polled with the stream until it is
+    /// answered (or fails: the signal tells the stream).
+    stopper: Option<Stopping>,
     /// The timer of the current bounded wait.
     sleep: Option<Pin<Box<Sleep>>>,
     outcome: Option<Outcome>,
@@ -135,18 +98,12 @@ pub struct TraceSession {
 
 impl std::fmt::Debug for TraceSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TraceSession")
-            .field("session_id", &self.handle.session_id)
-            .field("command", &self.tracing.command())
-            .field("bytes", &self.tracing.bytes())
-            .finish()
+        fmt_trace_session(f, self.session_id(), self.command(), self.bytes_received())
     }
 }
 
 /// Milliseconds of `d`, rounded up (the session layer's clock).
-pub(crate) fn ms(d: Duration) -> u64 {
-    (d.as_nanos().saturating_add(999_999) / 1_000_000).min(u128::from(u64::MAX)) as u64
-}
+pub(crate) use dsipc_platform::millis_ceil as ms;
 
 /// Starts `tracing` on a connection of `client`'s: connect, send, read until the runtime
 /// accepts the session. The caller bounds the time.
@@ -166,18 +123,14 @@ pub(crate) async fn start(
                 tracing.connected().map_err(session)?;
             }
             TraceStep::Transmit(bytes) => {
-                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                c.write_all(bytes).await?;
-                c.flush().await?;
+                transmit(&mut conn, bytes, command).await?;
                 tracing.transmitted().map_err(session)?;
             }
             TraceStep::Receive => {
-                let c = conn.as_mut().ok_or(Error::UnexpectedReply { command })?;
-                match c.read(tracing.read_buf().map_err(session)?).await {
-                    Ok(0) => tracing.eof(),
-                    Ok(n) => tracing.filled(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::Io(e)),
+                let buf = tracing.read_buf().map_err(session)?;
+                match receive(&mut conn, buf, command).await? {
+                    0 => tracing.eof(),
+                    n => tracing.filled(n),
                 }
             }
             TraceStep::Close => conn = None,
@@ -189,9 +142,9 @@ pub(crate) async fn start(
                     epoch,
                     handle: StopHandle {
                         client: client.clone(),
-                        session_id,
-                        state: Arc::new(Mutex::new(StopState::default())),
+                        signal: StopSignal::new(session_id),
                     },
+                    stopper: None,
                     sleep: None,
                     outcome: None,
                     finished: false,
@@ -205,7 +158,7 @@ pub(crate) async fn start(
 impl TraceSession {
     /// The runtime's id for this session.
     pub fn session_id(&self) -> u64 {
-        self.handle.session_id
+        self.handle.session_id()
     }
 
     /// The command that started the session (the CollectTracing version the runtime took).
@@ -241,15 +194,52 @@ impl TraceSession {
         NextChunk { session: self }
     }
 
+    /// Asks the runtime to stop the session (StopTracing, once, on a second connection)
+    /// and returns at once; keep reading ([`next_chunk`](Self::next_chunk)) to the end:
+    /// the runtime flushes the rest of the stream (with rundown) before it answers and
+    /// closes. The stop runs while the stream is read (it is polled with it, no task of
+    /// its own); a stop that fails ends the stream with its error. Does nothing after a
+    /// stop was requested (here or by a [`StopHandle`]). Never fails today; the `Result`
+    /// is dsipc-std's shape (which may fail to start its helper thread).
+    pub fn stop(&mut self) -> Result<(), Error> {
+        if self.stopper.is_none() && !self.handle.is_requested() {
+            // Marked before the stop's first poll, so the silence bound starts now.
+            self.handle.signal.request(Instant::now());
+            let handle = self.handle.clone();
+            self.stopper = Some(Box::pin(async move { handle.stop().await }));
+        }
+        Ok(())
+    }
+
     /// Reads the whole stream into `out` (a `.nettrace` file, say) and returns how it
-    /// ended. Stop the session from another task meanwhile, or it runs until the runtime
-    /// ends it.
-    pub async fn copy_to<W>(&mut self, out: &mut W) -> Result<Outcome, Error>
+    /// ended. `should_stop` is called with the byte count after every chunk, and at least
+    /// every 200 ms while the stream is quiet; the first time it returns true the session
+    /// is stopped ([`stop`](Self::stop)) and read on to its end. `|_| false` reads until
+    /// the runtime ends the session or a [`StopHandle`] stops it.
+    pub async fn copy_to<W, S>(&mut self, out: &mut W, mut should_stop: S) -> Result<Outcome, Error>
     where
         W: tokio::io::AsyncWrite + Unpin + ?Sized,
+        S: FnMut(u64) -> bool,
     {
-        while let Some(chunk) = self.next_chunk().await {
-            out.write_all(&chunk?).await?;
+        let mut asked = false;
+        loop {
+            if !asked && should_stop(self.bytes_received()) {
+                asked = true;
+                self.stop()?;
+            }
+            let chunk = if asked {
+                self.next_chunk().await
+            } else {
+                // Cancel safe: a read cut by the tick took no bytes.
+                match tokio::time::timeout(STOP_POLL_TICK, self.next_chunk()).await {
+                    Ok(chunk) => chunk,
+                    Err(_) => continue,
+                }
+            };
+            match chunk {
+                Some(chunk) => out.write_all(&chunk?).await?,
+                None => break,
+            }
         }
         out.flush().await?;
         self.outcome.ok_or(Error::UnexpectedReply {
@@ -260,6 +250,7 @@ impl TraceSession {
     fn fail(&mut self, e: Error) -> TaskPoll<Option<Result<Vec<u8>, Error>>> {
         self.finished = true;
         self.sleep = None;
+        self.stopper = None;
         TaskPoll::Ready(Some(Err(e)))
     }
 
@@ -270,26 +261,38 @@ impl TraceSession {
             if self.finished {
                 return TaskPoll::Ready(None);
             }
+            // The stop of `stop()`, if any, goes on with the stream; how it went reaches
+            // the signal, read below.
+            if let Some(stopper) = &mut self.stopper {
+                if stopper.as_mut().poll(cx).is_ready() {
+                    self.stopper = None;
+                }
+            }
+            if self.outcome.is_some() {
+                // The stream ended. A stop still under way is waited out, as dsipc-std
+                // joins its stop thread: its answer is on its way (the runtime closes the
+                // stream as it answers), and the client's timeout bounds it.
+                if self.stopper.is_some() {
+                    return TaskPoll::Pending;
+                }
+                self.finished = true;
+                self.sleep = None;
+                return TaskPoll::Ready(None);
+            }
             // What the stop handle saw (requested, answered, failed) goes to the session
             // layer; a failed stop is reported at once.
-            {
-                let mut s = lock(&self.handle.state);
-                if let Some(e) = s.failure.take() {
-                    drop(s);
-                    return self.fail(e);
-                }
-                // Woken when a stop is requested, answered or fails.
-                match &s.reader {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => s.reader = Some(cx.waker().clone()),
-                }
-                if let Some(at) = s.requested_at {
-                    self.tracing
-                        .stop_requested(ms(at.saturating_duration_since(self.epoch)));
-                }
-                if let Some(at) = s.stopped_at {
-                    self.tracing
-                        .stop_answered(ms(at.saturating_duration_since(self.epoch)));
+            // Woken when a stop is requested, answered or fails.
+            match self.handle.signal.take_news(Some(cx.waker())) {
+                Err(e) => return self.fail(e),
+                Ok(news) => {
+                    if let Some(at) = news.requested_at {
+                        self.tracing
+                            .stop_requested(ms(at.saturating_duration_since(self.epoch)));
+                    }
+                    if let Some(at) = news.answered_at {
+                        self.tracing
+                            .stop_answered(ms(at.saturating_duration_since(self.epoch)));
+                    }
                 }
             }
             let now = ms(self.epoch.elapsed());
@@ -298,9 +301,7 @@ impl TraceSession {
                 Ok(TraceStep::Data(d)) => return TaskPoll::Ready(Some(Ok(d.to_vec()))),
                 Ok(TraceStep::End(outcome)) => {
                     self.outcome = Some(outcome);
-                    self.finished = true;
-                    self.sleep = None;
-                    return TaskPoll::Ready(None);
+                    continue;
                 }
                 Ok(TraceStep::Receive) => {}
                 Ok(_) => {

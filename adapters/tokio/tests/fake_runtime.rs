@@ -7,29 +7,12 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use dsipc::payload::{dump, DumpType, PerfMapType, Provider};
+use dsipc::payload::{dump, DumpType, PerfMapType};
 use dsipc::wire::{Command, Guid, Hresult};
-use dsipc_testkit::{check_pattern, Answer, Config, FakeRuntime, StreamEnd, StreamSpec, TempDir};
-use dsipc_tokio::{DiagnosticsClient, Error};
+use dsipc_testkit::{check_pattern, Answer, Config, StreamEnd, StreamSpec, TempDir};
+use dsipc_tokio::{DiagnosticsClient, Endpoint, Error};
 
-use support::{poll_once, wait_received, NextItem};
-
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn start(config: Config) -> (TempDir, FakeRuntime, DiagnosticsClient) {
-    let dir = TempDir::new("tokio").unwrap();
-    let rt = config.listen_in(dir.path()).start().unwrap();
-    let client = DiagnosticsClient::new(rt.socket_path().unwrap()).with_timeout(TIMEOUT);
-    (dir, rt, client)
-}
-
-fn commands(rt: &FakeRuntime) -> Vec<Option<Command>> {
-    rt.received().iter().map(|r| r.command).collect()
-}
-
-fn providers() -> [Provider<'static>; 1] {
-    [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)]
-}
+use support::{commands, poll_once, providers, start, wait_received, TIMEOUT};
 
 #[tokio::test]
 async fn process_info_is_process_info3() {
@@ -320,7 +303,7 @@ async fn a_silent_server_times_out_within_the_budget() {
 async fn a_missing_socket_is_a_connect_error() {
     let dir = TempDir::new("tokio-missing").unwrap();
     let path = dir.join("nothing-here");
-    let client = DiagnosticsClient::new(&path);
+    let client = DiagnosticsClient::new(Endpoint::new(&path));
     match client.resume_runtime().await {
         Err(Error::Connect { endpoint, source }) => {
             assert_eq!(endpoint, path);
@@ -328,179 +311,6 @@ async fn a_missing_socket_is_a_connect_error() {
         }
         other => panic!("{:?}", other),
     }
-}
-
-/// Reads a session to its end, checking the pattern.
-async fn drain(session: &mut dsipc_tokio::TraceSession) -> Result<u64, Error> {
-    let mut offset = 0u64;
-    while let Some(chunk) = session.next_chunk().await {
-        let chunk = chunk?;
-        assert_eq!(check_pattern(offset, &chunk), None, "at offset {}", offset);
-        offset += chunk.len() as u64;
-    }
-    Ok(offset)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_stopped_from_a_second_connection_ends_cleanly() {
-    let (_dir, rt, client) =
-        start(Config::new().stream(StreamSpec::until_stopped(4096, Duration::from_millis(2))));
-    let mut session = client
-        .collect_tracing(&providers(), 16, true)
-        .await
-        .unwrap();
-    // Some data first, then the stop, from another task.
-    let first = session.next_chunk().await.unwrap().unwrap();
-    assert_eq!(check_pattern(0, &first), None);
-    let stop = session.stop_handle();
-    assert_eq!(stop.session_id(), session.session_id());
-    let stopper = tokio::spawn(async move { stop.stop().await });
-    let mut offset = first.len() as u64;
-    while let Some(chunk) = session.next_chunk().await {
-        let chunk = chunk.unwrap();
-        assert_eq!(check_pattern(offset, &chunk), None);
-        offset += chunk.len() as u64;
-    }
-    stopper.await.unwrap().unwrap();
-    assert!(session.is_finished());
-    assert_eq!(session.bytes_received(), offset);
-    let streams = rt.wait_streams(1, TIMEOUT);
-    assert_eq!(streams[0].end, StreamEnd::Stopped);
-    assert_eq!(streams[0].bytes, offset);
-    assert_eq!(streams[0].session_id, session.session_id());
-    let got = wait_received(&rt, 2).await;
-    assert_eq!(got[1].command, Some(Command::StopTracing));
-    assert_ne!(got[0].connection, got[1].connection);
-    // After the end: None again, and the handle's second stop does nothing.
-    assert!(session.next_chunk().await.is_none());
-}
-
-#[tokio::test]
-async fn a_session_is_a_futures_stream() {
-    let (_dir, rt, client) = start(Config::new().stream(StreamSpec::bytes(300_000)));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
-    let mut offset = 0u64;
-    while let Some(chunk) = NextItem(&mut session).await {
-        let chunk = chunk.unwrap();
-        assert_eq!(check_pattern(offset, &chunk), None);
-        offset += chunk.len() as u64;
-    }
-    assert_eq!(offset, 300_000);
-    assert_eq!(rt.wait_streams(1, TIMEOUT)[0].end, StreamEnd::Completed);
-}
-
-#[tokio::test]
-async fn copy_to_writes_the_whole_stream() {
-    let (_dir, _rt, client) = start(Config::new().stream(StreamSpec::bytes(100_000)));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    let outcome = session.copy_to(&mut out).await.unwrap();
-    assert_eq!(outcome.bytes(), 100_000);
-    // A byte pattern is no nettrace: all of it is delivered, and the end says it is cut
-    // (at its first byte), never a clean end.
-    assert!(
-        matches!(outcome, dsipc::session::Outcome::Cut { offset: 0, .. }),
-        "{:?}",
-        outcome
-    );
-    assert_eq!(out.len(), 100_000);
-    assert_eq!(check_pattern(0, &out), None);
-}
-
-#[tokio::test]
-async fn a_session_error_reply_is_typed() {
-    let (_dir, _rt, client) = start(Config::new().like_net8_0_4());
-    let provs = providers();
-    let req = dsipc::payload::CollectTracing3 {
-        circular_buffer_mb: 1,
-        format: dsipc::payload::TraceFormat::NetTrace,
-        request_rundown: false,
-        request_stackwalk: true,
-        providers: (&provs[..]).into(),
-    };
-    let e = client.start_tracing(req).await.unwrap_err();
-    assert!(e.is_not_supported(), "{:?}", e);
-}
-
-#[tokio::test]
-async fn a_stream_going_on_after_the_stop_is_stream_not_ended() {
-    let (_dir, _rt, client) = start(
-        Config::new()
-            .stream(StreamSpec::until_stopped(1024, Duration::from_millis(5)))
-            .answer(Command::StopTracing, Answer::IgnoreStop),
-    );
-    let client = client.with_timeout(Duration::from_millis(400));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
-    let stop = session.stop_handle();
-    let (stopped, drained) = tokio::join!(stop.stop(), drain(&mut session));
-    stopped.unwrap();
-    assert!(stop.is_answered());
-    match drained {
-        Err(Error::StreamNotEnded { session_id, .. }) => {
-            assert_eq!(session_id, session.session_id())
-        }
-        other => panic!("{:?}", other),
-    }
-    assert!(session.next_chunk().await.is_none());
-}
-
-#[tokio::test]
-async fn a_stop_never_answered_ends_the_stream_with_a_timeout() {
-    let (_dir, _rt, client) = start(
-        Config::new()
-            .stream(StreamSpec::until_stopped(1024, Duration::from_millis(5)))
-            .answer(Command::StopTracing, Answer::Hang),
-    );
-    let client = client.with_timeout(Duration::from_millis(400));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
-    let stop = session.stop_handle();
-    let t = Instant::now();
-    let (stopped, drained) = tokio::join!(stop.stop(), drain(&mut session));
-    assert!(stopped.unwrap_err().is_timeout());
-    // The stream fails with the stop's error (or its own bound): never hangs.
-    let e = drained.unwrap_err();
-    assert!(
-        e.is_timeout() || matches!(e, Error::StreamNotEnded { .. }),
-        "{:?}",
-        e
-    );
-    assert!(t.elapsed() < Duration::from_secs(5));
-}
-
-#[tokio::test]
-async fn a_quiet_stream_after_a_stop_times_out() {
-    // The stream pauses far longer than the timeout; the stop is never answered either.
-    let (_dir, _rt, client) = start(
-        Config::new()
-            .stream(StreamSpec::until_stopped(16, Duration::from_secs(2)))
-            .answer(Command::StopTracing, Answer::Hang),
-    );
-    let client = client.with_timeout(Duration::from_millis(300));
-    let mut session = client
-        .collect_tracing(&providers(), 16, false)
-        .await
-        .unwrap();
-    assert!(session.next_chunk().await.unwrap().is_ok());
-    // Stop from a task that is then cancelled: the request alone bounds the wait.
-    let stop = session.stop_handle();
-    let task = tokio::spawn(async move { stop.stop().await });
-    let handle = session.stop_handle();
-    let e = drain(&mut session).await.unwrap_err();
-    assert!(e.is_timeout(), "{:?}", e);
-    assert!(handle.is_requested());
-    task.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -579,7 +389,7 @@ async fn reads_dropped_mid_stream_lose_no_bytes() {
 #[test]
 fn futures_are_send() {
     fn send<T: Send>(_: &T) {}
-    let client = DiagnosticsClient::new("/nonexistent");
+    let client = DiagnosticsClient::new(Endpoint::new("/nonexistent"));
     assert_eq!(client.timeout(), dsipc_tokio::DEFAULT_TIMEOUT);
     assert_eq!(
         client.max_environment(),
@@ -618,7 +428,7 @@ async fn commands_wait_out_a_full_accept_backlog() {
         }
         assert!(fillers.len() < 100_000, "the backlog never filled");
     }
-    let client = DiagnosticsClient::new(&path).with_timeout(TIMEOUT);
+    let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(TIMEOUT);
     let calls: Vec<_> = (0..3)
         .map(|_| {
             let c = client.clone();

@@ -12,7 +12,7 @@ use dsipc::payload::{PerfMapType, Provider};
 use dsipc::wire::{Command, Hresult};
 use dsipc_testkit::{check_pattern, Answer, Config, FakeRuntime, StreamEnd, StreamSpec};
 use dsipc_tokio::reverse::ReverseListener;
-use dsipc_tokio::{DiagnosticsClient, Error};
+use dsipc_tokio::{DiagnosticsClient, Endpoint, Error};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -30,7 +30,7 @@ fn pipe(tag: &str) -> PathBuf {
 fn start(tag: &str, config: Config) -> (FakeRuntime, DiagnosticsClient) {
     let path = pipe(tag);
     let fake = config.listen_at(&path).start().expect("create the pipe");
-    let client = DiagnosticsClient::new(&path).with_timeout(TIMEOUT);
+    let client = DiagnosticsClient::new(Endpoint::new(&path)).with_timeout(TIMEOUT);
     (fake, client)
 }
 

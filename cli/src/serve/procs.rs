@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use dsipc::wire::Guid;
 use dsipc_tokio::reverse::RuntimePool;
-use dsipc_tokio::{DiagnosticsClient, ProcessInfo};
+use dsipc_tokio::{DiagnosticsClient, Endpoint, ProcessInfo};
 use tokio::sync::Semaphore;
 
 use super::api::ApiError;
@@ -61,7 +61,7 @@ impl Runtime {
     /// A client for it with `timeout`.
     pub fn client(&self, timeout: Duration) -> DiagnosticsClient {
         match &self.target {
-            Target::Endpoint(path) => DiagnosticsClient::new(path),
+            Target::Endpoint(path) => DiagnosticsClient::new(Endpoint::new(path)),
             Target::Pooled(pool, cookie) => pool.client(*cookie),
         }
         .with_timeout(timeout)

@@ -77,8 +77,8 @@ where
 
 pub(super) fn concurrent_tokio() {
     tokio_rounds("concurrent-tokio", "dsipc-tokio clients", |path| {
-        let client =
-            dsipc_tokio::DiagnosticsClient::new(path).with_timeout(Duration::from_secs(60));
+        let client = dsipc_tokio::DiagnosticsClient::new(dsipc_tokio::Endpoint::new(path))
+            .with_timeout(Duration::from_secs(60));
         move || {
             let c = client.clone();
             tokio::spawn(async move { c.process_info_basic().await.expect("ProcessInfo").pid })
@@ -126,7 +126,8 @@ pub(super) fn stream_tokio() {
     let path = dir.join("dotnet-diagnostic-12814-1-socket");
     let server = ServerThread::start(&path, GIB, 0);
     let rt = tokio_thread();
-    let client = dsipc_tokio::DiagnosticsClient::new(&path).with_timeout(Duration::from_secs(60));
+    let client = dsipc_tokio::DiagnosticsClient::new(dsipc_tokio::Endpoint::new(&path))
+        .with_timeout(Duration::from_secs(60));
     let t0 = Instant::now();
     let bytes = rt.block_on(async {
         let mut session = client

@@ -56,10 +56,7 @@ fn wide(s: &OsStr) -> Vec<u16> {
 fn millis(timeout: Option<Duration>) -> u32 {
     match timeout {
         None => INFINITE,
-        Some(t) => {
-            let ms = t.as_nanos().saturating_add(999_999) / 1_000_000;
-            ms.clamp(1, u128::from(INFINITE - 1)) as u32
-        }
+        Some(t) => crate::millis_ceil(t).clamp(1, u64::from(INFINITE - 1)) as u32,
     }
 }
 

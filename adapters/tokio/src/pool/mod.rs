@@ -246,8 +246,8 @@ impl RuntimePool {
         }
     }
 
-    /// A client of the runtime with this cookie (from [`runtimes`](Self::runtimes), or
-    /// [`ReverseConnection::cookie`](crate::reverse::ReverseConnection::cookie)).
+    /// A client of the runtime with this cookie (from [`runtimes`](Self::runtimes), or a
+    /// reverse connection's [`cookie`](crate::reverse::AdvertisedRuntime::cookie)).
     ///
     /// It is a normal [`DiagnosticsClient`]: every method works (ProcessInfo with its
     /// fallbacks, trace sessions stopped through their [`StopHandle`](crate::StopHandle),

@@ -1,4 +1,4 @@
-//! What the tests share: polling helpers (Rust 1.63 has no `std::future::poll_fn`) and
+//! What the tests share: a fake runtime and a client of it, polling helpers (Rust 1.63 has no `std::future::poll_fn`) and
 //! waits on the fake runtime's records that do not block the runtime's thread.
 #![allow(dead_code)]
 
@@ -7,7 +7,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use dsipc_testkit::{FakeRuntime, Received};
+use dsipc::payload::Provider;
+use dsipc::wire::Command;
+use dsipc_testkit::{Config, FakeRuntime, Received, TempDir};
+use dsipc_tokio::{DiagnosticsClient, Endpoint};
 
 /// Polls a future once: `Some(output)` if it was ready, `None` if it was pending.
 pub fn poll_once<F: Future + Unpin>(fut: F) -> PollOnce<F> {
@@ -41,4 +44,26 @@ impl<S: futures_core::Stream + Unpin> Future for NextItem<'_, S> {
 /// Waits (on a blocking thread) until the fake runtime recorded `count` requests.
 pub async fn wait_received(rt: &FakeRuntime, count: usize) -> Vec<Received> {
     tokio::task::block_in_place(|| rt.wait_received(count, Duration::from_secs(10)))
+}
+
+/// The client's timeout in the tests.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A fake runtime listening in a fresh directory, and a client of it.
+pub fn start(config: Config) -> (TempDir, FakeRuntime, DiagnosticsClient) {
+    let dir = TempDir::new("tokio").unwrap();
+    let rt = config.listen_in(dir.path()).start().unwrap();
+    let client =
+        DiagnosticsClient::new(Endpoint::new(rt.socket_path().unwrap())).with_timeout(TIMEOUT);
+    (dir, rt, client)
+}
+
+/// The commands the fake runtime received, in order.
+pub fn commands(rt: &FakeRuntime) -> Vec<Option<Command>> {
+    rt.received().iter().map(|r| r.command).collect()
+}
+
+/// One provider (the runtime's own events).
+pub fn providers() -> [Provider<'static>; 1] {
+    [Provider::new("Microsoft-Windows-DotNETRuntime", 0x1, 4)]
 }
