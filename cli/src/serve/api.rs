@@ -88,6 +88,11 @@ impl ApiError {
         }
     }
 
+    /// What it says.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
     /// A 500: something on serve's side failed.
     pub fn internal(detail: impl Into<String>) -> ApiError {
         ApiError {
@@ -732,15 +737,16 @@ impl Api {
     }
 
     async fn metrics(&self, _req: &Request<Incoming>) -> ApiResult {
-        // The default process's counters, started on the first scrape that finds it.
-        let all = self.discovery.list().await?;
-        if let Ok(r) = self.discovery.default_of(&all) {
-            self.metrics.ensure(r);
-        }
+        // What the store holds: the collection follows the default process on its own
+        // (`metrics::follow`), a scrape neither discovers nor starts anything.
+        let text = self
+            .metrics
+            .render()
+            .ok_or_else(|| ApiError::bad_request(super::metrics::DISABLED))?;
         Ok(respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            self.metrics.render(),
+            text,
         ))
     }
 
