@@ -31,11 +31,12 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_WAIT: Duration = START_TIMEOUT;
 
 /// How often discovery looks for the default process: dotnet-monitor's `MetricsService`
-/// looks again 5 s after it found none (or its pipeline ended). A look reads the socket
-/// folder and asks only the runtimes it has not seen yet (ProcessInfo is cached; a silent
-/// socket is asked again after [`super::procs::SILENT_RETRY_AFTER`]), so an idle serve
-/// costs one directory listing per interval. In listen mode a runtime connecting or
-/// leaving wakes it at once; the interval then only retries a session that ended.
+/// looks again 5 s after it found none (or its pipeline ended). A look lists the socket
+/// folders (`--tmpdir`, else every process's TMPDIR read from `/proc`) and asks only the
+/// runtimes it has not seen yet (ProcessInfo is cached; a silent socket is asked again
+/// after [`super::procs::SILENT_RETRY_AFTER`]): that is all an idle serve does per
+/// interval. In listen mode a runtime connecting or leaving wakes it at once; the
+/// interval then only retries a session that ended.
 pub const DISCOVERY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// dotnet-monitor's words for `/metrics` with metrics disabled.
