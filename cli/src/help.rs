@@ -69,7 +69,9 @@ with Location: /operations/{id}; GET /operations, GET /operations/{id}, DELETE
                        (default http://localhost:52323: loopback only). HOST is
                        localhost, an IP address, or * / + for every interface
   --metricUrls URLS    where /metrics listens without authentication (default
-                       http://localhost:52325); --no-metrics: nowhere
+                       http://localhost:52325); the default process's counters are
+                       collected from when serve finds it (it looks every 5 s);
+                       --no-metrics: no listener, nothing collected, /metrics is 400
   --api-key-file FILE  the key file `serve generatekey -o FILE` wrote (its hash only);
                        requests need `Authorization: Bearer KEY`
   --temp-apikey        a key for this run only, printed on stderr

@@ -67,7 +67,8 @@ fn serve_discovery_probes_are_bounded_and_silent_sockets_are_not_asked_again() {
     let dir = TempDir::new("dsipc-sv").unwrap();
     let _rt = fake(&dir, Config::new());
     let silent: Vec<Silent> = (0..SILENT).map(|_| Silent::new(&dir)).collect();
-    let mut serve = Serve::with_key(dir.path());
+    // No /metrics collection: its discovery would list (and probe) beside the requests'.
+    let mut serve = Serve::start(dir.path(), &["--temp-apikey", "--no-metrics"]);
     let me = std::process::id();
 
     let list = |serve: &Serve| {

@@ -61,7 +61,8 @@ fn serve_logs_streams_entries_in_each_format_from_the_fake_runtime() {
     let trace: &'static [u8] = Box::leak(common_logs::sample().bytes().into_boxed_slice());
     let dir = TempDir::new("dsipc-svl").unwrap();
     let rt = fake(&dir, trace);
-    let serve = Serve::start(dir.path(), &["--temp-apikey"]);
+    // No /metrics collection: the runtime's requests are counted below.
+    let serve = Serve::start(dir.path(), &["--temp-apikey", "--no-metrics"]);
 
     // ndjson: one LogEntry per line.
     let nd = curl(

@@ -107,6 +107,40 @@ fn net8_system_runtime_event_counters_and_meter_rate() {
     assert_eq!(events7, events);
 }
 
+/// A provider's first EventCounter samples are held a second for Meter data of the same
+/// name (dotnet-counters' BufferDelaySecs); a driver gets them out when that second passed
+/// by the clock, without waiting for the runtime's next publication.
+#[test]
+fn held_event_counter_samples_are_released_by_the_clock_without_more_data() {
+    let bytes = capture("net8.0.4-system-runtime-and-meter.nettrace");
+    let cfg = config("System.Runtime", shared());
+    let mut d = Decoder::new(&cfg);
+    let mut out = Vec::new();
+    // Up to the first publication: its samples are held.
+    let mut fed = 0;
+    while d.held_until().is_none() {
+        assert!(fed < bytes.len(), "nothing was ever held");
+        let end = (fed + 64).min(bytes.len());
+        d.feed(&bytes[fed..end], &mut |e| out.push(e));
+        fed = end;
+    }
+    let due = d.held_until().unwrap();
+    assert!(samples(&out).is_empty(), "{:?}", out);
+    d.release_due(due - std::time::Duration::from_millis(1), &mut |e| {
+        out.push(e)
+    });
+    assert!(samples(&out).is_empty(), "released early: {:?}", out);
+    d.release_due(due + std::time::Duration::from_millis(1), &mut |e| {
+        out.push(e)
+    });
+    assert!(
+        samples(&out).iter().any(|s| s.name == "cpu-usage"),
+        "{:?}",
+        out
+    );
+    assert_eq!(d.held_until(), None);
+}
+
 #[test]
 fn only_the_counters_asked_for() {
     let bytes = capture("net8.0.4-system-runtime-and-meter.nettrace");

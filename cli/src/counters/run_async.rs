@@ -24,6 +24,8 @@
 //! # }
 //! ```
 
+use std::time::{Duration, SystemTime};
+
 use dsipc::payload::Provider;
 use dsipc_trace::counters::{CounterEvent, CountersConfig, Decoder};
 
@@ -64,7 +66,29 @@ impl CounterRun {
     /// Drives the session to its end, each event to `sink`; how it ended.
     pub async fn run(mut self, sink: &mut (dyn FnMut(CounterEvent) + Send)) -> SessionEnd {
         let mut error = None;
-        while let Some(chunk) = self.session.next_chunk().await {
+        loop {
+            let chunk = match self.decoder.held_until() {
+                None => self.session.next_chunk().await,
+                // Held samples go out when due, not at the runtime's next publication (an
+                // interval later): a millisecond past the due time, as the hold ends after it.
+                Some(due) => {
+                    let wait = due
+                        .duration_since(SystemTime::now())
+                        .unwrap_or(Duration::ZERO)
+                        + Duration::from_millis(1);
+                    tokio::select! {
+                        c = self.session.next_chunk() => c,
+                        _ = tokio::time::sleep(wait) => {
+                            self.decoder.release_due(SystemTime::now(), &mut *sink);
+                            continue;
+                        }
+                    }
+                }
+            };
+            let chunk = match chunk {
+                Some(c) => c,
+                None => break,
+            };
             match chunk {
                 Ok(data) => self.decoder.feed(&data, &mut *sink),
                 Err(e) => {

@@ -83,7 +83,9 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         .or(p.value_text("-u")?)
         .unwrap_or(DEFAULT_URLS);
     let api_addrs = parse_urls("--urls", urls)?;
-    let metrics_addrs = if p.flag("--no-metrics") {
+    // dotnet-monitor's `--no-metrics` (Metrics:Enabled false): no listener, no collection.
+    let metrics_enabled = !p.flag("--no-metrics");
+    let metrics_addrs = if !metrics_enabled {
         Vec::new()
     } else {
         let m = p
@@ -204,6 +206,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         metrics: metrics::Metrics::new(
             dsipc_trace::counters::CounterSet::default(),
             counter_interval,
+            metrics_enabled,
         ),
         egress,
         operations: operations::Operations::default(),
@@ -352,6 +355,15 @@ async fn run(
                 )));
             }
         }
+    }
+    if api.metrics.enabled() {
+        // Discovery on its own schedule, once listening (its lines follow the addresses'):
+        // the default process's counters are collected from when it is found, whether or
+        // not anyone scrapes.
+        let api = Arc::clone(&api);
+        servers.push(tokio::spawn(async move {
+            metrics::follow(&api.discovery, &api.metrics).await
+        }));
     }
     if !key_configured {
         eprintln!("dsipc: WARNING: no API key is configured (--api-key-file, --temp-apikey or --no-auth): every API request is answered 401");

@@ -58,6 +58,11 @@ impl Runtime {
         self.info.clr_major()
     }
 
+    /// What identifies it across listings (see [`cache_key`]).
+    pub fn key(&self) -> (u32, String) {
+        cache_key(self.pid, &self.target)
+    }
+
     /// A client for it with `timeout`.
     pub fn client(&self, timeout: Duration) -> DiagnosticsClient {
         match &self.target {

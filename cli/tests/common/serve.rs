@@ -102,11 +102,16 @@ impl Serve {
             key = Some(line.rsplit(' ').next().unwrap().to_string());
         }
         let api = live.stderr_line("dsipc: API on http://", START);
-        let metrics = live.stderr_line("dsipc: metrics on http://", START);
         let addr = |l: &str| l.rsplit("http://").next().unwrap().to_string();
+        // `--no-metrics`: no metrics listener (`/metrics` is then the API's).
+        let metrics = if auth.contains(&"--no-metrics") {
+            addr(&api)
+        } else {
+            addr(&live.stderr_line("dsipc: metrics on http://", START))
+        };
         Serve {
             api: addr(&api),
-            metrics: addr(&metrics),
+            metrics,
             live,
             key,
             files,

@@ -154,6 +154,26 @@ impl Decoder {
         state.release(out);
     }
 
+    /// When EventCounter samples held back for Meter data of their provider (for a second
+    /// after its first sample, dotnet-counters' BufferDelaySecs) are due, on the trace's
+    /// clock; `None` when nothing is held. [`feed`](Self::feed) releases them when later
+    /// events pass that time; a driver that wants them out on time even while the runtime
+    /// sends nothing (until its next publication, an interval later) calls
+    /// [`release_due`](Self::release_due) then.
+    pub fn held_until(&self) -> Option<SystemTime> {
+        self.state.interp.held_due()
+    }
+
+    /// Hands out the held samples due by `now` (the runtime's trace clock is the wall clock
+    /// of its machine), as dotnet-counters hands out its buffered EventCounter payloads
+    /// once the delay passed by the clock.
+    pub fn release_due(&mut self, now: SystemTime, out: &mut dyn FnMut(CounterEvent)) {
+        let state = &mut self.state;
+        for ev in state.interp.release(Some(now)) {
+            state.emit(ev, out);
+        }
+    }
+
     /// End of stream: hands out what is still held back, and notes a stream that ended
     /// without its end marker (truncated) or could not be parsed.
     pub fn finish(&mut self, out: &mut dyn FnMut(CounterEvent)) {

@@ -342,6 +342,16 @@ impl Interpreter {
         }
     }
 
+    /// When the oldest sample held back is due (its provider's first sample plus the
+    /// delay, on the trace's clock); `None` when nothing is held.
+    pub(crate) fn held_due(&self) -> Option<SystemTime> {
+        let s = self.held.front()?;
+        Some(match self.providers.get(&s.provider) {
+            Some(state) => state.first_seen + PREFER_METER_DELAY,
+            None => SystemTime::UNIX_EPOCH,
+        })
+    }
+
     /// EventCounter samples held back for Meter data that did not come within the delay,
     /// measured against `now` on the trace's clock (`None`: release everything).
     pub(crate) fn release(&mut self, now: Option<SystemTime>) -> Vec<CounterEvent> {

@@ -44,6 +44,11 @@ impl ApiError {
         }
     }
 
+    /// What it says.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
     /// A 500: something on serve's side failed.
     pub fn internal(detail: impl Into<String>) -> ApiError {
         ApiError {

@@ -107,15 +107,16 @@ impl Api {
     }
 
     pub(super) async fn metrics(&self, _req: &Request<Incoming>) -> ApiResult {
-        // The default process's counters, started on the first scrape that finds it.
-        let all = self.discovery.list().await?;
-        if let Ok(r) = self.discovery.default_of(&all) {
-            self.metrics.ensure(r);
-        }
+        // What the store holds: the collection follows the default process on its own
+        // (`metrics::follow`), a scrape neither discovers nor starts anything.
+        let text = self
+            .metrics
+            .render()
+            .ok_or_else(|| ApiError::bad_request(crate::serve::metrics::DISABLED))?;
         Ok(respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            self.metrics.render(),
+            text,
         ))
     }
 
