@@ -162,6 +162,13 @@ fn run(argv: Vec<OsString>) -> CliResult {
         .take_while(|a| *a != "--")
         .any(|a| a == "-h" || a == "--help")
     {
+        // `counters monitor --help`: the subcommand's own help.
+        if command == "counters" {
+            let sub = rest.iter().find(|a| !a.to_string_lossy().starts_with('-'));
+            if let Some(text) = sub.and_then(|s| counters::usage_of(&s.to_string_lossy())) {
+                return print_out(&format!("{}\n{}", text, help::COMMON_SHORT));
+            }
+        }
         return command_help(&command);
     }
     let in_command = COMMANDS.contains(&command.as_str()) && command != "help";

@@ -110,6 +110,54 @@ fn collect_csv_net8_system_runtime_and_meter_rate() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Without -o, dotnet-counters' counter.csv, timestamped: a second run never meets the first
+/// run's file; dotnet-counters' spellings (`--maxTimeSeries`, `--format CSV`) are taken.
+#[test]
+fn collect_without_o_writes_a_new_timestamped_file_each_run() {
+    let h = host("net8", &["--counters"]);
+    let dir = temp_dir("default-name");
+    let pid = h.pid().to_string();
+    for _ in 0..2 {
+        let mut child = Command::new(bin())
+            .current_dir(&dir)
+            .args([
+                "counters",
+                "collect",
+                &pid,
+                "--duration",
+                "1",
+                "--refresh-interval",
+                "1",
+                "--maxTimeSeries",
+                "50",
+                "--format",
+                "CSV",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let (status, _) = common::wait_bounded(&mut child, "counters collect", LIMIT);
+        assert!(status.success(), "{:?}", status);
+    }
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{:?}", files);
+    for f in &files {
+        assert!(
+            f.starts_with("counter_") && f.ends_with(".csv"),
+            "{:?}",
+            files
+        );
+        let csv = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(csv.contains(",System.Runtime,CPU Usage (%),"), "{}", csv);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn collect_json_netcore31() {
     let h = host("netcore31", &["--counters"]);

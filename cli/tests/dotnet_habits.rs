@@ -329,3 +329,17 @@ fn a_runtime_you_may_not_connect_to_is_named_with_its_owner() {
     );
     assert!(r.stderr.contains("belongs to root"), "{}", r.stderr);
 }
+
+#[test]
+fn a_counters_subcommand_has_its_own_help() {
+    let dir = TempDir::new("dsipc-habit-ch").unwrap();
+    let r = dsipc_in(dir.path(), &["counters", "monitor", "--help"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("usage: dsipc counters monitor PID"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("counters collect"), "{}", r.stdout);
+    assert!(!r.stdout.contains("counters export"), "{}", r.stdout);
+}

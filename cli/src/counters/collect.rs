@@ -19,7 +19,7 @@ pub(super) fn collect(args: &[String]) -> Result<()> {
     let p = parse(args, VALUES, &["--force"])?;
     let o = options(&p, false)?;
     let pid = o.pids[0];
-    let json = match p.value("--format").unwrap_or("csv") {
+    let json = match p.value_lower("--format")?.as_deref().unwrap_or("csv") {
         "csv" => false,
         "json" => true,
         other => {
@@ -37,11 +37,13 @@ pub(super) fn collect(args: &[String]) -> Result<()> {
         None => None,
     };
     let ext = if json { ".json" } else { ".csv" };
-    let target = p
-        .value("-o")
-        .or_else(|| p.value("--output"))
-        .unwrap_or("counter")
-        .to_string();
+    // dotnet-counters' counter.csv, timestamped so that a second run never meets the first's.
+    let target = match p.value("-o").or_else(|| p.value("--output")) {
+        Some(t) => t.to_string(),
+        None => crate::output::timestamped("counter", ext, SystemTime::now())
+            .to_string_lossy()
+            .into_owned(),
+    };
     let path = if target == "-" {
         None
     } else if target.ends_with(ext) {

@@ -35,19 +35,64 @@ usage: dsipc counters monitor PID [--counters LIST] [--refresh-interval SECS]
 Live counters in dotnet-counters' conventions (EventCounters and
 System.Diagnostics.Metrics instruments):
   monitor   one runtime, redrawn in place on a terminal (plain lines otherwise)
-  collect   one runtime into dotnet-counters' csv or json file (default counter.csv;
-            -o - for stdout); runs for --duration (or until Ctrl-C) and writes what
-            came; a duration shorter than the first publication still waits for it
+  collect   one runtime into dotnet-counters' csv or json file (default
+            counter_yyyyMMdd_HHmmss.csv, never the previous run's; -o - for stdout);
+            runs for --duration (or until Ctrl-C) and writes what came; a duration
+            shorter than the first publication still waits for it
   export    any number of runtimes, served at http://ADDR/metrics in Prometheus' text
             format (the address is printed on stderr: dsipc: metrics on ...)
 
+PID: also -p/--process-id PID or -n/--name NAME, as dotnet-counters takes it.
 LIST: System.Runtime[cpu-usage,gc-heap-size],MyMeter (default System.Runtime).
 SECS: seconds (fractions allowed) or dd:hh:mm:ss; --refresh-interval defaults to 1.
 --max-time-series N (default 1000) and --max-histograms N (default 10), dotnet-counters'
-MaxTimeSeries and MaxHistograms, are asked of the runtime and enforced on what it sends:
+--maxTimeSeries and --maxHistograms (those spellings work too), are asked of the runtime and enforced on what it sends:
 series past them are dropped with one notice (a runtime inventing series cannot grow
 dsipc's memory).
 ";
+
+/// What every counters subcommand's help ends with.
+const SHARED: &str = "\
+PID: also -p/--process-id PID or -n/--name NAME, as dotnet-counters takes it.
+LIST: System.Runtime[cpu-usage,gc-heap-size],MyMeter (default System.Runtime).
+SECS: seconds (fractions allowed) or dd:hh:mm:ss; --refresh-interval defaults to 1.
+--max-time-series N (default 1000) and --max-histograms N (default 10) (also spelled
+--maxTimeSeries, --maxHistograms) are asked of the runtime and enforced on what it sends.
+";
+
+/// `dsipc counters SUBCOMMAND --help`: that subcommand's help only (`None`: not one).
+pub fn usage_of(sub: &str) -> Option<String> {
+    let own = match sub {
+        "monitor" => {
+            "\
+usage: dsipc counters monitor PID [--counters LIST] [--refresh-interval SECS]
+
+One runtime's counters, redrawn in place on a terminal (plain lines otherwise).
+"
+        }
+        "collect" => {
+            "\
+usage: dsipc counters collect PID [--counters LIST] [--refresh-interval SECS]
+                      [--duration SECS] [--format csv|json] [-o FILE|-] [--force]
+
+One runtime's counters into dotnet-counters' csv or json file (default
+counter_yyyyMMdd_HHmmss.csv, never the previous run's; -o - for stdout); runs for
+--duration (or until Ctrl-C) and writes what came.
+"
+        }
+        "export" => {
+            "\
+usage: dsipc counters export PID... --listen ADDR [--counters LIST]
+                      [--refresh-interval SECS]
+
+Any number of runtimes' counters, served at http://ADDR/metrics in Prometheus' text format
+(the address is printed on stderr: dsipc: metrics on ...).
+"
+        }
+        _ => return None,
+    };
+    Some(format!("{}\n{}", own, SHARED))
+}
 
 type Result<T> = std::result::Result<T, CliError>;
 
@@ -83,8 +128,13 @@ const VALUES: &[&str] = &[
     "--listen",
     "-p",
     "--process-id",
+    "-n",
+    "--name",
     "--max-time-series",
     "--max-histograms",
+    // dotnet-counters' spellings.
+    "--maxTimeSeries",
+    "--maxHistograms",
 ];
 
 /// Options every counters command takes.
@@ -106,8 +156,11 @@ struct Caps {
 }
 
 fn caps_option(p: &Parsed) -> Result<Caps> {
-    let one = |flag: &str, default: u32| -> Result<u32> {
-        match p.value(flag) {
+    let one = |flag: &str, alias: &str, default: u32| -> Result<u32> {
+        match p
+            .value_alias(flag, alias)?
+            .map(|v| v.to_str().unwrap_or(""))
+        {
             None => Ok(default),
             Some(v) => match v.parse::<u32>() {
                 Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
@@ -119,8 +172,8 @@ fn caps_option(p: &Parsed) -> Result<Caps> {
         }
     };
     Ok(Caps {
-        series: one("--max-time-series", 1000)?,
-        histograms: one("--max-histograms", 10)?,
+        series: one("--max-time-series", "--maxTimeSeries", 1000)?,
+        histograms: one("--max-histograms", "--maxHistograms", 10)?,
     })
 }
 
@@ -131,6 +184,10 @@ fn options(p: &Parsed, many: bool) -> Result<Options> {
     }
     for v in &p.positionals {
         pids.push(crate::args::pid(std::ffi::OsStr::new(v))?);
+    }
+    for name in p.value("-n").into_iter().chain(p.value("--name")) {
+        let common = crate::Common::from(p)?;
+        pids.push(crate::ps::pid_by_name(&common, name)?);
     }
     if pids.is_empty() {
         return Err(CliError::Usage("missing PID".into()));
