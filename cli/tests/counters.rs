@@ -158,6 +158,40 @@ fn collect_without_o_writes_a_new_timestamped_file_each_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `collect --duration` ends at a publication's edge: every counter of System.Runtime appears
+/// the same number of times (a publication cut in two would leave some one short).
+#[test]
+fn collect_with_a_duration_writes_whole_publications_only() {
+    let h = host("net8", &["--counters"]);
+    let dir = temp_dir("whole");
+    let pid = h.pid().to_string();
+    for (i, duration) in ["2", "2.5", "3"].iter().enumerate() {
+        let out = dir.join(format!("c{}.csv", i));
+        let r = collect(
+            &pid,
+            &[
+                "--counters",
+                "System.Runtime",
+                "--duration",
+                duration,
+                "-o",
+                s(&out),
+            ],
+        );
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let csv = std::fs::read_to_string(&out).unwrap();
+        let mut per_name = std::collections::BTreeMap::new();
+        for line in csv.lines().skip(1) {
+            let cols: Vec<&str> = line.split(',').collect();
+            *per_name.entry(cols[2].to_string()).or_insert(0usize) += 1;
+        }
+        let counts: std::collections::BTreeSet<usize> = per_name.values().copied().collect();
+        assert!(per_name.len() > 10, "{}", csv);
+        assert_eq!(counts.len(), 1, "{:?}\n{}", per_name, csv);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn collect_json_netcore31() {
     let h = host("netcore31", &["--counters"]);

@@ -130,7 +130,22 @@ pub(super) fn collect(args: &[String]) -> Result<()> {
             }
         }
     }
-    let end = session.stop();
+    // Every event up to the stream's end is written: the publication under way at the
+    // deadline arrives whole (the runtime flushes it for the stop), never cut in two.
+    let mut write_error = None;
+    let end = session.stop_draining(&mut |ev| match ev {
+        CounterEvent::Sample(s) => {
+            if write_error.is_none() {
+                if let Err(e) = writer.sample(&s) {
+                    write_error = Some(e);
+                }
+            }
+        }
+        CounterEvent::Notice(n) => eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string())),
+    });
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
     let events = writer.events();
     writer.finish()?.commit()?;
     report_end("dsipc", pid, &end);

@@ -126,6 +126,40 @@ impl<T: Transport + Send + Sync + 'static> CounterSession<T> {
         self.finish()
     }
 
+    /// Stops the session and hands `sink` every event up to the stream's end: what the
+    /// runtime flushes for the stop included, so a publication under way at the stop
+    /// arrives whole. The stop runs on a helper thread while this one keeps the queue
+    /// moving (the runtime answers StopTracing only once it has flushed the stream).
+    pub fn stop_draining(mut self, sink: &mut dyn FnMut(CounterEvent)) -> SessionEnd
+    where
+        T: 'static,
+    {
+        let finished = self.thread.as_ref().map_or(true, |t| t.is_finished());
+        let stopper = if finished {
+            None
+        } else {
+            let stop = self.stop.clone();
+            std::thread::Builder::new()
+                .name("dsipc-counters-stop".into())
+                .spawn(move || stop.stop())
+                .ok()
+        };
+        if let Some(rx) = &self.events {
+            // Ends when the draining thread ends (the stream is over) and drops its sender.
+            while let Ok(ev) = rx.recv() {
+                sink(ev);
+            }
+        }
+        let stop_error = stopper.and_then(|t| t.join().ok()).and_then(Result::err);
+        let mut end = self.finish();
+        if let (Some(e), None) = (stop_error, &end.error) {
+            if !end.stopped {
+                end.error = Some(e);
+            }
+        }
+        end
+    }
+
     fn finish(&mut self) -> SessionEnd {
         // Drop the queue first so a full queue cannot block the draining thread.
         self.events = None;
