@@ -39,12 +39,24 @@ pub(crate) fn write_json<W: io::Write, T: Serialize + ?Sized>(out: W, value: &T)
 
 /// Appends `s` as a JSON string literal (quotes included), escaped as [`push_json`] does.
 pub fn push_json_string(out: &mut String, s: &str) {
+    // Most strings (names, messages) need no escape: copied as they are, which keeps
+    // `convert --format jsonl` as fast as its hand-written escaping was (the serializer
+    // for every string cost it 12-15% CPU on the PerfView samples).
+    if !s.chars().any(|c| c == '"' || c == '\\' || unsafe_char(c)) {
+        out.reserve(s.len() + 2);
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     push_json(out, s)
 }
 
 /// `s` as a JSON string literal (see [`push_json_string`]).
 pub fn json_string(s: &str) -> String {
-    to_json(s)
+    let mut out = String::new();
+    push_json_string(&mut out, s);
+    out
 }
 
 /// serde_json's output appended to a `String`: it writes whole UTF-8 pieces (string
@@ -128,6 +140,11 @@ mod tests {
             r#""x\u007f\u009b\u2028\u202ey""#
         );
         assert_eq!(json_string("Regex.Match(é😀)"), "\"Regex.Match(é😀)\"");
+        // Inside derived types too (the serializer's path, not json_string's copy).
+        assert_eq!(
+            to_json(&["a\u{1b}\u{7f}\u{2028}\"", "b"]),
+            r#"["a\u001b\u007f\u2028\"","b"]"#
+        );
     }
 
     #[test]
