@@ -69,7 +69,8 @@ cd "$W"
 # fallback resolver picks them for windows/Cargo.lock): hyper-util 0.1.19 (0.1.21 is
 # edition 2024, rust-version 1.85), serde_json 1.0.145 (1.0.154 wants 1.71), itoa 1.0.15
 # (serde_json's and http's; 1.0.18 wants 1.68), ryu 1.0.20 (serde_json 1.0.145's; 1.0.23
-# wants 1.71). hyper 1.x, http 1.x, http-body(-util),
+# wants 1.71), serde 1.0.228 (and serde_core, serde_derive: serde_derive 1.0.229 wants 1.71
+# and syn 3; the root lock holds 1.0.228 already, pinned here too). hyper 1.x, http 1.x, http-body(-util),
 # bytes, sha2 0.10 and getrandom 0.2 build with 1.63 as the root lock has them. tokio:
 # 1.38.2, the last line whose rust-version is 1.63; the manifests ask for "1.38" (no upper
 # bound, so that applications keep their newer tokio): the version is held here and in the
@@ -79,7 +80,7 @@ cd "$W"
 # 0.60), rgb 0.8.50 (0.8.51 wants 1.64), once_cell 1.20.3 (1.21 wants 1.65), log 0.4.28
 # (0.4.35 wants 1.71).
 for pin in "proc-macro2 1.0.103" "quote 1.0.41" "syn@2 2.0.106" "unicode-ident 1.0.22" "libc 0.2.177" "anyhow 1.0.99" "backtrace 0.3.69" \
-    "hyper-util 0.1.19" "serde_json 1.0.145" "itoa 1.0.15" "ryu 1.0.20" "tokio 1.38.2" \
+    "hyper-util 0.1.19" "serde_json 1.0.145" "itoa 1.0.15" "ryu 1.0.20" "serde 1.0.228" "tokio 1.38.2" \
     "inferno 0.11.19" "ahash 0.8.11" "is-terminal 0.4.13" "rgb 0.8.50" "once_cell 1.20.3" "log 0.4.28"; do
     set -- $pin
     cargo update -q -p "$1" --precise "$2"

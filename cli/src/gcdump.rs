@@ -26,12 +26,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use dsipc_std::DiagnosticsClient;
-use dsipc_trace::format::json_string;
 use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
 use dsipc_trace::heap::{GcPause, HeapError, HeapGraph, HeapStream, RetainedStat, TypeStat, Walk};
 
 use crate::args::{parse_os, show};
 use crate::collect::{self, Collect, End, Request};
+use crate::json;
 use crate::output::{display, Output};
 use crate::providers::ProviderSpec;
 use crate::term::{clean, note};
@@ -193,12 +193,14 @@ fn pause_note(p: &GcPause) -> String {
 }
 
 /// One line of the report.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 struct Row {
+    #[serde(rename = "type")]
     name: String,
     count: u64,
     bytes: u64,
     /// With --retained.
+    #[serde(skip_serializing_if = "Option::is_none")]
     retained: Option<u64>,
 }
 
@@ -620,24 +622,7 @@ fn text(totals: (u64, u64), rows: &[Row]) -> String {
 /// `[{"type":NAME,"count":N,"bytes":N},...]` (and `"retained":N` with --retained), one
 /// line.
 fn json(rows: &[Row]) -> String {
-    let mut out = String::from("[");
-    for (i, t) in rows.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&format!(
-            "{{\"type\":{},\"count\":{},\"bytes\":{}",
-            json_string(&t.name),
-            t.count,
-            t.bytes
-        ));
-        if let Some(r) = t.retained {
-            out.push_str(&format!(",\"retained\":{}", r));
-        }
-        out.push('}');
-    }
-    out.push_str("]\n");
-    out
+    json::to_string(rows) + "\n"
 }
 
 #[cfg(test)]

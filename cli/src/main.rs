@@ -393,18 +393,32 @@ fn info_text(info: &ProcessInfo) -> String {
     )
 }
 
+/// `dsipc info --json`'s object (snake_case: dsipc's own format).
+#[derive(serde::Serialize)]
+struct InfoJson<'a> {
+    pid: u64,
+    cookie: String,
+    command_line: &'a str,
+    os: &'a str,
+    arch: &'a str,
+    entrypoint_assembly: Option<&'a str>,
+    clr_version: Option<&'a str>,
+    runtime_identifier: Option<&'a str>,
+    command: &'static str,
+}
+
 fn info_json(info: &ProcessInfo) -> String {
-    let mut o = json::Object::new();
-    o.number("pid", info.pid);
-    o.string("cookie", &info.cookie.to_string());
-    o.string("command_line", &info.command_line);
-    o.string("os", &info.os);
-    o.string("arch", &info.arch);
-    o.opt_string("entrypoint_assembly", info.entrypoint_assembly.as_deref());
-    o.opt_string("clr_version", info.clr_version.as_deref());
-    o.opt_string("runtime_identifier", info.runtime_identifier.as_deref());
-    o.string("command", info.command.name());
-    o.finish() + "\n"
+    json::to_string(&InfoJson {
+        pid: info.pid,
+        cookie: info.cookie.to_string(),
+        command_line: &info.command_line,
+        os: &info.os,
+        arch: &info.arch,
+        entrypoint_assembly: info.entrypoint_assembly.as_deref(),
+        clr_version: info.clr_version.as_deref(),
+        runtime_identifier: info.runtime_identifier.as_deref(),
+        command: info.command.name(),
+    }) + "\n"
 }
 
 fn cmd_env(rest: &[OsString]) -> CliResult {

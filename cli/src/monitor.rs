@@ -65,15 +65,26 @@ impl Seen {
     }
 
     fn json(&self) -> String {
-        let mut o = json::Object::new();
-        o.string("event", "advertise");
-        o.number("pid", self.pid);
-        o.string("cookie", &self.cookie.to_string());
-        o.boolean("reconnect", self.reconnect);
-        o.boolean("resumed", self.resumed);
-        o.opt_string("resume_error", self.resume_error.as_deref());
-        o.finish()
+        json::to_string(&AdvertiseJson {
+            event: "advertise",
+            pid: self.pid,
+            cookie: self.cookie.to_string(),
+            reconnect: self.reconnect,
+            resumed: self.resumed,
+            resume_error: self.resume_error.as_deref(),
+        })
     }
+}
+
+/// `dsipc monitor --json`'s line for a runtime that advertised.
+#[derive(serde::Serialize)]
+struct AdvertiseJson<'a> {
+    event: &'static str,
+    pid: u64,
+    cookie: String,
+    reconnect: bool,
+    resumed: bool,
+    resume_error: Option<&'a str>,
 }
 
 /// What the monitor was asked to do.

@@ -202,55 +202,64 @@ pub(crate) fn text(s: &StackSnapshot) -> String {
 /// A run of frames no method covers is one frame named `[Native Frames]` with empty names
 /// and token 0. `threadName` is what `name` finds (empty when nothing).
 pub(crate) fn json(s: &StackSnapshot, name: &dyn Fn(u64) -> String) -> String {
-    let mut out = String::from("{\"stacks\":[");
-    for (i, t) in s.threads.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&format!("{{\"threadId\":{},\"threadName\":", t.thread_id));
-        json::push_string(&mut out, &name(t.thread_id));
-        out.push_str(",\"frames\":[");
-        for (j, f) in t.frames.iter().enumerate() {
-            if j > 0 {
-                out.push(',');
-            }
-            let (method, token, params, type_name, module) = match f {
-                StackFrame::Method(m) => (
-                    m.method.clone(),
-                    m.token,
-                    m.parameter_types(),
-                    m.type_name.clone(),
-                    m.module.clone().unwrap_or_default(),
-                ),
-                StackFrame::Native => (
-                    dsipc_trace::NATIVE_FRAMES.to_string(),
-                    0,
-                    Vec::new(),
-                    String::new(),
-                    String::new(),
-                ),
-            };
-            out.push_str("{\"methodName\":");
-            json::push_string(&mut out, &method);
-            out.push_str(&format!(",\"methodToken\":{},\"parameterTypes\":[", token));
-            for (k, p) in params.iter().enumerate() {
-                if k > 0 {
-                    out.push(',');
-                }
-                json::push_string(&mut out, p);
-            }
-            out.push_str("],\"typeName\":");
-            json::push_string(&mut out, &type_name);
-            out.push_str(",\"moduleName\":");
-            json::push_string(&mut out, &module);
-            out.push_str(",\"moduleVersionId\":");
-            json::push_string(&mut out, NIL_GUID);
-            out.push('}');
-        }
-        out.push_str("]}");
-    }
-    out.push_str("]}\n");
-    out
+    let stacks = s
+        .threads
+        .iter()
+        .map(|t| CallStack {
+            thread_id: t.thread_id,
+            thread_name: name(t.thread_id),
+            frames: t
+                .frames
+                .iter()
+                .map(|f| match f {
+                    StackFrame::Method(m) => CallStackFrame {
+                        method_name: m.method.clone(),
+                        method_token: m.token,
+                        parameter_types: m.parameter_types(),
+                        type_name: m.type_name.clone(),
+                        module_name: m.module.clone().unwrap_or_default(),
+                        module_version_id: NIL_GUID,
+                    },
+                    StackFrame::Native => CallStackFrame {
+                        method_name: dsipc_trace::NATIVE_FRAMES.to_string(),
+                        method_token: 0,
+                        parameter_types: Vec::new(),
+                        type_name: String::new(),
+                        module_name: String::new(),
+                        module_version_id: NIL_GUID,
+                    },
+                })
+                .collect(),
+        })
+        .collect();
+    json::to_string(&CallStackResult { stacks }) + "\n"
+}
+
+/// dotnet-monitor's `CallStackResult`.
+#[derive(serde::Serialize)]
+struct CallStackResult {
+    stacks: Vec<CallStack>,
+}
+
+/// dotnet-monitor's `CallStack`: one thread's.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallStack {
+    thread_id: u64,
+    thread_name: String,
+    frames: Vec<CallStackFrame>,
+}
+
+/// dotnet-monitor's `CallStackFrame`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallStackFrame {
+    method_name: String,
+    method_token: u32,
+    parameter_types: Vec<String>,
+    type_name: String,
+    module_name: String,
+    module_version_id: &'static str,
 }
 
 /// The name the OS has for thread `tid` of `pid` (.NET gives it the managed thread's name,

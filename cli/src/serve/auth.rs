@@ -42,12 +42,19 @@ impl Verifier {
         self.hash.iter().map(|b| format!("{:02X}", b)).collect()
     }
 
-    /// The key-file text: dotnet-monitor's settings shape, holding only the hash.
+    /// The key-file text: dotnet-monitor's settings shape, holding only the hash (indented
+    /// as `dotnet monitor generatekey` prints it).
     pub fn settings_json(&self) -> String {
-        format!(
-            "{{\n  \"Authentication\": {{\n    \"MonitorApiKey\": {{\n      \"ApiKeyHash\": \"{}\",\n      \"ApiKeyHashType\": \"SHA256\"\n    }}\n  }}\n}}\n",
-            self.hash_hex()
-        )
+        let settings = Settings {
+            authentication: Authentication {
+                monitor_api_key: MonitorApiKey {
+                    api_key_hash: self.hash_hex(),
+                    api_key_hash_type: "SHA256",
+                },
+            },
+        };
+        // Hex digits and names only: nothing for the terminal-safe escaping to do.
+        serde_json::to_string_pretty(&settings).unwrap_or_default() + "\n"
     }
 
     /// Reads a key file: the settings JSON [`settings_json`](Self::settings_json) writes
@@ -135,6 +142,28 @@ fn base64url(bytes: &[u8]) -> String {
     out
 }
 
+/// dotnet-monitor's settings holding an API key's hash (`Authentication:MonitorApiKey`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Settings {
+    authentication: Authentication,
+}
+
+/// `Authentication`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Authentication {
+    monitor_api_key: MonitorApiKey,
+}
+
+/// `MonitorApiKey`: the hash, never the key.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct MonitorApiKey {
+    api_key_hash: String,
+    api_key_hash_type: &'static str,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +191,11 @@ mod tests {
         assert!(!back.accepts(format!("Bearer {}x", token).as_bytes()));
         assert!(!back.accepts(b"Basic dXNlcjpwYXNz"));
         assert!(!back.accepts(&[0xff, 0xfe]));
+        // dotnet-monitor's settings shape, indented as `generatekey` prints it.
+        assert_eq!(
+            Verifier::for_token("abc").settings_json(),
+            "{\n  \"Authentication\": {\n    \"MonitorApiKey\": {\n      \"ApiKeyHash\": \"BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD\",\n      \"ApiKeyHashType\": \"SHA256\"\n    }\n  }\n}\n"
+        );
         // SHA-256 of "abc" (FIPS 180-2), the hex spelling dotnet-monitor uses.
         assert_eq!(
             Verifier::for_token("abc").hash_hex(),

@@ -21,6 +21,7 @@ use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Decoder, S
 use super::api::{
     artifact_name, json_object, member, read_body, Api, ApiError, ApiResult, Artifact, Params,
 };
+use super::models::Metric;
 use super::session::{self, Sink};
 use crate::json;
 
@@ -227,28 +228,20 @@ impl Sink for Metrics {
 
 /// One dotnet-monitor `Metric` record.
 fn metric_json(s: &Sample) -> String {
-    let mut o = json::Object::new();
-    o.string("timestamp", &timestamp(s.timestamp));
-    o.string("provider", &s.provider);
-    o.string("name", &s.name);
-    o.string("displayName", &s.display_name);
-    o.string("unit", &s.unit);
-    o.string("counterType", s.kind.dotnet_counters_type());
     let mut tags: Vec<String> = s.tags.iter().map(|(k, v)| format!("{}={}", k, v)).collect();
     if let dsipc_trace::counters::CounterKind::Percentile(q) = s.kind {
         tags.push(format!("Percentile={}", q * 100.0));
     }
-    o.string("tags", &tags.join(","));
-    let mut body = o.finish();
-    body.pop();
-    body.push_str(",\"value\":");
-    body.push_str(&if s.value.is_finite() {
-        format!("{}", s.value)
-    } else {
-        "null".to_string()
-    });
-    body.push('}');
-    body
+    json::to_string(&Metric {
+        timestamp: timestamp(s.timestamp),
+        provider: &s.provider,
+        name: &s.name,
+        display_name: &s.display_name,
+        unit: &s.unit,
+        counter_type: s.kind.dotnet_counters_type(),
+        tags: tags.join(","),
+        value: s.value,
+    })
 }
 
 /// `2021-08-31T16:58:39.7514031+00:00` (.NET's round-trip format, UTC).

@@ -18,6 +18,7 @@ mod fds;
 mod livemetrics;
 mod logs;
 mod metrics;
+mod models;
 mod operations;
 mod procs;
 mod profiles;

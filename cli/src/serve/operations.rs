@@ -17,6 +17,7 @@ use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 
+use super::models::{OperationError, OperationProcessInfo, OperationStatus, OperationSummary};
 use crate::http::Body;
 use crate::json;
 
@@ -116,70 +117,38 @@ impl Operation {
         &self.id
     }
 
-    fn summary_fields(&self, o: &mut json::Object, p: &Progress) {
-        o.string("operationId", &self.id);
-        o.string("createdDateTime", &rfc3339(self.created));
-        o.string("status", p.state.name());
-    }
-
-    fn tail(&self, body: &mut String) {
-        // "process", "egressProviderName", "isStoppable", "tags" after the flat fields.
-        body.pop();
-        let mut p = json::Object::new();
-        p.number("pid", u64::from(self.process.pid));
-        p.string("uid", &self.process.uid);
-        p.string("name", &self.process.name);
-        body.push_str(",\"process\":");
-        body.push_str(&p.finish());
-        body.push_str(",\"egressProviderName\":");
-        json::push_string(body, &self.egress);
-        body.push_str(&format!(",\"isStoppable\":{}", self.stop.is_some()));
-        body.push_str(",\"tags\":[");
-        for (i, t) in self.tags.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            json::push_string(body, t);
+    fn summary<'a>(&'a self, p: &Progress) -> OperationSummary<'a> {
+        OperationSummary {
+            operation_id: &self.id,
+            created_date_time: rfc3339(self.created),
+            status: p.state.name(),
+            process: OperationProcessInfo {
+                pid: self.process.pid,
+                uid: &self.process.uid,
+                name: &self.process.name,
+            },
+            egress_provider_name: &self.egress,
+            is_stoppable: self.stop.is_some(),
+            tags: &self.tags,
         }
-        body.push_str("]}");
     }
 
     /// OperationSummary.
     pub fn summary_json(&self) -> String {
-        let p = self.progress();
-        let mut o = json::Object::new();
-        self.summary_fields(&mut o, &p);
-        let mut body = o.finish();
-        self.tail(&mut body);
-        body
+        json::to_string(&self.summary(&self.progress()))
     }
 
     /// OperationStatus.
     pub fn status_json(&self) -> String {
         let p = self.progress();
-        let mut o = json::Object::new();
-        o.opt_string("resourceLocation", p.resource.as_deref());
-        let mut body = o.finish();
-        body.pop();
-        match &p.error {
-            None => body.push_str(",\"error\":null}"),
-            Some(m) => {
-                let mut e = json::Object::new();
-                e.string("code", "OperationFailed");
-                e.string("message", m);
-                body.push_str(",\"error\":");
-                body.push_str(&e.finish());
-                body.push('}');
-            }
-        }
-        body.pop();
-        let mut rest = json::Object::new();
-        self.summary_fields(&mut rest, &p);
-        let rest = rest.finish();
-        body.push(',');
-        body.push_str(&rest[1..]);
-        self.tail(&mut body);
-        body
+        json::to_string(&OperationStatus {
+            resource_location: p.resource.as_deref(),
+            error: p.error.as_deref().map(|message| OperationError {
+                code: "OperationFailed",
+                message,
+            }),
+            summary: self.summary(&p),
+        })
     }
 
     /// Whether it succeeded (`GET /operations/{id}` is then 201).

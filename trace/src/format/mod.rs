@@ -6,6 +6,7 @@
 #[cfg(feature = "flamegraph")]
 mod flamegraph;
 mod folded;
+mod json;
 #[cfg(feature = "pprof")]
 mod pprof;
 pub mod report;
@@ -16,6 +17,8 @@ use std::io::{self, Write};
 use crate::{Profile, SampleKind, TraceInfo};
 
 pub use folded::write as write_folded;
+use json::write_json;
+pub use json::{json_string, push_json, push_json_string, to_json};
 
 /// Which samples a profile output keeps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -228,36 +231,6 @@ impl ProfileFormat {
             )),
         }
     }
-}
-
-/// Appends `s` as a JSON string literal (quotes included). Every control character (C0,
-/// DEL, C1), the line separators and the bidirectional overrides are escaped as `\uXXXX`:
-/// valid JSON either way, but JSON read on a terminal must not drive it. The one JSON string
-/// escaping of the trace layer and the CLI.
-pub fn push_json_string(out: &mut String, s: &str) {
-    use std::fmt::Write as _;
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if unsafe_char(c) => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// `s` as a JSON string literal (see [`push_json_string`]).
-pub fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    push_json_string(&mut out, s);
-    out
 }
 
 /// True for characters that move a terminal's cursor, start an escape sequence or reorder

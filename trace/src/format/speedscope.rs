@@ -5,9 +5,59 @@
 
 use std::io::{self, Write};
 
+use serde::{Serialize, Serializer};
+
 use crate::Profile;
 
-use super::{json_string, Selection, Timeline};
+use super::{write_json, Selection, Timeline};
+
+/// speedscope's `SerializedFile` (the fields dsipc fills, in the order it writes them).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct File<'a> {
+    #[serde(rename = "$schema")]
+    schema: &'static str,
+    shared: Shared<'a>,
+    profiles: Vec<Sampled<'a>>,
+    name: &'a str,
+    active_profile_index: u32,
+    exporter: String,
+}
+
+/// `shared`: the frames every profile indexes.
+#[derive(Serialize)]
+struct Shared<'a> {
+    frames: Vec<Frame<'a>>,
+}
+
+/// A `Frame`.
+#[derive(Serialize)]
+struct Frame<'a> {
+    name: &'a str,
+}
+
+/// A `SampledProfile`: one thread.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Sampled<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: String,
+    unit: &'static str,
+    start_value: f64,
+    end_value: f64,
+    samples: Vec<RootFirst<'a>>,
+    weights: Vec<f64>,
+}
+
+/// A stack (leaf first in the profile) written root first.
+struct RootFirst<'a>(&'a [u32]);
+
+impl Serialize for RootFirst<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().rev())
+    }
+}
 
 /// Writes `profile` as a speedscope file named `name`, placed in time by `timeline`.
 pub fn write(
@@ -17,18 +67,7 @@ pub fn write(
     timeline: &Timeline,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    write!(
-        out,
-        "{{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{{\"frames\":["
-    )?;
-    for (i, f) in profile.frames.iter().enumerate() {
-        if i > 0 {
-            out.write_all(b",")?;
-        }
-        write!(out, "{{\"name\":{}}}", json_string(f))?;
-    }
-    out.write_all(b"]},\"profiles\":[")?;
-    let mut first_profile = true;
+    let mut profiles = Vec::new();
     for (t, time) in profile.threads.iter().zip(&timeline.threads) {
         let interval_ms = time.weight_ns / 1e6;
         let start_ms = time.start_ns / 1e6;
@@ -36,45 +75,33 @@ pub fn write(
         if samples.is_empty() {
             continue;
         }
-        if !first_profile {
-            out.write_all(b",")?;
-        }
-        first_profile = false;
         let total: u64 = samples.iter().map(|s| s.count).sum();
-        write!(
-            out,
-            "{{\"type\":\"sampled\",\"name\":{},\"unit\":\"milliseconds\",\"startValue\":{},\"endValue\":{},\"samples\":[",
-            json_string(&format!("Thread ({})", t.thread_id)),
-            start_ms,
-            start_ms + total as f64 * interval_ms
-        )?;
-        for (i, s) in samples.iter().enumerate() {
-            if i > 0 {
-                out.write_all(b",")?;
-            }
-            out.write_all(b"[")?;
-            for (j, f) in profile.stacks[s.stack as usize].iter().rev().enumerate() {
-                if j > 0 {
-                    out.write_all(b",")?;
-                }
-                write!(out, "{}", f)?;
-            }
-            out.write_all(b"]")?;
-        }
-        out.write_all(b"],\"weights\":[")?;
-        for (i, s) in samples.iter().enumerate() {
-            if i > 0 {
-                out.write_all(b",")?;
-            }
-            write!(out, "{}", s.count as f64 * interval_ms)?;
-        }
-        out.write_all(b"]}")?;
+        profiles.push(Sampled {
+            kind: "sampled",
+            name: format!("Thread ({})", t.thread_id),
+            unit: "milliseconds",
+            start_value: start_ms,
+            end_value: start_ms + total as f64 * interval_ms,
+            samples: samples
+                .iter()
+                .map(|s| RootFirst(&profile.stacks[s.stack as usize]))
+                .collect(),
+            weights: samples
+                .iter()
+                .map(|s| s.count as f64 * interval_ms)
+                .collect(),
+        });
     }
-    write!(
-        out,
-        "],\"name\":{},\"activeProfileIndex\":0,\"exporter\":\"dsipc {}\"}}",
-        json_string(name),
-        env!("CARGO_PKG_VERSION")
-    )?;
+    let file = File {
+        schema: "https://www.speedscope.app/file-format-schema.json",
+        shared: Shared {
+            frames: profile.frames.iter().map(|f| Frame { name: f }).collect(),
+        },
+        profiles,
+        name,
+        active_profile_index: 0,
+        exporter: format!("dsipc {}", env!("CARGO_PKG_VERSION")),
+    };
+    write_json(&mut *out, &file)?;
     out.write_all(b"\n")
 }

@@ -49,8 +49,6 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use crate::format::push_json_string;
-
 mod decoder;
 mod json;
 mod template;
@@ -242,16 +240,18 @@ pub enum LogValue {
     Null,
 }
 
-impl LogValue {
-    fn push_json(&self, out: &mut String) {
+impl serde::Serialize for LogValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            LogValue::String(s) => push_json_string(out, s),
-            LogValue::Number(n) => out.push_str(&n.to_string()),
-            LogValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            LogValue::Null => out.push_str("null"),
+            LogValue::String(v) => s.serialize_str(v),
+            LogValue::Number(n) => s.serialize_i64(*n),
+            LogValue::Bool(b) => s.serialize_bool(*b),
+            LogValue::Null => s.serialize_unit(),
         }
     }
+}
 
+impl LogValue {
     /// As .NET's `TextWriter.Write(object)` prints it (`True`, empty for null).
     fn push_text(&self, out: &mut String) {
         match self {

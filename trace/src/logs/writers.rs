@@ -2,8 +2,10 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::LogEntry;
-use crate::format::push_json_string;
+use serde::{Serialize, Serializer};
+
+use super::{LogEntry, LogValues};
+use crate::format::push_json;
 
 /// dotnet-monitor's `/logs` output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,56 +71,63 @@ pub fn universal_sortable(t: SystemTime) -> String {
     )
 }
 
-/// One JSON object and its newline, as dotnet-monitor's StreamingLogger writes it:
-/// `Timestamp`, `LogLevel`, `EventId`, `EventName`, `Category`, `Message`, `Exception`
-/// (when one was logged), `State` (`Message` and the arguments), `Scopes` (when some are
-/// open: one object per scope, outermost first).
+/// One JSON object and its newline, as dotnet-monitor's StreamingLogger writes it.
 fn write_json(e: &LogEntry, out: &mut String) {
-    out.push_str("{\"Timestamp\":");
-    push_json_string(out, &universal_sortable(e.timestamp));
-    out.push_str(",\"LogLevel\":");
-    push_json_string(out, e.level.name());
-    out.push_str(",\"EventId\":");
-    out.push_str(&e.event_id.to_string());
-    out.push_str(",\"EventName\":");
-    push_json_string(out, &e.event_name);
-    out.push_str(",\"Category\":");
-    push_json_string(out, &e.category);
-    out.push_str(",\"Message\":");
-    push_json_string(out, &e.message);
-    if let Some(x) = &e.exception {
-        out.push_str(",\"Exception\":");
-        push_json_string(out, x);
+    push_json(
+        out,
+        &JsonEntry {
+            timestamp: universal_sortable(e.timestamp),
+            log_level: e.level.name(),
+            event_id: e.event_id,
+            event_name: &e.event_name,
+            category: &e.category,
+            message: &e.message,
+            exception: e.exception.as_deref(),
+            state: State {
+                message: &e.message,
+                arguments: Members(&e.arguments),
+            },
+            scopes: e.scopes.iter().map(Members).collect(),
+        },
+    );
+    out.push('\n');
+}
+
+/// dotnet-monitor's StreamingLogger's JSON object: `Exception` when one was logged, `State`
+/// (`Message` and the arguments), `Scopes` when some are open (one object per scope,
+/// outermost first).
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct JsonEntry<'a> {
+    timestamp: String,
+    log_level: &'static str,
+    event_id: i32,
+    event_name: &'a str,
+    category: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exception: Option<&'a str>,
+    state: State<'a>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    scopes: Vec<Members<'a>>,
+}
+
+/// `State`: the message, then the arguments.
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct State<'a> {
+    message: &'a str,
+    #[serde(flatten)]
+    arguments: Members<'a>,
+}
+
+/// Arguments or a scope's values as one JSON object's members, in their order.
+struct Members<'a>(&'a LogValues);
+
+impl Serialize for Members<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
     }
-    out.push_str(",\"State\":{\"Message\":");
-    push_json_string(out, &e.message);
-    for (k, v) in &e.arguments {
-        out.push(',');
-        push_json_string(out, k);
-        out.push(':');
-        v.push_json(out);
-    }
-    out.push('}');
-    if !e.scopes.is_empty() {
-        out.push_str(",\"Scopes\":[");
-        for (i, scope) in e.scopes.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push('{');
-            for (j, (k, v)) in scope.iter().enumerate() {
-                if j > 0 {
-                    out.push(',');
-                }
-                push_json_string(out, k);
-                out.push(':');
-                v.push_json(out);
-            }
-            out.push('}');
-        }
-        out.push(']');
-    }
-    out.push_str("}\n");
 }
 
 /// The padding of every line after the first (`info: ` is 6 wide).

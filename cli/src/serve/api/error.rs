@@ -6,6 +6,7 @@ use hyper::{Response, StatusCode};
 use super::respond;
 use crate::http::{self, Body};
 use crate::json;
+use crate::serve::models::{Errors, ProblemDetails};
 /// An error answer: a status and a problem+json body.
 #[derive(Debug)]
 pub struct ApiError {
@@ -92,36 +93,19 @@ impl ApiError {
             *r.status_mut() = self.status;
             return r;
         }
-        let mut o = json::Object::new();
-        o.string(
-            "type",
-            match self.status {
+        let body = json::to_string(&ProblemDetails {
+            kind: match self.status {
                 StatusCode::BAD_REQUEST => "https://tools.ietf.org/html/rfc9110#section-15.5.1",
                 StatusCode::TOO_MANY_REQUESTS => "https://tools.ietf.org/html/rfc6585#section-4",
                 StatusCode::NOT_FOUND => "https://tools.ietf.org/html/rfc9110#section-15.5.5",
                 StatusCode::REQUEST_TIMEOUT => "https://tools.ietf.org/html/rfc9110#section-15.5.9",
                 _ => "https://tools.ietf.org/html/rfc9110#section-15.6.1",
             },
-        );
-        o.string("title", self.status_title());
-        o.number("status", u64::from(self.status.as_u16()));
-        o.string("detail", &self.detail);
-        let mut body = o.finish();
-        if !self.errors.is_empty() {
-            // "errors": {"field": ["message"], ...}
-            body.pop();
-            body.push_str(",\"errors\":{");
-            for (i, (field, message)) in self.errors.iter().enumerate() {
-                if i > 0 {
-                    body.push(',');
-                }
-                json::push_string(&mut body, field);
-                body.push_str(":[");
-                json::push_string(&mut body, message);
-                body.push(']');
-            }
-            body.push_str("}}");
-        }
+            title: self.status_title(),
+            status: self.status.as_u16(),
+            detail: &self.detail,
+            errors: Errors(&self.errors),
+        });
         respond(self.status, "application/problem+json", body)
     }
 }

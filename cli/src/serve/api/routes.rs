@@ -15,94 +15,75 @@ use super::{
 use crate::http::{self, Body};
 use crate::json;
 use crate::providers::ProviderSpec;
+use crate::serve::models::{
+    DotnetMonitorInfo, Environment, MonitorCapability, ProcessIdentifier, ProcessInfo,
+};
 use crate::serve::procs::Runtime;
 use crate::serve::session;
 impl Api {
     pub(super) async fn processes(&self) -> ApiResult {
         let all = self.discovery.list().await?;
         let default_pid = self.discovery.default_of(&all).ok().map(|r| r.pid);
-        let mut body = String::from("[");
-        for (i, r) in all.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            let mut o = json::Object::new();
-            o.number("pid", u64::from(r.pid));
-            o.string("uid", &r.uid);
-            o.string("name", &r.name);
-            o.boolean("isDefault", Some(r.pid) == default_pid);
-            body.push_str(&o.finish());
-        }
-        body.push(']');
+        let list: Vec<ProcessIdentifier<'_>> = all
+            .iter()
+            .map(|r| ProcessIdentifier {
+                pid: r.pid,
+                uid: &r.uid,
+                name: &r.name,
+                is_default: Some(r.pid) == default_pid,
+            })
+            .collect();
+        let body = json::to_string(&list);
         Ok(json_ok(body))
     }
 
     pub(super) async fn process(&self, params: &Params) -> ApiResult {
         let r = self.discovery.select(&params.selector()?).await?;
-        let mut o = json::Object::new();
-        o.number("pid", u64::from(r.pid));
-        o.string("uid", &r.uid);
-        o.string("name", &r.name);
-        o.string("commandLine", &r.info.command_line);
-        o.string("operatingSystem", &r.info.os.to_ascii_lowercase());
-        o.string("processArchitecture", &r.info.arch.to_ascii_lowercase());
-        o.opt_string(
-            "managedEntryPointAssemblyName",
-            r.info
+        let body = json::to_string(&ProcessInfo {
+            pid: r.pid,
+            uid: &r.uid,
+            name: &r.name,
+            command_line: &r.info.command_line,
+            operating_system: r.info.os.to_ascii_lowercase(),
+            process_architecture: r.info.arch.to_ascii_lowercase(),
+            managed_entry_point_assembly_name: r
+                .info
                 .entrypoint_assembly
                 .as_deref()
                 .filter(|s| !s.is_empty()),
-        );
-        Ok(json_ok(o.finish()))
+        });
+        Ok(json_ok(body))
     }
 
     pub(super) async fn env(&self, params: &Params) -> ApiResult {
         let r = self.discovery.select(&params.selector()?).await?;
         let vars = r.client(COMMAND_TIMEOUT).process_environment().await?;
-        let mut o = json::Object::new();
-        for v in &vars {
-            let (name, value) = v.split_once('=').unwrap_or((v.as_str(), ""));
-            o.string(name, value);
-        }
-        Ok(json_ok(o.finish()))
+        Ok(json_ok(json::to_string(&Environment(&vars))))
     }
 
     pub(super) fn info(&self) -> Response<Body> {
-        let mut o = json::Object::new();
-        o.string("version", &format!("dsipc {}", env!("CARGO_PKG_VERSION")));
-        o.opt_string("runtimeVersion", None);
-        match &self.discovery.pool {
-            Some(pool) => {
-                o.string("diagnosticPortMode", "Listen");
-                o.string("diagnosticPortName", &pool.address().to_string_lossy());
-            }
-            None => {
-                o.string("diagnosticPortMode", "Connect");
-                o.opt_string("diagnosticPortName", None);
-            }
-        }
-        let mut body = o.finish();
-        body.pop();
-        body.push_str(",\"capabilities\":[");
-        for (i, (name, enabled)) in [
+        let (mode, port) = match &self.discovery.pool {
+            Some(pool) => (
+                "Listen",
+                Some(pool.address().to_string_lossy().into_owned()),
+            ),
+            None => ("Connect", None),
+        };
+        let capabilities = [
             ("exceptions", false),
             ("parameters", false),
             ("callstacks", true),
             ("metrics", true),
             ("http_egress", false),
         ]
-        .iter()
-        .enumerate()
-        {
-            if i > 0 {
-                body.push(',');
-            }
-            let mut c = json::Object::new();
-            c.string("name", name);
-            c.boolean("enabled", *enabled);
-            body.push_str(&c.finish());
-        }
-        body.push_str("]}");
+        .map(|(name, enabled)| MonitorCapability { name, enabled });
+        let body = json::to_string(&DotnetMonitorInfo {
+            version: format!("dsipc {}", env!("CARGO_PKG_VERSION")),
+            runtime_version: None,
+            diagnostic_port_mode: mode,
+            diagnostic_port_name: port,
+            capabilities: &capabilities,
+        });
         json_ok(body)
     }
 
