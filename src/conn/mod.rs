@@ -12,6 +12,6 @@ mod server;
 pub use client::{ClientConnection, ClientEvent, Handled, Status};
 pub use server::{
     encode_environment_block, environment_answer_len, environment_block_len, process_info3_from_v2,
-    process_info_reply, RejectReason, Rejection, ServerConnection, ServerError, ServerEvent,
-    ServerHandled, ServerStatus, ERROR_REPLY_LEN,
+    process_info_answer_len, process_info_reply, RejectReason, Rejection, ServerConnection,
+    ServerError, ServerEvent, ServerHandled, ServerStatus, ERROR_REPLY_LEN,
 };

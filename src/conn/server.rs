@@ -27,7 +27,7 @@ mod tests;
 
 pub use answer::{
     encode_environment_block, environment_answer_len, environment_block_len, process_info3_from_v2,
-    process_info_reply,
+    process_info_answer_len, process_info_reply,
 };
 
 /// Why a request was rejected (the reply carries [`Rejection::hresult`]).

@@ -9,7 +9,7 @@
 //! say.
 //!
 //! - **Calls**: [`Control::call`] runs one command with the session layer's policy (the
-//!   command version, the fallbacks after UNKNOWN_COMMAND such as ProcessInfo3 → 2 → 1,
+//!   command version, the fallbacks after UNKNOWN_COMMAND to older versions,
 //!   replies judged into typed errors, one deadline); what the runtime says comes as
 //!   [`Event::Call`], the end as [`Event::CallDone`]. See [Calls and
 //!   sessions](#calls-and-sessions).

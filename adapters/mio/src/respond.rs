@@ -2,8 +2,8 @@
 
 use mio::net::UnixStream;
 
-use dsipc::conn::{environment_answer_len, ServerConnection, ServerError};
-use dsipc::payload::{ProcessInfo3Reply, Reply, Response};
+use dsipc::conn::{environment_answer_len, process_info_answer_len, ServerConnection, ServerError};
+use dsipc::payload::{ProcessInfo3Reply, Response};
 use dsipc::wire::Text;
 
 use crate::conn::{write_until_blocked, Conn, Machine, Slot};
@@ -66,16 +66,15 @@ impl Control {
         })
     }
 
-    /// Answers ProcessInfo, ProcessInfo2 or ProcessInfo3 (whichever was asked) from one
-    /// value with every field ([`ServerConnection::send_process_info`]); the connection
-    /// closes once written.
+    /// Answers whichever ProcessInfo version was asked from one value with every field
+    /// ([`ServerConnection::send_process_info`] picks the reply); the connection closes
+    /// once written.
     pub fn respond_process_info(
         &mut self,
         conn: ConnId,
         info: &ProcessInfo3Reply<'_>,
     ) -> Result<(), Error> {
-        // The largest of the three answers.
-        let len = Response::Ok(Reply::ProcessInfo3(*info)).encoded_len();
+        let len = process_info_answer_len(info);
         self.queue_answer(conn, len, |m, out| m.send_process_info(info, out))
     }
 

@@ -127,10 +127,10 @@ impl<T: Transport> DiagnosticsClient<T> {
         self.call(Ask::Status(request.into()), self.timeout(), |_, _| Ok(()))
     }
 
-    /// Process information, as the official client gets it: ProcessInfo3, then
-    /// ProcessInfo2, then ProcessInfo when the runtime answers UNKNOWN_COMMAND.
-    /// [`Error::NotSupported`] (for ProcessInfo) when even ProcessInfo is unknown, as on
-    /// .NET Core 3.x. The three attempts share one timeout.
+    /// Process information, as the official client gets it: the session layer's
+    /// [`Ask::ProcessInfo`](dsipc::session::Ask::ProcessInfo), its newest version first and
+    /// the older ones after UNKNOWN_COMMAND. [`Error::NotSupported`] (for ProcessInfo) when
+    /// the runtime knows none, as .NET Core 3.x. The attempts share one timeout.
     pub fn process_info(&self) -> Result<ProcessInfo, Error> {
         self.process_info_with(Ask::ProcessInfo)
     }
@@ -293,8 +293,9 @@ impl<T: Transport> DiagnosticsClient<T> {
         crate::session::start(self, tracing, |_, _, _| Ok(()))
     }
 
-    /// Starts a NetTrace session (CollectTracing2, known to .NET Core 3.0 and later, with
-    /// CollectTracing as its fallback when rundown is on).
+    /// Starts a NetTrace session with `providers` and the session layer's defaults (the
+    /// command version [`TraceConfig::command`](dsipc::session::TraceConfig::command)
+    /// picks, known to .NET Core 3.0 and later, with its fallback when rundown is on).
     pub fn collect_tracing(
         &self,
         providers: &[Provider<'_>],

@@ -15,7 +15,7 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = DiagnosticsClient::for_pid(1234)?.with_timeout(Duration::from_secs(5));
-//! let info = client.process_info()?; // ProcessInfo3, falling back to 2 and 1
+//! let info = client.process_info()?; // the newest ProcessInfo the runtime knows
 //! println!("{} {}", info.pid, info.command_line);
 //!
 //! // Two seconds of runtime events into a .nettrace file. StopTracing is sent on a second

@@ -148,10 +148,11 @@ impl DiagnosticsClient {
             .await
     }
 
-    /// Process information, as the official client gets it: ProcessInfo3, then
-    /// ProcessInfo2, then ProcessInfo when the runtime answers UNKNOWN_COMMAND (each on its
-    /// own connection). [`Error::NotSupported`] when even ProcessInfo is unknown, as on
-    /// .NET Core 3.x. The attempts share one timeout.
+    /// Process information, as the official client gets it: the session layer's
+    /// [`Ask::ProcessInfo`](dsipc::session::Ask::ProcessInfo), its newest version first and
+    /// the older ones after UNKNOWN_COMMAND (each on its own connection).
+    /// [`Error::NotSupported`] when the runtime knows none, as .NET Core 3.x. The attempts
+    /// share one timeout.
     pub async fn process_info(&self) -> Result<ProcessInfo, Error> {
         self.process_info_with(Ask::ProcessInfo).await
     }
@@ -320,8 +321,9 @@ impl DiagnosticsClient {
         within(command, self.timeout(), session::start(self, tracing)).await
     }
 
-    /// Starts a NetTrace session (CollectTracing2, known to .NET Core 3.0 and later, with
-    /// CollectTracing as its fallback when rundown is on).
+    /// Starts a NetTrace session with `providers` and the session layer's defaults (the
+    /// command version [`TraceConfig::command`](dsipc::session::TraceConfig::command)
+    /// picks, known to .NET Core 3.0 and later, with its fallback when rundown is on).
     pub async fn collect_tracing(
         &self,
         providers: &[Provider<'_>],

@@ -39,7 +39,7 @@
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = DiagnosticsClient::for_pid(1234)?.with_timeout(Duration::from_secs(5));
-//! let info = client.process_info().await?; // ProcessInfo3, falling back to 2 and 1
+//! let info = client.process_info().await?; // the newest ProcessInfo the runtime knows
 //! println!("{} {}", info.pid, info.command_line);
 //!
 //! // Two seconds of runtime events. StopTracing goes out on a second connection (its own

@@ -131,6 +131,12 @@ pub fn environment_answer_len<'a>(vars: impl IntoIterator<Item = Text<'a>>) -> u
     reply.encoded_len() + environment_block_len(vars)
 }
 
+/// The most bytes [`ServerConnection::send_process_info`] writes for `info`, whichever
+/// version was asked (the newest answer carries every field).
+pub fn process_info_answer_len(info: &ProcessInfo3Reply<'_>) -> usize {
+    Response::Ok(Reply::ProcessInfo3(*info)).encoded_len()
+}
+
 /// Size of an environment block holding `vars` (`u32` count, then one string each).
 pub fn environment_block_len<'a>(vars: impl IntoIterator<Item = Text<'a>>) -> usize {
     4 + vars.into_iter().map(|v| text_len(&v)).sum::<usize>()
