@@ -670,3 +670,28 @@ fn clrevents_and_profiles_as_dotnet_trace_takes_them() {
     assert!(events.contains(GC_START), "{}", stderr);
     assert!(!events.contains(EXCEPTION_START), "{}", stderr);
 }
+
+/// When most samples are of threads outside managed code, `report` says so and points at
+/// `--managed-only`, which shows the CPU (and then says nothing of it).
+#[test]
+fn report_says_when_samples_outside_managed_code_dominate() {
+    let busy = repo_root().join("tests/data/nettrace/net8.0.4-busy.nettrace");
+    let r = dsipc(&["report", s(&busy)]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("71% of the samples are of threads outside managed code")
+            && r.stdout
+                .contains("--managed-only shows where managed code spends the CPU (27 samples)"),
+        "{}",
+        r.stdout
+    );
+    let r = dsipc(&["report", s(&busy), "--managed-only"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("27 samples (managed only)"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("outside managed code"), "{}", r.stdout);
+}

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::Profile;
+use crate::{Profile, SampleKind};
 
 use super::Selection;
 
@@ -91,8 +91,39 @@ fn pct(n: u64, total: u64) -> f64 {
     }
 }
 
-/// The report text: two tables of at most `top` rows.
+/// Samples taken while their thread ran managed code, and all samples.
+pub fn managed_share(profile: &Profile) -> (u64, u64) {
+    let (mut managed, mut total) = (0, 0);
+    for s in profile.threads.iter().flat_map(|t| &t.samples) {
+        total += s.count;
+        if s.kind == SampleKind::Managed {
+            managed += s.count;
+        }
+    }
+    (managed, total)
+}
+
+/// The report text: two tables of at most `top` rows; when most samples are of threads
+/// outside managed code (waiting, sleeping, in native code), a last line says so and how
+/// `--managed-only` shows the CPU instead.
 pub fn render(profile: &Profile, sel: Selection, top: usize) -> String {
+    let mut out = tables(profile, sel, top);
+    let (managed, all) = managed_share(profile);
+    if !sel.managed_only && all > 0 && managed * 2 < all {
+        let _ = writeln!(
+            out,
+            "\n{:.0}% of the samples are of threads outside managed code (waiting, sleeping or in \
+             native code), and the tables count them; --managed-only shows where managed code \
+             spends the CPU ({} samples)",
+            pct(all - managed, all),
+            managed
+        );
+    }
+    out
+}
+
+/// The two tables.
+fn tables(profile: &Profile, sel: Selection, top: usize) -> String {
     let (mut methods, total) = counts(profile, sel);
     let mut out = String::new();
     let _ = writeln!(
