@@ -128,7 +128,7 @@ impl<T: Transport> DiagnosticsClient<T> {
     }
 
     /// Process information, as the official client gets it: the session layer's
-    /// [`Ask::ProcessInfo`](dsipc::session::Ask::ProcessInfo), its newest version first and
+    /// [`Ask::ProcessInfo`], its newest version first and
     /// the older ones after UNKNOWN_COMMAND. [`Error::NotSupported`] (for ProcessInfo) when
     /// the runtime knows none, as .NET Core 3.x. The attempts share one timeout.
     pub fn process_info(&self) -> Result<ProcessInfo, Error> {

@@ -149,7 +149,7 @@ impl DiagnosticsClient {
     }
 
     /// Process information, as the official client gets it: the session layer's
-    /// [`Ask::ProcessInfo`](dsipc::session::Ask::ProcessInfo), its newest version first and
+    /// [`Ask::ProcessInfo`], its newest version first and
     /// the older ones after UNKNOWN_COMMAND (each on its own connection).
     /// [`Error::NotSupported`] when the runtime knows none, as .NET Core 3.x. The attempts
     /// share one timeout.

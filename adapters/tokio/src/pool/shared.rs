@@ -79,7 +79,7 @@ pub(super) struct State {
     pub(super) closed: bool,
     pub(super) advertise_timeout: Duration,
     pub(super) grace: Duration,
-    /// The most runtimes kept ([`MAX_POOLED_RUNTIMES`] unless set).
+    /// The most runtimes kept ([`MAX_POOLED_RUNTIMES`](super::MAX_POOLED_RUNTIMES) unless set).
     pub(super) max_runtimes: usize,
     /// Connections of new runtimes closed because the pool was full.
     pub(super) refused: u64,
