@@ -268,6 +268,29 @@ fn monitor_prints_lines_when_not_a_terminal_and_stops_on_sigint() {
     );
 }
 
+/// A counter or provider asked for by a name the runtime does not publish is said once
+/// (the table would stay empty forever otherwise); what does publish is shown as usual.
+#[test]
+fn monitor_names_what_never_published() {
+    let h = host("net8", &["--counters"]);
+    let pid = h.pid().to_string();
+    let counters = "System.Runtime[cpu-usage,cpu-usag],System.Runtim";
+    let mut live = every_second(&["counters", "monitor", &pid, "--counters", counters]);
+    let line = live.stderr_line("nothing published", LIMIT);
+    assert!(
+        line.contains("by System.Runtime[cpu-usag], System.Runtim: check the names"),
+        "{}",
+        line
+    );
+    let r = live.interrupt(LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("\tSystem.Runtime\tCPU Usage (%)\t"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// The values of a Prometheus vector answer, by their `pid` label.
 fn values_by_pid(answer: &str) -> Vec<(String, f64)> {
     let mut out = Vec::new();

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use dsipc_trace::counters::CounterEvent;
+use dsipc_trace::counters::{CounterEvent, Heard};
 
 use super::{first_sample_limit, options, output, report_end, start, Result, VALUES};
 use crate::args::parse;
@@ -54,9 +54,29 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
     let limit = first_sample_limit(o.interval);
     let mut samples = 0u64;
     let mut failure = None;
+    // What was asked for by name and never published is said once, after the wait for a
+    // first value: the runtime says nothing of names it does not know.
+    let mut heard = Heard::new(&o.counters);
+    let mut silence_told = false;
     loop {
         if term::interrupted() {
             break;
+        }
+        if !silence_told && samples > 0 && started.elapsed() >= limit {
+            silence_told = true;
+            let silent = heard.silent();
+            if !silent.is_empty() {
+                let n = format!(
+                    "nothing published in {:.0} s by {}: check the names (providers and counters as the runtime spells them)",
+                    limit.as_secs_f64(),
+                    silent.join(", ")
+                );
+                if tty {
+                    table.notice(n);
+                } else {
+                    eprintln!("dsipc: pid {}: {}", pid, clean(&n));
+                }
+            }
         }
         if samples == 0 && started.elapsed() >= limit {
             failure = Some(format!(
@@ -82,6 +102,7 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
             match ev {
                 CounterEvent::Sample(s) => {
                     samples += 1;
+                    heard.sample(&s);
                     if tty {
                         table.sample(&s);
                     } else {

@@ -9,6 +9,7 @@
 mod config;
 mod decode;
 mod events;
+mod heard;
 mod limit;
 mod spec;
 
@@ -19,6 +20,7 @@ pub use config::{
     MIN_INTERVAL_SECS, SHARED_SESSION_ID, TIME_SERIES_VALUES,
 };
 pub use decode::{DecodeStats, Decoder};
+pub use heard::Heard;
 pub use limit::MAX_SERIES_TEXT;
 pub use spec::{CounterSet, ProviderCounters, SpecError, MAX_PROVIDERS};
 
