@@ -21,10 +21,11 @@ set -a; . target/dotnet-venv/dsipc-runtimes.env; set +a
 
 # Debian packages go through sudo unless already root (the same rule everywhere).
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-step "tools the tests run (go tool pprof, unzip; curl, serve's HTTP client)"
-if ! command -v go >/dev/null || ! command -v unzip >/dev/null || ! command -v curl >/dev/null; then
+step "tools the tests run (go tool pprof, unzip; curl, serve's HTTP client; tmux, an 80x24 terminal)"
+if ! command -v go >/dev/null || ! command -v unzip >/dev/null || ! command -v curl >/dev/null \
+    || ! command -v tmux >/dev/null; then
     $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go unzip curl
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go unzip curl tmux
 fi
 step "Prometheus (Debian package; the counters export tests start a real server and promtool)"
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then

@@ -578,3 +578,105 @@ fn monitor_redraws_a_table_in_place_on_a_terminal() {
     // Values are in the table, not one line per value.
     assert!(!seen.contains("\tSystem.Runtime\t"), "{:?}", seen);
 }
+
+/// `tmux ARGS`, bounded; its stdout.
+fn tmux(socket: &str, args: &[&str]) -> String {
+    let mut all = vec!["-L", socket];
+    all.extend_from_slice(args);
+    let r = common::run("tmux", &all, LIMIT);
+    r.stdout
+}
+
+/// The pane's text, polled until `done` says it holds what the test waits for (an event
+/// on the screen; bounded by LIMIT).
+fn pane_until(socket: &str, done: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let text = tmux(socket, &["capture-pane", "-p", "-t", "m"]);
+        if done(&text) {
+            return text;
+        }
+        assert!(start.elapsed() < LIMIT, "pane never showed it:\n{}", text);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// In an 80x24 terminal (tmux), `counters monitor` redraws in place with no row wrapped,
+/// a header row, and dotnet-counters' keys: p pauses, r resumes, q quits.
+#[test]
+fn monitor_fits_an_80_column_terminal_and_takes_p_r_q() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("SKIPPED monitor_fits_an_80_column_terminal_and_takes_p_r_q: no tmux");
+        return;
+    }
+    let h = host("net8", &["--counters"]);
+    let socket = format!("dsipc-test-{}", std::process::id());
+    let command = format!(
+        "{} counters monitor {} --refresh-interval 1",
+        bin().display(),
+        h.pid()
+    );
+    tmux(
+        &socket,
+        &[
+            "new-session",
+            "-d",
+            "-s",
+            "m",
+            "-x",
+            "80",
+            "-y",
+            "24",
+            &command,
+        ],
+    );
+    // System.Runtime's ~25 rows do not fit in 24 lines: the rest is counted on the last.
+    let screen = pane_until(&socket, |t| t.contains("more lines: a taller terminal"));
+    // (the pane's empty rows below the frame aside)
+    let lines: Vec<&str> = screen.trim_end().lines().collect();
+    assert!(
+        lines[0].starts_with("Press p to pause, r to resume, q to quit."),
+        "{}",
+        screen
+    );
+    assert!(screen.contains("    Status: Running"), "{}", screen);
+    assert!(
+        screen.contains("Name") && screen.contains("Current Value"),
+        "{}",
+        screen
+    );
+    // Every row is whole on its line: a name, then a number at the end; nothing wrapped.
+    for l in lines
+        .iter()
+        .filter(|l| l.starts_with("    ") && !l.contains("Status") && !l.contains("Current Value"))
+    {
+        assert!(l.chars().count() < 80, "{:?}\n{}", l, screen);
+        let last = l.split_whitespace().last().unwrap_or("");
+        assert!(
+            last.replace(',', "").parse::<f64>().is_ok(),
+            "a row without its value (wrapped?): {:?}\n{}",
+            l,
+            screen
+        );
+    }
+    // Redrawn in place: the screen holds the whole frame, top line first, nothing scrolled.
+    assert!(lines.len() <= 23, "{}", screen);
+    for l in &lines {
+        assert!(l.chars().count() < 80, "{:?}", l);
+    }
+    tmux(&socket, &["send-keys", "-t", "m", "p"]);
+    pane_until(&socket, |t| t.contains("    Status: Paused"));
+    tmux(&socket, &["send-keys", "-t", "m", "r"]);
+    pane_until(&socket, |t| t.contains("    Status: Running"));
+    tmux(&socket, &["send-keys", "-t", "m", "q"]);
+    // q ends dsipc, and with it the session and its tmux server.
+    let start = Instant::now();
+    while Command::new("tmux")
+        .args(["-L", &socket, "has-session", "-t", "m"])
+        .status()
+        .map_or(false, |s| s.success())
+    {
+        assert!(start.elapsed() < LIMIT, "q did not quit");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

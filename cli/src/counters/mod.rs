@@ -4,6 +4,7 @@
 mod collect;
 mod export;
 mod http;
+mod keys;
 mod monitor;
 pub(crate) mod output;
 mod prom;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use dsipc_trace::counters::{CounterEvent, Heard};
 
+use super::keys::{self, Keys};
 use super::{first_sample_limit, options, output, report_end, start, Result, VALUES};
 use crate::args::parse;
 use crate::error::CliError;
@@ -38,7 +39,7 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
         write!(
             out,
             "\x1b[2J\x1b[H{}",
-            table.render("Waiting for the first values")
+            table.render("Waiting for the first values", keys::size())
         )?;
         out.flush()?;
     } else {
@@ -58,9 +59,38 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
     // first value: the runtime says nothing of names it does not know.
     let mut heard = Heard::new(&o.counters);
     let mut silence_told = false;
+    // dotnet-counters' keys: p pauses the display, r resumes it, q quits.
+    let mut keys = if tty { Keys::open() } else { None };
+    let mut paused = false;
     loop {
         if term::interrupted() {
             break;
+        }
+        let mut quit = false;
+        let mut redraw = false;
+        while let Some(k) = keys.as_mut().and_then(Keys::poll) {
+            match k {
+                b'p' | b'P' if !paused => {
+                    paused = true;
+                    status = "Paused";
+                    redraw = true;
+                }
+                b'r' | b'R' if paused => {
+                    paused = false;
+                    status = "Running";
+                    redraw = true;
+                }
+                b'q' | b'Q' => quit = true,
+                _ => {}
+            }
+        }
+        if quit {
+            break;
+        }
+        if redraw {
+            let mut out = out.lock();
+            write!(out, "\x1b[H\x1b[J{}", table.render(status, keys::size()))?;
+            out.flush()?;
         }
         if !silence_told && samples > 0 && started.elapsed() >= limit {
             silence_told = true;
@@ -131,14 +161,16 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
                 }
             }
         }
-        if tty {
-            write!(out, "\x1b[H\x1b[J{}", table.render(status))?;
+        // Paused: values keep arriving (and are kept), the screen stays as it was.
+        if tty && !paused {
+            write!(out, "\x1b[H\x1b[J{}", table.render(status, keys::size()))?;
         }
         out.flush()?;
     }
+    drop(keys);
     if tty {
         let mut out = out.lock();
-        write!(out, "\x1b[H\x1b[J{}", table.render(status))?;
+        write!(out, "\x1b[H\x1b[J{}", table.render(status, keys::size()))?;
         out.flush()?;
     }
     let end = session.stop();

@@ -239,24 +239,116 @@ impl Table {
         }
     }
 
-    /// The table as text, dotnet-counters' layout.
-    pub fn render(&self, status: &str) -> String {
-        let mut out = String::new();
-        out.push_str("Press Ctrl-C to quit.\n");
-        out.push_str(&format!("    Status: {}\n\n", status));
-        for (provider, rows) in &self.rows {
-            out.push_str(&format!("[{}]\n", provider));
-            for (name, value) in rows {
-                out.push_str(&format!("    {:<60} {:>16}\n", name, value));
-            }
+    /// The table as text in dotnet-counters' layout, fitted to a terminal of `size`
+    /// (columns, rows) so that it redraws in place: every line is shorter than the terminal
+    /// (a full line would wrap on some terminals), names too long are shortened with `...`,
+    /// never wrapped, notices are folded at spaces, and rows past the last line are counted
+    /// in a last line instead of scrolling the screen.
+    pub fn render(&self, status: &str, size: (usize, usize)) -> String {
+        let (width, height) = size;
+        let mut lines = self.lines(status, width);
+        // The cursor stays on the last line: at most height - 1 lines, with a newline each.
+        let max = height.max(5) - 1;
+        if lines.len() > max {
+            let hidden = lines.len() - (max - 1);
+            lines.truncate(max - 1);
+            lines.push(fit(
+                &format!(
+                    "({} more lines: a taller terminal or --counters shows them)",
+                    hidden
+                ),
+                width.max(40) - 1,
+            ));
         }
-        for n in &self.notices {
-            out.push('\n');
-            out.push_str(n);
+        let mut out = String::new();
+        for l in lines {
+            out.push_str(&l);
             out.push('\n');
         }
         out
     }
+
+    /// Every line of the table, fitted to `width` columns.
+    fn lines(&self, status: &str, width: usize) -> Vec<String> {
+        // One column spare; a table narrower than 40 columns is not worth fitting.
+        let room = width.max(40) - 1;
+        let value_w = self
+            .rows
+            .values()
+            .flat_map(|r| r.values())
+            .map(|v| v.chars().count())
+            .chain(std::iter::once("Current Value".len()))
+            .max()
+            .unwrap_or(0)
+            .min(room / 3);
+        let name_w = room - 4 - 1 - value_w;
+        let mut out: Vec<String> = Vec::new();
+        out.push(fit("Press p to pause, r to resume, q to quit.", room));
+        out.push(fit(&format!("    Status: {}", status), room));
+        out.push(String::new());
+        out.push(format!(
+            "    {:<nw$} {:>vw$}",
+            "Name",
+            "Current Value",
+            nw = name_w,
+            vw = value_w
+        ));
+        for (provider, rows) in &self.rows {
+            out.push(fit(&format!("[{}]", provider), room));
+            for (name, value) in rows {
+                out.push(format!(
+                    "    {:<nw$} {:>vw$}",
+                    fit(name, name_w),
+                    fit(value, value_w),
+                    nw = name_w,
+                    vw = value_w
+                ));
+            }
+        }
+        // Notices first after the header: they stay on screen when rows are cut.
+        let mut notes = Vec::new();
+        for n in &self.notices {
+            notes.extend(fold(n, room));
+            notes.push(String::new());
+        }
+        out.splice(3..3, notes);
+        out
+    }
+}
+
+/// `s` in at most `w` columns: shortened with `...` when longer.
+fn fit(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let keep = w.saturating_sub(3);
+    let mut out: String = s.chars().take(keep).collect();
+    out.push_str(&"..."[..w.min(3)]);
+    out
+}
+
+/// `s` folded at spaces into lines of at most `w` columns (a word longer than that is cut).
+fn fold(s: &str, w: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in s.split(' ') {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > w {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+        if line.chars().count() > w {
+            lines.push(fit(&line, w));
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 /// A value with thousands separators and at most three decimals, as the console shows it.
