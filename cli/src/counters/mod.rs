@@ -35,7 +35,8 @@ usage: dsipc counters monitor PID [--counters LIST] [--refresh-interval SECS]
 
 Live counters in dotnet-counters' conventions (EventCounters and
 System.Diagnostics.Metrics instruments):
-  monitor   one runtime, redrawn in place on a terminal (plain lines otherwise)
+  monitor   one runtime, redrawn in place on a terminal fitted to its size, with
+            dotnet-counters' keys (p pause, r resume, q quit); plain lines otherwise
   collect   one runtime into dotnet-counters' csv or json file (default
             counter_yyyyMMdd_HHmmss.csv, never the previous run's; -o - for stdout);
             runs for --duration (or until Ctrl-C) and writes what came; a duration
@@ -68,7 +69,10 @@ pub fn usage_of(sub: &str) -> Option<String> {
             "\
 usage: dsipc counters monitor PID [--counters LIST] [--refresh-interval SECS]
 
-One runtime's counters, redrawn in place on a terminal (plain lines otherwise).
+One runtime's counters, redrawn in place on a terminal (plain lines otherwise), fitted to
+its width (long names shortened, never wrapped) and height (the rows that do not fit are
+counted on the last line); p pauses the display, r resumes it, q quits, as in
+dotnet-counters. A counter or provider that never publishes is named once.
 "
         }
         "collect" => {
