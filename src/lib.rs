@@ -150,6 +150,12 @@ pub mod wire;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// ARCHITECTURE.md's Rust examples (using the core and the session layer), compiled and
+/// run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../ARCHITECTURE.md")]
+pub struct ArchitectureDoctests;
+
 pub use conn::{
     ClientConnection, ClientEvent, Handled, ServerConnection, ServerEvent, ServerStatus, Status,
 };
