@@ -120,10 +120,52 @@ pub fn parse_os(
                 }
                 out.flags.insert(known);
             }
-            _ => return usage(format!("unknown option {}", show(&raw))),
+            _ => {
+                let known: Vec<&str> = values
+                    .iter()
+                    .chain(flags.iter())
+                    .chain(GLOBAL_VALUES.iter())
+                    .copied()
+                    .collect();
+                let hint = if name.starts_with("--") {
+                    did_you_mean(&name, &known)
+                } else {
+                    String::new()
+                };
+                return usage(format!("unknown option {}{}", show(&raw), hint));
+            }
         }
     }
     Ok(out)
+}
+
+/// `" (did you mean X?)"` for the known name closest to `given` (at most 2 edits, or a
+/// third of its length), else nothing.
+pub fn did_you_mean(given: &str, known: &[&str]) -> String {
+    let distance = |a: &str, b: &str| {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, &cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    };
+    let best = known
+        .iter()
+        .map(|k| (distance(&given.to_ascii_lowercase(), k), *k))
+        .min();
+    match best {
+        Some((d, k)) if d > 0 && d <= 2.max(given.chars().count() / 3) => {
+            format!(" (did you mean {}?)", k)
+        }
+        _ => String::new(),
+    }
 }
 
 /// A process id: a positive integer.

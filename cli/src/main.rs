@@ -200,7 +200,7 @@ fn run(argv: Vec<OsString>) -> CliResult {
         _ => Err(CliError::Usage(format!(
             "unknown command {}{}",
             show(OsStr::new(&command)),
-            did_you_mean(&command, COMMANDS)
+            args::did_you_mean(&command, COMMANDS)
         ))),
     };
     if in_command {
@@ -245,35 +245,6 @@ const VERBS: &[(&str, &str, &str)] = &[
     ("gcdump", "ps", "ps"),
     ("counters", "ps", "ps"),
 ];
-
-/// `" (did you mean X?)"` for the known name closest to `given` (at most 2 edits, or a
-/// third of its length), else nothing.
-fn did_you_mean(given: &str, known: &[&str]) -> String {
-    let distance = |a: &str, b: &str| {
-        let b: Vec<char> = b.chars().collect();
-        let mut row: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.chars().enumerate() {
-            let mut prev = row[0];
-            row[0] = i + 1;
-            for (j, &cb) in b.iter().enumerate() {
-                let cur = row[j + 1];
-                row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
-                prev = cur;
-            }
-        }
-        row[b.len()]
-    };
-    let best = known
-        .iter()
-        .map(|k| (distance(&given.to_ascii_lowercase(), k), *k))
-        .min();
-    match best {
-        Some((d, k)) if d > 0 && d <= 2.max(given.chars().count() / 3) => {
-            format!(" (did you mean {}?)", k)
-        }
-        _ => String::new(),
-    }
-}
 
 /// `dsipc COMMAND --help`: the command's own help; an unknown command is a usage error.
 fn command_help(command: &str) -> CliResult {

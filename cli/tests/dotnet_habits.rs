@@ -102,6 +102,8 @@ fn a_mistyped_command_gets_a_suggestion() {
     let dir = TempDir::new("dsipc-habit-s").unwrap();
     let r = dsipc_in(dir.path(), &["trase", "1"]);
     r.assert_usage("unknown command \"trase\" (did you mean trace?)");
+    let r = dsipc_in(dir.path(), &["trace", "1", "--duratoin", "3"]);
+    r.assert_usage("unknown option \"--duratoin\" (did you mean --duration?)");
     let r = dsipc_in(dir.path(), &["zzzzzz"]);
     r.assert_usage("unknown command \"zzzzzz\"");
     assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);

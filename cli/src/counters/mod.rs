@@ -67,12 +67,13 @@ pub fn usage_of(sub: &str) -> Option<String> {
     let own = match sub {
         "monitor" => {
             "\
-usage: dsipc counters monitor PID [--counters LIST] [--refresh-interval SECS]
+usage: dsipc counters monitor PID [--counters LIST] [--refresh-interval SECS] [--showDeltas]
 
 One runtime's counters, redrawn in place on a terminal (plain lines otherwise), fitted to
 its width (long names shortened, never wrapped) and height (the rows that do not fit are
 counted on the last line); p pauses the display, r resumes it, q quits, as in
-dotnet-counters. A counter or provider that never publishes is named once.
+dotnet-counters. A counter or provider that never publishes is named once. --showDeltas
+adds each value's change since the one before (a Last Delta column), as dotnet-counters.
 "
         }
         "collect" => {

@@ -25,14 +25,14 @@ fn stdout_is_terminal() -> bool {
 }
 
 pub(super) fn monitor(args: &[String]) -> Result<()> {
-    let p = parse(args, VALUES, &[])?;
+    let p = parse(args, VALUES, &["--showDeltas"])?;
     let o = options(&p, false)?;
     let pid = o.pids[0];
     term::catch_interrupts();
     let session = start(&o, pid)?;
     let tty = stdout_is_terminal();
     let out = io::stdout();
-    let mut table = output::Table::default();
+    let mut table = output::Table::default().with_deltas(p.flag("--showDeltas"));
     let mut status = "Running";
     if tty {
         let mut out = out.lock();

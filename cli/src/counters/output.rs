@@ -203,14 +203,25 @@ impl<W: Write> FileWriter<W> {
     }
 }
 
-/// The monitor's table: the latest value of every counter, by provider.
+/// The monitor's table: the latest value of every counter, by provider (and, with
+/// dotnet-counters' `--showDeltas`, its change since the value before).
 #[derive(Default)]
 pub struct Table {
-    rows: BTreeMap<String, BTreeMap<String, String>>,
+    /// Provider → counter → (value as shown, its change since the previous one).
+    rows: BTreeMap<String, BTreeMap<String, (String, Option<String>)>>,
+    /// The last value of each (provider, counter), for the deltas.
+    last: BTreeMap<(String, String), f64>,
     notices: Vec<String>,
+    show_deltas: bool,
 }
 
 impl Table {
+    /// A table with a Last Delta column (dotnet-counters' `--showDeltas`).
+    pub fn with_deltas(mut self, on: bool) -> Table {
+        self.show_deltas = on;
+        self
+    }
+
     /// Updates a row.
     pub fn sample(&mut self, s: &Sample) {
         // Runtime-supplied text reaches the terminal escaped (no control sequences).
@@ -219,13 +230,16 @@ impl Table {
         if !t.is_empty() {
             name = format!("{} [{}]", name, t);
         }
+        let provider = crate::term::clean(&s.provider).into_owned();
+        let name = crate::term::clean(&name).into_owned();
+        let delta = self
+            .last
+            .insert((provider.clone(), name.clone()), s.value)
+            .map(|before| number_grouped(s.value - before));
         self.rows
-            .entry(crate::term::clean(&s.provider).into_owned())
+            .entry(provider)
             .or_default()
-            .insert(
-                crate::term::clean(&name).into_owned(),
-                number_grouped(s.value),
-            );
+            .insert(name, (number_grouped(s.value), delta));
     }
 
     /// Adds a notice shown under the table (the last few), escaped for the terminal.
@@ -276,30 +290,53 @@ impl Table {
             .rows
             .values()
             .flat_map(|r| r.values())
-            .map(|v| v.chars().count())
+            .map(|(v, _)| v.chars().count())
             .chain(std::iter::once("Current Value".len()))
             .max()
             .unwrap_or(0)
-            .min(room / 3);
-        let name_w = room - 4 - 1 - value_w;
+            .min(room / 4);
+        let delta_w = if self.show_deltas {
+            self.rows
+                .values()
+                .flat_map(|r| r.values())
+                .filter_map(|(_, d)| d.as_ref().map(|d| d.chars().count()))
+                .chain(std::iter::once("Last Delta".len()))
+                .max()
+                .unwrap_or(0)
+                .min(room / 4)
+        } else {
+            0
+        };
+        // (the delta column and its separating space, when shown)
+        let delta_room = if self.show_deltas { delta_w + 1 } else { 0 };
+        let name_w = room - 4 - 1 - value_w - delta_room;
+        let delta = |d: &str| {
+            if self.show_deltas {
+                format!(" {:>dw$}", fit(d, delta_w), dw = delta_w)
+            } else {
+                String::new()
+            }
+        };
         let mut out: Vec<String> = Vec::new();
         out.push(fit("Press p to pause, r to resume, q to quit.", room));
         out.push(fit(&format!("    Status: {}", status), room));
         out.push(String::new());
         out.push(format!(
-            "    {:<nw$} {:>vw$}",
+            "    {:<nw$} {:>vw$}{}",
             "Name",
             "Current Value",
+            delta("Last Delta"),
             nw = name_w,
             vw = value_w
         ));
         for (provider, rows) in &self.rows {
             out.push(fit(&format!("[{}]", provider), room));
-            for (name, value) in rows {
+            for (name, (value, change)) in rows {
                 out.push(format!(
-                    "    {:<nw$} {:>vw$}",
+                    "    {:<nw$} {:>vw$}{}",
                     fit(name, name_w),
                     fit(value, value_w),
+                    delta(change.as_deref().unwrap_or("")),
                     nw = name_w,
                     vw = value_w
                 ));
@@ -398,6 +435,43 @@ mod tests {
             interval_secs: 1.0,
             source: Source::EventCounter,
         }
+    }
+
+    #[test]
+    fn the_table_fits_its_terminal_and_shows_deltas_when_asked() {
+        let mut s = sample(CounterKind::Sum);
+        let mut table = Table::default().with_deltas(true);
+        table.sample(&s);
+        s.value = 7.5;
+        table.sample(&s);
+        s.name =
+            "a-counter-with-a-name-far-too-long-for-an-80-column-terminal-to-show-whole".into();
+        s.display_name = s.name.clone();
+        table.sample(&s);
+        let text = table.render("Running", (80, 24));
+        assert!(text.contains("Current Value Last Delta"), "{}", text);
+        assert!(text.contains("7.5        5.5"), "{}", text);
+        for line in text.lines() {
+            assert!(line.chars().count() < 80, "{:?}", line);
+        }
+        // The long name is shortened, not wrapped.
+        assert!(
+            text.contains("a-counter-with-a-name-far-too-long-for-an"),
+            "{}",
+            text
+        );
+        assert!(text.contains("... "), "{}", text);
+        // Without --showDeltas, no such column.
+        let plain = Table::default().render("Running", (80, 24));
+        assert!(!plain.contains("Last Delta"), "{}", plain);
+        // A short terminal: the rows past its last line are counted there.
+        let short = table.render("Running", (80, 6));
+        assert_eq!(short.lines().count(), 5, "{}", short);
+        assert!(
+            short.lines().last().unwrap().contains("more lines"),
+            "{}",
+            short
+        );
     }
 
     /// Splits one RFC 4180 record (quoted fields, doubled quotes) into its fields.
