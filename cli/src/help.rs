@@ -243,9 +243,9 @@ with Microsoft-Windows-DotNETRuntime:0x1980001:5 (GC heap dump keywords, no rund
 the runtime run a blocking gen-2 GC and walk its heap; the session stops once that GC ended.
 Text: the heap's bytes and objects, then Object Bytes, Count and Type per type, biggest
 first (--top N: the N biggest). json: one line, [{\"type\",\"count\",\"bytes\"}, ...], biggest
-first. report FILE reads a .gcdump, or a .nettrace recorded with those keywords, instead. --retained adds the bytes each type keeps
-alive (the dominator tree from the roots; an object under another of its type counted
-once), biggest retained first (json: \"retained\").
+first. report FILE reads a .gcdump, or a .nettrace recorded with those keywords, instead.
+--retained adds the bytes each type keeps alive (the dominator tree from the roots; an
+object under another of its type counted once), biggest retained first (json: \"retained\").
 collect writes the heap as a .gcdump file (the format of dotnet-gcdump and PerfView) to
 FILE, by default YYYYMMDD_HHMMSS_PID.gcdump (UTC) in the current directory.
 --timeout bounds the whole command (default 30).
@@ -287,8 +287,9 @@ usage: dsipc convert FILE [--format jsonl|folded|speedscope|pprof|flamegraph] [-
 Convert a .nettrace file: events as JSON lines (with activity_id and
 related_activity_id where the event has them), or its CPU samples as folded stacks,
 speedscope, gzipped pprof or a flame graph SVG (default speedscope; default OUT beside
-FILE: same stem, the format's extension). A truncated or corrupt file converts what precedes the bad bytes and
-fails naming their offset.
+FILE: same stem, the format's extension). A truncated or corrupt file converts what
+precedes the bad bytes and fails naming their offset. --managed-only keeps only the samples
+taken while their thread ran managed code (its CPU; waits and native code left out).
 
 LIMITS stop the conversion with an error naming the limit a trace goes past:
   --max-metadata N      metadata records (default 100000)
@@ -300,8 +301,9 @@ const REPORT: &str = "\
 usage: dsipc report FILE [--top N] [--managed-only] [LIMITS]
 
 The top N (default 10) methods of a .nettrace file's CPU samples, by exclusive and by
-inclusive samples. LIMITS as for convert (--max-metadata, --max-threads,
---max-stack-frames).
+inclusive samples. --managed-only counts only the samples taken while their thread ran
+managed code (where it spends the CPU; waiting and sleeping threads left out). LIMITS as
+for convert (--max-metadata, --max-threads, --max-stack-frames).
 ";
 
 const MONITOR: &str = "\
@@ -309,8 +311,8 @@ usage: dsipc monitor --listen PATH [--resume] [--json] [--max-connections N]
                      [--metrics ADDR [--counters LIST] [--refresh-interval SECS]]
 
 Reverse diagnostic port: runtimes started with DOTNET_DiagnosticPorts=PATH,connect[,suspend]
-connect here; one line per Advertise (pid, cookie); --resume resumes suspended runtimes;
-Ctrl-C removes the socket (on Windows PATH is a pipe name). Connections are served at
+connect here; one line per Advertise (pid, cookie; --json: one JSON object per line
+instead); --resume resumes suspended runtimes; Ctrl-C removes the socket (on Windows PATH is a pipe name). Connections are served at
 once, each with --timeout to advertise and to answer the resume; past N held connections
 (default 1000) the oldest idle one is closed. --metrics serves the counters of every
 runtime seen at http://ADDR/metrics.
