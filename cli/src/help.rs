@@ -312,9 +312,9 @@ usage: dsipc monitor --listen PATH [--resume] [--json] [--max-connections N]
 
 Reverse diagnostic port: runtimes started with DOTNET_DiagnosticPorts=PATH,connect[,suspend]
 connect here; one line per Advertise (pid, cookie; --json: one JSON object per line
-instead); --resume resumes suspended runtimes; Ctrl-C removes the socket (on Windows PATH is a pipe name). Connections are served at
-once, each with --timeout to advertise and to answer the resume; past N held connections
-(default 1000) the oldest idle one is closed. --metrics serves the counters of every
+instead); --resume resumes suspended runtimes; Ctrl-C removes the socket (on Windows PATH
+is a pipe name). Connections are served at once, each with --timeout to advertise and to
+answer the resume; past N held connections (default 1000) the oldest idle one is closed. --metrics serves the counters of every
 runtime seen at http://ADDR/metrics.
 ";
 

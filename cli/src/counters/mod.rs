@@ -48,8 +48,8 @@ PID: also -p/--process-id PID or -n/--name NAME, as dotnet-counters takes it.
 LIST: System.Runtime[cpu-usage,gc-heap-size],MyMeter (default System.Runtime).
 SECS: seconds (fractions allowed) or dd:hh:mm:ss; --refresh-interval defaults to 1.
 --max-time-series N (default 1000) and --max-histograms N (default 10), dotnet-counters'
---maxTimeSeries and --maxHistograms (those spellings work too), are asked of the runtime and enforced on what it sends:
-series past them are dropped with one notice (a runtime inventing series cannot grow
+--maxTimeSeries and --maxHistograms (those spellings work too), are asked of the runtime
+and enforced on what it sends: series past them are dropped with one notice (a runtime inventing series cannot grow
 dsipc's memory).
 ";
 
