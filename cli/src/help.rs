@@ -55,8 +55,8 @@ dotnet-monitor's HTTP API for the runtimes on this machine, with its routes, par
 content types and JSON shapes: GET /processes, /process, /env, /info, /trace (profile=
 Cpu,Http,Logs,Metrics,GcCollect; durationSeconds=N, -1 until the client goes away),
 POST /trace (an EventPipeConfiguration body), GET /stacks (application/json,
-text/plain or application/speedscope+json by Accept), /gcdump, /dump (type=Mini|Full|WithHeap|Triage), /metrics. A
-process is named by pid, uid (its runtime instance cookie) or name; without one, the only
+text/plain or application/speedscope+json by Accept), /gcdump, /dump
+(type=Mini|Full|WithHeap|Triage), /metrics. A process is named by pid, uid (its runtime instance cookie) or name; without one, the only
 process there is (or the one --default-process names). Errors are
 application/problem+json; a kind of operation past its limit (3 traces, 3 stacks, 3 live
 metrics, 1 dump, 1 gcdump at once) is 429. GET/POST /livemetrics stream counters as
@@ -314,8 +314,8 @@ Reverse diagnostic port: runtimes started with DOTNET_DiagnosticPorts=PATH,conne
 connect here; one line per Advertise (pid, cookie; --json: one JSON object per line
 instead); --resume resumes suspended runtimes; Ctrl-C removes the socket (on Windows PATH
 is a pipe name). Connections are served at once, each with --timeout to advertise and to
-answer the resume; past N held connections (default 1000) the oldest idle one is closed. --metrics serves the counters of every
-runtime seen at http://ADDR/metrics.
+answer the resume; past N held connections (default 1000) the oldest idle one is closed.
+--metrics serves the counters of every runtime seen at http://ADDR/metrics.
 ";
 
 /// The help of `command` (`None`: no such command).

@@ -49,8 +49,8 @@ LIST: System.Runtime[cpu-usage,gc-heap-size],MyMeter (default System.Runtime).
 SECS: seconds (fractions allowed) or dd:hh:mm:ss; --refresh-interval defaults to 1.
 --max-time-series N (default 1000) and --max-histograms N (default 10), dotnet-counters'
 --maxTimeSeries and --maxHistograms (those spellings work too), are asked of the runtime
-and enforced on what it sends: series past them are dropped with one notice (a runtime inventing series cannot grow
-dsipc's memory).
+and enforced on what it sends: series past them are dropped with one notice (a runtime
+inventing series cannot grow dsipc's memory).
 ";
 
 /// What every counters subcommand's help ends with.
