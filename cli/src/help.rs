@@ -53,17 +53,17 @@ usage: dsipc serve [--urls URLS] [--metricUrls URLS] [--no-metrics]
 
 dotnet-monitor's HTTP API for the runtimes on this machine, with its routes, parameters,
 content types and JSON shapes: GET /processes, /process, /env, /info, /trace (profile=
-Cpu,Http,Logs,Metrics,GcCollect; durationSeconds=N, -1 until the client goes away),
-POST /trace (an EventPipeConfiguration body), GET /stacks (application/json,
-text/plain or application/speedscope+json by Accept), /gcdump, /dump
-(type=Mini|Full|WithHeap|Triage), /metrics. A process is named by pid, uid (its runtime instance cookie) or name; without one, the only
-process there is (or the one --default-process names). Errors are
+Cpu,Http,Logs,Metrics,GcCollect; durationSeconds=N, -1 until the client goes away), POST
+/trace (an EventPipeConfiguration body), GET /stacks (application/json, text/plain or
+application/speedscope+json by Accept), /gcdump, /dump (type=Mini|Full|WithHeap|Triage),
+/metrics. A process is named by pid, uid (its runtime instance cookie) or name; without
+one, the only process there is (or the one --default-process names). Errors are
 application/problem+json; a kind of operation past its limit (3 traces, 3 stacks, 3 live
 metrics, 1 dump, 1 gcdump at once) is 429. GET/POST /livemetrics stream counters as
 json-seq Metric records. With egressProvider=NAME an artifact goes to that provider: 202
 with Location: /operations/{id}; GET /operations, GET /operations/{id}, DELETE
-/operations/{id} (?stop=true ends a trace early, keeping it). Not yet offered:
-/exceptions, /parameters, /collectionrules (501).
+/operations/{id} (?stop=true ends a trace early, keeping it). Not yet offered: /exceptions,
+/parameters, /collectionrules (501).
 
   --urls URLS          where the API listens, ';'-separated http://HOST:PORT
                        (default http://localhost:52323: loopback only). HOST is
