@@ -213,7 +213,8 @@ progress line shows time, MiB, events, samples and lost events.
                      are lost when the reader falls behind by more); --buffersize N too
   --format F         also write a CPU profile, built while the stream arrives, beside FILE
                      (same stem: .speedscope.json, .folded, .pb.gz or .svg; the flame
-                     graph titled with the process, its pid and the time span); any case
+                     graph titled with the process, its pid and the time span); any case;
+                     nettrace (dotnet-trace's default) is the trace alone
   --force            replace existing files
 
 Without --providers, --profile or --clrevents: dotnet-trace's cpu-sampling profile
@@ -284,12 +285,13 @@ const CONVERT: &str = "\
 usage: dsipc convert FILE [--format jsonl|folded|speedscope|pprof|flamegraph] [-o OUT|-]
                      [--managed-only] [--force] [LIMITS]
 
-Convert a .nettrace file: events as JSON lines (with activity_id and
-related_activity_id where the event has them), or its CPU samples as folded stacks,
-speedscope, gzipped pprof or a flame graph SVG (default speedscope; default OUT beside
-FILE: same stem, the format's extension). A truncated or corrupt file converts what
-precedes the bad bytes and fails naming their offset. --managed-only keeps only the samples
-taken while their thread ran managed code (its CPU; waits and native code left out).
+Convert a .nettrace file: events as JSON lines (with activity_id and related_activity_id
+where the event has them), or its CPU samples as folded stacks, speedscope, gzipped pprof
+or a flame graph SVG (default speedscope; default OUT beside FILE: same stem, the format's
+extension, or STEM_2, STEM_3... when that name is taken, as by trace --format; --force
+replaces it instead). A truncated or corrupt file converts what precedes the bad bytes and
+fails naming their offset. --managed-only keeps only the samples taken while their thread
+ran managed code (its CPU; waits and native code left out).
 
 LIMITS stop the conversion with an error naming the limit a trace goes past:
   --max-metadata N      metadata records (default 100000)

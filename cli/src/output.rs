@@ -290,6 +290,25 @@ pub fn default_name(input: &Path, ext: &str) -> PathBuf {
     input.with_file_name(format!("{}{}", stem, ext))
 }
 
+/// [`default_name`], or where a file already has it (the profile `trace --format` wrote
+/// beside its trace, an earlier conversion), the first free `STEM_2EXT`, `STEM_3EXT`...:
+/// a default name never meets an existing file (bounded: past 1,000 the name is refused as
+/// existing, as any other).
+pub fn free_default_name(input: &Path, ext: &str) -> PathBuf {
+    let first = default_name(input, ext);
+    if fs::symlink_metadata(&first).is_err() {
+        return first;
+    }
+    let stem = input
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".into());
+    (2..=1000)
+        .map(|n| input.with_file_name(format!("{}_{}{}", stem, n, ext)))
+        .find(|p| fs::symlink_metadata(p).is_err())
+        .unwrap_or(first)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -358,6 +358,8 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     };
     let rundown = !p.flag("--no-rundown");
     let format = match p.value_lower("--format")? {
+        // dotnet-trace's default format: the trace alone.
+        Some(f) if f == "nettrace" => None,
         Some(f) => Some(ProfileFormat::parse(&f).map_err(CliError::Usage)?),
         None => None,
     };

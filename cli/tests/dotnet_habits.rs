@@ -345,3 +345,44 @@ fn a_counters_subcommand_has_its_own_help() {
     assert!(!r.stdout.contains("counters collect"), "{}", r.stdout);
     assert!(!r.stdout.contains("counters export"), "{}", r.stdout);
 }
+
+/// `convert` after `trace --format speedscope` (whose profile took the default name) writes
+/// the next free name instead of refusing or replacing; dotnet-trace's `--format NetTrace`
+/// is the trace alone.
+#[test]
+fn convert_after_trace_format_takes_the_next_free_name() {
+    let dir = TempDir::new("dsipc-habit-cv").unwrap();
+    let stream: &'static [u8] = Box::leak(common::nettrace_stream(50_000).into_boxed_slice());
+    let _rt = runtime(&dir, Config::new().stream(StreamSpec::content(stream)));
+    let cwd = TempDir::new("dsipc-habit-cvc").unwrap();
+    let pid = me();
+    let (code, _, err) = dsipc_at(
+        cwd.path(),
+        dir.path(),
+        &["trace", &pid, "-o", "t.nettrace", "--format", "speedscope"],
+    );
+    assert_eq!(code, Some(0), "{}", err);
+    let first = fs::read(cwd.path().join("t.speedscope.json")).unwrap();
+    let (code, _, err) = dsipc_at(cwd.path(), dir.path(), &["convert", "t.nettrace"]);
+    assert_eq!(code, Some(0), "{}", err);
+    assert!(err.contains("wrote t_2.speedscope.json"), "{}", err);
+    assert_eq!(
+        fs::read(cwd.path().join("t.speedscope.json")).unwrap(),
+        first
+    );
+    let (code, _, err) = dsipc_at(
+        cwd.path(),
+        dir.path(),
+        &["trace", &pid, "-o", "n.nettrace", "--format", "NetTrace"],
+    );
+    assert_eq!(code, Some(0), "{}", err);
+    assert_eq!(
+        files_in(cwd.path()),
+        [
+            "n.nettrace",
+            "t.nettrace",
+            "t.speedscope.json",
+            "t_2.speedscope.json"
+        ]
+    );
+}

@@ -101,7 +101,12 @@ pub fn cmd_convert(args: &[String]) -> Result<(), CliError> {
     };
     let dest = match p.value("-o").or_else(|| p.value("--output")) {
         Some(o) => o.to_string(),
-        None => output::default_name(&input, format.extension())
+        // With --force the default name is replaced; without, a taken one is left alone
+        // and the next free name is used (it is said on stderr, as every name written).
+        None if p.flag("--force") => output::default_name(&input, format.extension())
+            .to_string_lossy()
+            .into_owned(),
+        None => output::free_default_name(&input, format.extension())
             .to_string_lossy()
             .into_owned(),
     };
