@@ -79,7 +79,7 @@ fn main() {
                 drop(conn);
             }
         });
-        dsipc_tokio::DiagnosticsClient::new(&socket)
+        dsipc_tokio::DiagnosticsClient::new(dsipc_tokio::Endpoint::new(&socket))
             .with_timeout(Duration::from_secs(10))
             .process_info()
             .await
