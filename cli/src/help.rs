@@ -160,7 +160,7 @@ Process information: ProcessInfo3, falling back to ProcessInfo2 and ProcessInfo 
 'answered by' names the command that answered (older runtimes know fewer fields);
 '(not reported)' marks a field that command does not carry, '(empty)' one the runtime
 sent empty (the entrypoint assembly is empty when a native host, e.g. Python with
-pythonnet, started the runtime).
+pythonnet, started the runtime). --json prints the same fields as one JSON object.
 ";
 
 const ENV: &str = "\
@@ -266,7 +266,9 @@ const PERFMAP: &str = "\
 usage: dsipc perfmap PID enable [--type all|jitdump|perfmap]
        dsipc perfmap PID disable
 
-Start or stop the runtime's /tmp/perf-PID.map and jitdump files (.NET 8+).
+Start or stop the runtime's /tmp/perf-PID.map and jitdump files (.NET 8+). --type picks
+which: all (default), jitdump (/tmp/jit-PID.dump, for perf inject) or perfmap (the map
+perf report reads).
 ";
 
 const STARTUP_HOOK: &str = "\
