@@ -313,6 +313,9 @@ async fn run(
     metrics_addrs: Vec<ListenAddr>,
     key_configured: bool,
 ) -> CliResult {
+    // Caught from now on, before any address is printed: a stop sent the moment serve says
+    // it listens is a clean stop, not a kill.
+    let stop = Stop::catch();
     let mut servers = Vec::new();
     if let Some(pool) = &api.discovery.pool {
         servers.push(tokio::spawn(procs::resume_connected_runtimes(Arc::clone(
@@ -369,7 +372,7 @@ async fn run(
     if !key_configured {
         eprintln!("dsipc: WARNING: no API key is configured (--api-key-file, --temp-apikey or --no-auth): every API request is answered 401");
     }
-    stop_signal().await;
+    stop.wait().await;
     eprintln!("dsipc: serve: stopping");
     for s in servers {
         s.abort();
@@ -396,20 +399,55 @@ async fn report_full_pool(pool: Arc<dsipc_tokio::reverse::RuntimePool>, nofile: 
     );
 }
 
-/// Ctrl-C, or SIGTERM where there is one (a service manager's stop).
-async fn stop_signal() {
+/// Ctrl-C, or SIGTERM where there is one (a service manager's stop), caught from when this
+/// is made (tokio's `ctrl_c()` would catch only from its first poll).
+struct Stop {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
+    signals: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+    #[cfg(windows)]
+    ctrl_c: Option<tokio::signal::windows::CtrlC>,
+}
+
+impl Stop {
+    /// Starts catching the stop signals.
+    fn catch() -> Stop {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let signals = match (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) {
+                (Ok(i), Ok(t)) => Some((i, t)),
+                _ => None,
+            };
+            Stop { signals }
+        }
+        #[cfg(windows)]
+        {
+            Stop {
+                ctrl_c: tokio::signal::windows::ctrl_c().ok(),
+            }
+        }
+    }
+
+    /// Waits for one.
+    async fn wait(self) {
+        #[cfg(unix)]
+        if let Some((mut int, mut term)) = self.signals {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
+                _ = int.recv() => {}
                 _ = term.recv() => {}
             }
             return;
         }
+        #[cfg(windows)]
+        if let Some(mut c) = self.ctrl_c {
+            c.recv().await;
+            return;
+        }
+        let _ = tokio::signal::ctrl_c().await;
     }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// `serve generatekey [-o FILE] [--force]`.
