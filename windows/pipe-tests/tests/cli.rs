@@ -107,22 +107,33 @@ fn ps_lists_and_info_reads_a_runtime_named_after_a_real_process() {
         .command_line(r"C:\app\Fake.exe --from-the-cli-test");
     let _fake = listen(endpoint_for_pid(pid).path(), config).expect("serve dotnet-diagnostic-PID");
 
-    let (code, out, err) = dsipc(&["ps"]);
-    assert_eq!(code, 0, "{}", err);
-    let line = out
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
-        .unwrap_or_else(|| panic!("pid {} not listed:\n{}{}", pid, out, err));
-    assert!(
-        line.contains(r"C:\app\Fake.exe --from-the-cli-test"),
-        "{}",
-        line
-    );
-    assert!(
-        line.contains(&format!(r"\\.\pipe\dotnet-diagnostic-{}", pid)),
-        "{}",
-        line
-    );
+    // PID, NAME (ProcessInfo's program, without .exe: Windows has no /proc) and the
+    // command line; the pipe only with --verbose.
+    for verbose in [false, true] {
+        let args: &[&str] = if verbose {
+            &["ps", "--verbose"]
+        } else {
+            &["ps"]
+        };
+        let (code, out, err) = dsipc(args);
+        assert_eq!(code, 0, "{}", err);
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
+            .unwrap_or_else(|| panic!("pid {} not listed:\n{}{}", pid, out, err));
+        assert_eq!(line.split_whitespace().nth(1), Some("Fake"), "{}", line);
+        assert!(
+            line.contains(r"C:\app\Fake.exe --from-the-cli-test"),
+            "{}",
+            line
+        );
+        assert_eq!(
+            line.contains(&format!(r"\\.\pipe\dotnet-diagnostic-{}", pid)),
+            verbose,
+            "{}",
+            line
+        );
+    }
 
     let (code, out, err) = dsipc(&["info", &pid.to_string()]);
     assert_eq!(code, 0, "{}", err);
