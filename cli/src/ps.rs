@@ -190,10 +190,7 @@ pub(crate) fn ps(common: &Common, verbose: bool) -> CliResult {
 /// matches them: its `comm` and its executable's file name from `/proc`; elsewhere (or
 /// when `/proc` says nothing) the file name of ProcessInfo's command line, without `.exe`.
 fn process_names(pid: u32, probe: Option<&Probe>) -> Vec<String> {
-    let mut names = Vec::new();
-    if let Ok(comm) = std::fs::read_to_string(format!("/proc/{}/comm", pid)) {
-        names.push(comm.trim_end_matches('\n').to_string());
-    }
+    let mut names: Vec<String> = dsipc_std::process_name(pid).into_iter().collect();
     if let Ok(exe) = std::fs::read_link(format!("/proc/{}/exe", pid)) {
         if let Some(f) = exe.file_name() {
             names.push(f.to_string_lossy().into_owned());
@@ -201,13 +198,7 @@ fn process_names(pid: u32, probe: Option<&Probe>) -> Vec<String> {
     }
     if names.is_empty() {
         if let Some(Probe::Command(line)) = probe {
-            let first = line.split_whitespace().next().unwrap_or("");
-            let file = first.rsplit(['/', '\\']).next().unwrap_or(first);
-            let stem = file
-                .strip_suffix(".exe")
-                .or_else(|| file.strip_suffix(".EXE"))
-                .unwrap_or(file);
-            names.push(stem.to_string());
+            names.extend(dsipc_std::program_name(line));
         }
     }
     names

@@ -46,6 +46,7 @@ mod error;
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub mod fdpass;
+mod names;
 pub mod reverse;
 pub mod session;
 #[cfg(unix)]
@@ -56,6 +57,7 @@ pub mod windows;
 
 pub use client::{ClientOptions, Endpoint};
 pub use error::Error;
+pub use names::{process_name, program_name};
 
 /// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`)
 /// means a century, not an overflow panic.

@@ -288,12 +288,5 @@ fn is_fatal(n: &Notice) -> bool {
 /// The target's process name (for the json file), as dotnet-counters records it; `dsipc
 /// trace`'s flame graph title too. Empty when unknown.
 pub(crate) fn process_name(pid: u32) -> String {
-    #[cfg(target_os = "linux")]
-    {
-        if let Ok(s) = std::fs::read_to_string(format!("/proc/{}/comm", pid)) {
-            return s.trim_end().to_string();
-        }
-    }
-    let _ = pid;
-    String::new()
+    dsipc_std::process_name(pid).unwrap_or_default()
 }

@@ -150,20 +150,9 @@ impl Selector {
 /// The process name, as dotnet-monitor takes it: the file name of the command line's
 /// program (without `.exe`), else `/proc/PID/comm`, else `unknown`.
 fn process_name(pid: u32, command_line: &str) -> String {
-    let line = command_line.trim_start();
-    let program = match line.strip_prefix('"') {
-        Some(rest) => rest.split('"').next().unwrap_or(""),
-        None => line.split(' ').next().unwrap_or(""),
-    };
-    let file = program.rsplit(['/', '\\']).next().unwrap_or("");
-    let file = file.strip_suffix(".exe").unwrap_or(file);
-    if !file.is_empty() {
-        return file.to_string();
-    }
-    match std::fs::read_to_string(format!("/proc/{}/comm", pid)) {
-        Ok(comm) if !comm.trim_end().is_empty() => comm.trim_end().to_string(),
-        _ => "unknown".to_string(),
-    }
+    dsipc_std::program_name(command_line)
+        .or_else(|| dsipc_std::process_name(pid))
+        .unwrap_or_else(|| "unknown".to_string())
 }
 
 /// Every runtime endpoint in `tmpdir` (or where each runtime says).
