@@ -86,10 +86,20 @@ pub(crate) fn encode_message(
         .ok_or(EncodeError::BufferTooSmall { needed: total })?;
     let (head, body) = buf.split_at_mut(HEADER_LEN);
     header.emit(head)?;
+    write_exact(payload_len, body, write)?;
+    Ok(total)
+}
+
+/// Writes a payload of exactly `payload_len` bytes into `body` with `write`.
+pub(crate) fn write_exact(
+    payload_len: usize,
+    body: &mut [u8],
+    write: impl FnOnce(&mut Writer<'_>),
+) -> Result<(), EncodeError> {
     let mut w = Writer::new(body);
     write(&mut w);
     match w.finish() {
-        Some(n) if n == payload_len => Ok(total),
+        Some(n) if n == payload_len => Ok(()),
         // An encoder whose size disagrees with what it wrote: report rather than send garbage.
         _ => Err(EncodeError::InvalidField {
             field: "payload",

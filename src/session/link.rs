@@ -6,7 +6,6 @@ use crate::conn::{ClientConnection, ClientEvent};
 use crate::payload::Request;
 use crate::recv::{Poll, RecvBuffer, RecvError};
 use crate::wire::{Command, Header, Writer};
-use crate::EncodeError;
 
 use super::{SessionError, MAX_RECV_BUFFER_LEN, RECV_BUFFER_LEN};
 
@@ -164,14 +163,8 @@ impl Encoded {
         Header::for_payload(request.command(), len).map_err(invalid)?;
         // No allocation for the empty payloads of ProcessInfo's fallbacks.
         let mut payload = alloc::vec![0; len];
-        let mut w = Writer::new(&mut payload);
-        request.write_payload(&mut w);
-        if w.finish() != Some(len) {
-            return Err(invalid(EncodeError::InvalidField {
-                field: "payload",
-                reason: "encoder wrote a different length than it computed",
-            }));
-        }
+        crate::payload::write_exact(len, &mut payload, |w| request.write_payload(w))
+            .map_err(invalid)?;
         Ok(Encoded {
             command: request.command(),
             payload,
@@ -202,17 +195,34 @@ impl Request for Encoded {
 /// UNKNOWN_COMMAND), encoded when the call or session is built, so that it keeps nothing
 /// the caller lent it. An attempt that cannot carry the request holds why.
 #[derive(Debug, Default)]
-pub(crate) struct Fallbacks(Vec<Result<Encoded, SessionError>>);
+pub(crate) struct Fallbacks(heapless::Vec<Result<Encoded, SessionError>, MAX_FALLBACKS>);
+
+/// The most older versions any request falls back to: ProcessInfo3 → 2 → 1 and
+/// GenerateCoreDump3 → 2 → 1 have two, CollectTracing2 → CollectTracing one. Kept inline:
+/// a call (1,000 of them at once in a busy tool) allocates nothing for its fallbacks, and
+/// ProcessInfo's have no payload to allocate either.
+const MAX_FALLBACKS: usize = 2;
 
 impl Fallbacks {
     /// Adds the next attempt's request.
     pub(crate) fn push<R: Request + ?Sized>(&mut self, request: &R) {
-        self.0.push(Encoded::of(request));
+        self.add(Encoded::of(request));
     }
 
     /// Adds an attempt that fails with `e` when it is reached.
     pub(crate) fn push_error(&mut self, e: SessionError) {
-        self.0.push(Err(e));
+        self.add(Err(e));
+    }
+
+    /// Adds an attempt; one past [`MAX_FALLBACKS`] turns the last into a typed error, so
+    /// that reaching it says so instead of the attempt going missing.
+    fn add(&mut self, attempt: Result<Encoded, SessionError>) {
+        if let Err(attempt) = self.0.push(attempt) {
+            drop(attempt);
+            if let Some(last) = self.0.last_mut() {
+                *last = Err(SessionError::Misuse("more fallbacks than a call keeps"));
+            }
+        }
     }
 
     /// Whether there is an attempt `n` (1 is the first fallback); the error it holds if it
@@ -236,7 +246,7 @@ impl Fallbacks {
 
     /// Drops every fallback (the session started: nothing is left to fall back to).
     pub(crate) fn clear(&mut self) {
-        self.0 = Vec::new();
+        self.0.clear();
     }
 }
 
