@@ -270,15 +270,21 @@ pub fn timestamped(stem: &str, ext: &str, now: std::time::SystemTime) -> PathBuf
         "{}_{:04}{:02}{:02}_{:02}{:02}{:02}",
         stem, y, mo, d, h, mi, s
     );
-    let mut name = PathBuf::from(format!("{}{}", base, ext));
-    // Bounded: past 1,000 runs in one second the last name is refused as existing.
-    for n in 2..=1000 {
-        if fs::symlink_metadata(&name).is_err() {
-            break;
-        }
-        name = PathBuf::from(format!("{}_{}{}", base, n, ext));
+    first_free(Path::new(""), &base, ext)
+}
+
+/// `DIR/STEMEXT`, or where a file already has that name the first free `DIR/STEM_2EXT`,
+/// `STEM_3EXT`...: the one rule every default name follows. Bounded: past 1,000 the plain
+/// name is given back, and refused as existing as any other.
+fn first_free(dir: &Path, stem: &str, ext: &str) -> PathBuf {
+    let plain = dir.join(format!("{}{}", stem, ext));
+    if fs::symlink_metadata(&plain).is_err() {
+        return plain;
     }
-    name
+    (2..=1000)
+        .map(|n| dir.join(format!("{}_{}{}", stem, n, ext)))
+        .find(|p| fs::symlink_metadata(p).is_err())
+        .unwrap_or(plain)
 }
 
 /// The default output name for `input` converted to `ext`: the input's stem plus `ext`.
@@ -295,18 +301,11 @@ pub fn default_name(input: &Path, ext: &str) -> PathBuf {
 /// a default name never meets an existing file (bounded: past 1,000 the name is refused as
 /// existing, as any other).
 pub fn free_default_name(input: &Path, ext: &str) -> PathBuf {
-    let first = default_name(input, ext);
-    if fs::symlink_metadata(&first).is_err() {
-        return first;
-    }
     let stem = input
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "trace".into());
-    (2..=1000)
-        .map(|n| input.with_file_name(format!("{}_{}{}", stem, n, ext)))
-        .find(|p| fs::symlink_metadata(p).is_err())
-        .unwrap_or(first)
+    first_free(input.parent().unwrap_or_else(|| Path::new("")), &stem, ext)
 }
 
 #[cfg(test)]
