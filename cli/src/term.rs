@@ -1,8 +1,6 @@
 //! Terminal and signal helpers: is stderr a terminal, Ctrl-C as a counter, and text made
 //! safe for a terminal.
 
-use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
@@ -35,35 +33,9 @@ macro_rules! note_inline {
 }
 pub(crate) use note_inline;
 
-/// True for characters that move the cursor, start an escape sequence or reorder text
-/// (the trace layer's rule, shared with its JSON escaping).
-pub(crate) use dsipc_trace::format::unsafe_char;
-
-/// `s` with control characters escaped (`\n`, `\r`, `\t`, `\0`, `\x1b`, `\u{202e}`), so
-/// that text a runtime or a file name supplies can neither drive the terminal nor fake
-/// extra lines. Borrowed when there is nothing to escape.
-pub fn clean(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(unsafe_char) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\0' => out.push_str("\\0"),
-            c if unsafe_char(c) && (c as u32) < 0x100 => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if unsafe_char(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
+/// Text a runtime or a file name supplies, with control characters escaped (the trace
+/// layer's rule, shared with serve and the recipes).
+pub use dsipc_trace::format::clean;
 
 #[cfg(unix)]
 mod imp {
@@ -108,18 +80,3 @@ mod imp {
 }
 
 pub use imp::{catch_interrupts, stderr_is_terminal};
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clean_escapes_controls_only() {
-        assert!(matches!(clean("PATH=/usr/bin"), Cow::Borrowed(_)));
-        assert_eq!(clean("A=1\nB=2"), "A=1\\nB=2");
-        assert_eq!(clean("\x1b[2J\r\0x\t"), "\\x1b[2J\\r\\0x\\t");
-        assert_eq!(clean("\u{9b}31m \u{7f}"), "\\x9b31m \\x7f");
-        assert_eq!(clean("a\u{202e}b"), "a\\u{202e}b");
-        assert_eq!(clean("C:\\Users é"), "C:\\Users é");
-    }
-}

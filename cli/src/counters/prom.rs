@@ -142,7 +142,7 @@ fn escape_help(s: &str, out: &mut String) {
 /// others), so the backslash of the name is itself escaped: a scraper reads the text
 /// `\x1b`. U+FFFD would lose which character it was.
 fn escape_control(c: char, out: &mut String) {
-    if crate::term::unsafe_char(c) {
+    if dsipc_trace::format::unsafe_char(c) {
         let visible = crate::term::clean(c.encode_utf8(&mut [0; 4])).into_owned();
         out.push_str(&visible.replace('\\', "\\\\"));
     } else {
