@@ -99,6 +99,15 @@ impl From<Error> for CliError {
     }
 }
 
+impl From<dsipc_recipes::RecipeError> for CliError {
+    fn from(e: dsipc_recipes::RecipeError) -> Self {
+        match e {
+            dsipc_recipes::RecipeError::Ipc(e) => CliError::Ipc(e),
+            other => CliError::Failed(other.to_string()),
+        }
+    }
+}
+
 impl From<io::Error> for CliError {
     fn from(e: io::Error) -> Self {
         CliError::io(String::new(), e)

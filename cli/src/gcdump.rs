@@ -25,28 +25,17 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use dsipc_recipes::gcdump::{file_info, warnings, HeapWalk, TypeFlush};
 use dsipc_std::DiagnosticsClient;
-use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
+use dsipc_trace::heap::gcdump;
 use dsipc_trace::heap::{GcPause, HeapError, HeapGraph, HeapStream, RetainedStat, TypeStat, Walk};
 
 use crate::args::{parse_os, show};
-use crate::collect::{self, Collect, End, Request};
 use crate::json;
 use crate::output::{display, Output};
-use crate::providers::ProviderSpec;
 use crate::term::{clean, note};
 use crate::{args, print_out, CliError, CliResult, Common};
 
-const RUNTIME: &str = "Microsoft-Windows-DotNETRuntime";
-/// GC (0x1), GCHeapCollect (0x800000), GCHeapDump (0x100000), GCHeapAndTypeNames
-/// (0x1000000) and Type (0x80000): dotnet-gcdump's GCHeapSnapshot keywords.
-const HEAP_KEYWORDS: u64 = 0x1980001;
-const VERBOSE: u32 = 5;
-const GC_KEYWORD: u64 = 0x1;
-const CRITICAL: u32 = 1;
-/// The runtime's buffer for the heap session, as dotnet-gcdump asks: events the runtime
-/// drops break the graph.
-const BUFFER_MB: u32 = 1024;
 /// The whole command's default time budget (dotnet-gcdump waits 30 s).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -359,26 +348,6 @@ fn collect_file(rest: &[OsString]) -> CliResult {
     Ok(())
 }
 
-/// What a `.gcdump` of runtime `pid` walked at `now` says about where it came from.
-pub(crate) fn file_info(pid: u32, now: SystemTime) -> GcDumpInfo {
-    GcDumpInfo {
-        process_id: pid as i32,
-        process_name: proc_text(pid, "comm"),
-        machine_name: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim_end().to_string()),
-        time_ticks: gcdump::dotnet_ticks(now),
-        creation_tool: Some(format!("dsipc {}", env!("CARGO_PKG_VERSION"))),
-    }
-}
-
-/// `/proc/PID/NAME`'s first line, if readable.
-fn proc_text(pid: u32, name: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{}/{}", pid, name))
-        .ok()
-        .map(|s| s.lines().next().unwrap_or("").to_string())
-}
-
 /// Runs the sessions and builds the graph; the whole within the client's timeout from
 /// `started`.
 pub(crate) fn collect(
@@ -388,195 +357,12 @@ pub(crate) fn collect(
 ) -> Result<HeapGraph, CliError> {
     let timeout = client.timeout();
     let deadline = started + timeout;
-    collect::run(client, TypeFlush::new(pid, timeout), deadline)?;
-    collect::run(client, HeapWalk::new(pid, timeout), deadline)
-}
-
-fn late(pid: u32, timeout: Duration, what: &str) -> CliError {
-    CliError::Failed(format!(
-        "pid {}: no heap snapshot within {:.1} s (--timeout): {}",
-        pid,
-        timeout.as_secs_f64(),
-        what
-    ))
-}
-
-/// The type-table flush: a session started and stopped at once, enabling the runtime
-/// provider without its Type keyword (the runtime forgets which types it described when
-/// told of keywords without it; .NET Core 3.1 only when the runtime provider itself is
-/// enabled, so SampleProfiler alone, as dotnet-gcdump does, is not enough there). Level
-/// Critical: none of its GC events is sent.
-pub(crate) struct TypeFlush {
-    pid: u32,
-    timeout: Duration,
-}
-
-impl TypeFlush {
-    /// The flush before a snapshot of runtime `pid`.
-    pub(crate) fn new(pid: u32, timeout: Duration) -> TypeFlush {
-        TypeFlush { pid, timeout }
+    dsipc_recipes::run(client, TypeFlush::new(pid, timeout), deadline)?;
+    let graph = dsipc_recipes::run(client, HeapWalk::new(pid, timeout), deadline)?;
+    for w in warnings(&graph) {
+        note!("dsipc: warning: {}", w);
     }
-}
-
-impl Collect for TypeFlush {
-    type Output = ();
-
-    fn request(&self) -> Request {
-        Request {
-            providers: vec![ProviderSpec {
-                name: RUNTIME.to_string(),
-                keywords: GC_KEYWORD,
-                level: CRITICAL,
-                args: None,
-            }],
-            buffer_mb: 16,
-            rundown: false,
-        }
-    }
-
-    fn feed(&mut self, _data: &[u8]) -> Result<(), CliError> {
-        Ok(())
-    }
-
-    fn enough(&self, _elapsed: Duration) -> bool {
-        true
-    }
-
-    fn finish(self, end: End, _stop_asked: bool) -> Result<(), CliError> {
-        match end {
-            End::Stream => Ok(()),
-            End::TimedOut => Err(late(
-                self.pid,
-                self.timeout,
-                "the first session did not end after its stop",
-            )),
-            End::Failed(e) => Err(CliError::Ipc(e)),
-        }
-    }
-}
-
-/// dotnet-gcdump's heap session (`0x1980001:5`, no rundown): the runtime runs a blocking
-/// gen-2 GC and walks its heap; stopped at that GC's end; the graph built as it arrives.
-pub(crate) struct HeapWalk {
-    heap: HeapStream,
-    pid: u32,
-    timeout: Duration,
-}
-
-impl HeapWalk {
-    /// A snapshot of runtime `pid`, due within `timeout`.
-    pub(crate) fn new(pid: u32, timeout: Duration) -> HeapWalk {
-        HeapWalk {
-            heap: HeapStream::new(),
-            pid,
-            timeout,
-        }
-    }
-}
-
-impl Collect for HeapWalk {
-    type Output = HeapGraph;
-
-    fn request(&self) -> Request {
-        Request {
-            providers: vec![ProviderSpec {
-                name: RUNTIME.to_string(),
-                keywords: HEAP_KEYWORDS,
-                level: VERBOSE,
-                args: None,
-            }],
-            buffer_mb: BUFFER_MB,
-            rundown: false,
-        }
-    }
-
-    fn feed(&mut self, data: &[u8]) -> Result<(), CliError> {
-        self.heap.feed(data).map_err(|e| bad_stream(&e))
-    }
-
-    fn enough(&self, _elapsed: Duration) -> bool {
-        matches!(self.heap.builder().walk(), Walk::Done { .. })
-    }
-
-    fn max_bytes(&self) -> u64 {
-        collect::MAX_WALK_BYTES
-    }
-
-    fn finish(mut self, end: End, _stop_asked: bool) -> Result<HeapGraph, CliError> {
-        let pid = self.pid;
-        let walk = self.heap.builder().walk();
-        let result = match end {
-            End::TimedOut => {
-                let what = match walk {
-                    Walk::NotStarted => "the runtime started no blocking gen-2 GC",
-                    Walk::Running { .. } => "the heap walk did not finish",
-                    Walk::Done { .. } => "the session did not end after its stop",
-                };
-                return Err(late(pid, self.timeout, what));
-            }
-            End::Stream => Ok(()),
-            End::Failed(e) => Err(e),
-        };
-        let ended = self.heap.finish();
-        match (result, walk) {
-            // The walk is whole: what came after it does not matter.
-            (_, Walk::Done { .. }) => {
-                if let Err(e) = &ended {
-                    if !e.is_truncation() {
-                        return Err(bad_stream(e));
-                    }
-                }
-            }
-            (Err(e), _) => return Err(CliError::Ipc(e)),
-            (Ok(()), _) => {
-                return Err(CliError::Failed(match ended {
-                    Err(e) if !e.is_truncation() => return Err(bad_stream(&e)),
-                    Err(e) => format!(
-                        "pid {}: the runtime ended the stream before the heap walk was over (did it exit?): {}",
-                        pid, e
-                    ),
-                    Ok(()) => format!(
-                        "pid {}: the stream ended without a heap walk (no blocking gen-2 GC)",
-                        pid
-                    ),
-                }))
-            }
-        }
-        let graph = self.heap.into_graph().map_err(|e| bad_stream(&e))?;
-        if graph.object_count() == 0 {
-            return Err(CliError::Failed(format!(
-                "pid {}: the runtime's gen-2 GC sent no heap walk (no GCBulkNode events)",
-                pid
-            )));
-        }
-        if graph.lost_events > 0 {
-            note!(
-                "dsipc: warning: the runtime dropped {} events: the snapshot is incomplete",
-                graph.lost_events
-            );
-        }
-        let unnamed = graph
-            .objects()
-            .filter(|o| graph.types[o.type_index as usize].name.is_none())
-            .count();
-        if unnamed > 0 {
-            note!(
-                "dsipc: warning: {} objects are of types the runtime did not name (UNKNOWN_TYPE)",
-                unnamed
-            );
-        }
-        if graph.missing_edges > 0 {
-            note!(
-                "dsipc: warning: {} references the objects announced never came",
-                graph.missing_edges
-            );
-        }
-        Ok(graph)
-    }
-}
-
-fn bad_stream(e: &HeapError) -> CliError {
-    CliError::Failed(format!("the heap snapshot did not parse: {}", e))
+    Ok(graph)
 }
 
 /// `1234567` as `1,234,567`.

@@ -1,7 +1,6 @@
 //! `dsipc`: a command-line client for the .NET Diagnostic IPC protocol.
 
 mod args;
-mod collect;
 mod convert;
 mod counters;
 mod error;

@@ -12,7 +12,6 @@
 
 mod api;
 mod auth;
-mod collect;
 mod dump;
 mod fds;
 mod livemetrics;

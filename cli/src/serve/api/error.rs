@@ -117,8 +117,8 @@ impl From<dsipc_tokio::Error> for ApiError {
     }
 }
 
-impl From<crate::CliError> for ApiError {
-    fn from(e: crate::CliError) -> ApiError {
+impl From<dsipc_recipes::RecipeError> for ApiError {
+    fn from(e: dsipc_recipes::RecipeError) -> ApiError {
         ApiError::bad_request(e.to_string())
     }
 }

@@ -13,6 +13,11 @@ use super::{
     GCDUMP_TIMEOUT, MAX_GCDUMPS, MAX_STACKS, MAX_TRACES,
 };
 use crate::http::{self, Body};
+use dsipc_recipes::gcdump::{self, HeapWalk, TypeFlush};
+use dsipc_recipes::stack::{self, Sampling};
+use dsipc_recipes::{Collect, RecipeError};
+use dsipc_tokio::DiagnosticsClient;
+
 use crate::json;
 use crate::providers::ProviderSpec;
 use crate::serve::models::{
@@ -141,9 +146,10 @@ impl Api {
         let _permit = Api::permit(&self.stacks, "stacks", MAX_STACKS)?;
         let pid = runtime.pid;
         let client = runtime.client(COMMAND_TIMEOUT);
-        let snapshot = crate::serve::collect::run(
+        let snapshot = collect(
+            pid,
             &client,
-            crate::stack::Sampling::new(pid, COMMAND_TIMEOUT),
+            Sampling::new(pid, COMMAND_TIMEOUT),
             Instant::now() + COMMAND_TIMEOUT,
         )
         .await?;
@@ -151,9 +157,7 @@ impl Api {
             StackFormat::Json => Artifact {
                 name: artifact_name(pid, "stacks.json"),
                 content_type: "application/json",
-                body: http::full(crate::stack::json(&snapshot, &|tid| {
-                    crate::stack::thread_name(pid, tid)
-                })),
+                body: http::full(stack::json(&snapshot, &|tid| stack::thread_name(pid, tid))),
                 stop: None,
             },
             StackFormat::Speedscope => {
@@ -183,7 +187,7 @@ impl Api {
             StackFormat::Text => Artifact {
                 name: artifact_name(pid, "stacks.txt"),
                 content_type: "text/plain",
-                body: http::full(crate::stack::text(&snapshot)),
+                body: http::full(stack::text(&snapshot)),
                 stop: None,
             },
         })
@@ -195,22 +199,15 @@ impl Api {
         let client = runtime.client(GCDUMP_TIMEOUT);
         let deadline = Instant::now() + GCDUMP_TIMEOUT;
         let now = SystemTime::now();
-        crate::serve::collect::run(
-            &client,
-            crate::gcdump::TypeFlush::new(pid, GCDUMP_TIMEOUT),
-            deadline,
-        )
-        .await?;
-        let graph = crate::serve::collect::run(
-            &client,
-            crate::gcdump::HeapWalk::new(pid, GCDUMP_TIMEOUT),
-            deadline,
-        )
-        .await?;
+        collect(pid, &client, TypeFlush::new(pid, GCDUMP_TIMEOUT), deadline).await?;
+        let graph = collect(pid, &client, HeapWalk::new(pid, GCDUMP_TIMEOUT), deadline).await?;
+        for w in gcdump::warnings(&graph) {
+            eprintln!("dsipc: serve: pid {}: warning: {}", pid, w);
+        }
         // Writing a large graph takes a while: off the thread that answers requests.
         let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
             let mut out = Vec::new();
-            dsipc_trace::heap::gcdump::write(&graph, &crate::gcdump::file_info(pid, now), &mut out)
+            dsipc_trace::heap::gcdump::write(&graph, &gcdump::file_info(pid, now), &mut out)
                 .map_err(|e| ApiError::internal(format!("writing the gcdump: {}", e)))?;
             Ok(out)
         })
@@ -276,4 +273,22 @@ impl StackFormat {
             errors: Vec::new(),
         })
     }
+}
+
+/// Runs recipe `c` on `client` (runtime `pid`): a runtime that streams past the recipe's
+/// bound is named in serve's log too (the answer tells only the client).
+async fn collect<C: Collect>(
+    pid: u32,
+    client: &DiagnosticsClient,
+    c: C,
+    deadline: Instant,
+) -> Result<C::Output, ApiError> {
+    dsipc_recipes::run_async(client, c, deadline)
+        .await
+        .map_err(|e| {
+            if let RecipeError::TooLarge { .. } = e {
+                eprintln!("dsipc: serve: pid {}: {}", pid, e);
+            }
+            ApiError::from(e)
+        })
 }

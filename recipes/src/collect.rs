@@ -1,23 +1,24 @@
-//! Short sessions that collect until they have enough: `stack` and `gcdump` (and serve's
-//! `/stacks` and `/gcdump`). What to ask for, when to stop and what the bytes make is a
-//! [`Collect`] (no I/O); [`run`] drives one with the blocking adapter, and serve drives
-//! the same with dsipc-tokio (`serve::collect`), so both say the same and stop alike.
+//! What a recipe is: the session it asks for ([`Request`]), how the session ended
+//! ([`End`]), the bound on what it may stream ([`Budget`]) and the [`Collect`] trait.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dsipc::payload::Provider;
-use dsipc_std::{Chunk, DiagnosticsClient, Error};
+use dsipc::session::providers::ProviderSpec;
+use dsipc_std::Error;
 
-use crate::providers::ProviderSpec;
-use crate::CliError;
+use crate::RecipeError;
 
 /// How often the drivers look at the clock while the runtime is quiet.
 pub const TICK: Duration = Duration::from_millis(100);
 
 /// The session a [`Collect`] asks for.
 pub struct Request {
+    /// The providers to enable.
     pub providers: Vec<ProviderSpec>,
+    /// The runtime's session buffer, in MB.
     pub buffer_mb: u32,
+    /// Whether the runtime writes its rundown (method names) at the stop.
     pub rundown: bool,
 }
 
@@ -70,13 +71,12 @@ impl Budget {
 
     /// Counts `n` more bytes: an error past the bound (the session is then closed, which
     /// ends it in the runtime).
-    pub fn take(&mut self, n: usize) -> Result<(), CliError> {
+    pub fn take(&mut self, n: usize) -> Result<(), RecipeError> {
         self.read = self.read.saturating_add(n as u64);
         if self.read > self.max {
-            return Err(CliError::Failed(format!(
-                "the runtime streamed more than {} MiB for this session (the bound): stopped",
-                self.max >> 20
-            )));
+            return Err(RecipeError::TooLarge {
+                max_bytes: self.max,
+            });
         }
         Ok(())
     }
@@ -89,7 +89,7 @@ pub trait Collect {
     /// The session to start.
     fn request(&self) -> Request;
     /// The stream's next bytes; an error ends the session (the stream does not parse).
-    fn feed(&mut self, data: &[u8]) -> Result<(), CliError>;
+    fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError>;
     /// Whether to ask the runtime to stop now (`elapsed` since the session started);
     /// asked until it says yes.
     fn enough(&self, elapsed: Duration) -> bool;
@@ -99,41 +99,5 @@ pub trait Collect {
         MAX_SESSION_BYTES
     }
     /// The session is over (`end`; `stop_asked`: StopTracing was sent): the result.
-    fn finish(self, end: End, stop_asked: bool) -> Result<Self::Output, CliError>;
-}
-
-/// Runs `c` on `client` (blocking) until its session ends or `deadline`.
-pub fn run<C: Collect>(
-    client: &DiagnosticsClient,
-    mut c: C,
-    deadline: Instant,
-) -> Result<C::Output, CliError> {
-    let req = c.request();
-    let mut session = client.collect_tracing(&req.providers(), req.buffer_mb, req.rundown)?;
-    let started = Instant::now();
-    let mut budget = Budget::new(c.max_bytes());
-    let mut stop_asked = false;
-    let end = loop {
-        if Instant::now() >= deadline {
-            break End::TimedOut;
-        }
-        match session.next_chunk(TICK) {
-            Ok(Chunk::Data(d)) => {
-                budget.take(d.len())?;
-                c.feed(d)?
-            }
-            Ok(Chunk::End(_)) => break End::Stream,
-            Ok(_) => {}
-            Err(e) => break End::Failed(e),
-        }
-        if !stop_asked && c.enough(started.elapsed()) {
-            stop_asked = true;
-            if let Err(e) = session.stop() {
-                break End::Failed(e);
-            }
-        }
-    };
-    // Closing the connection ends the session in the runtime, whatever happened.
-    drop(session);
-    c.finish(end, stop_asked)
+    fn finish(self, end: End, stop_asked: bool) -> Result<Self::Output, RecipeError>;
 }
