@@ -304,7 +304,7 @@ fn collect_file(rest: &[OsString]) -> CliResult {
     let dest = match p.value_os("-o").or_else(|| p.value_os("--output")) {
         Some(o) => args::path("-o", o)?,
         None => {
-            let (y, mo, d, h, mi, s) = crate::counters::output::civil(now);
+            let (y, mo, d, h, mi, s) = dsipc_trace::format::civil(now);
             PathBuf::from(format!(
                 "{:04}{:02}{:02}_{:02}{:02}{:02}_{}.gcdump",
                 y, mo, d, h, mi, s, pid

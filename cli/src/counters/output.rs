@@ -2,37 +2,11 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use dsipc_trace::counters::{CounterKind, Sample};
 
-/// UTC calendar time: (year, month, day, hour, minute, second).
-pub fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
-    let secs = match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => -(e.duration().as_secs() as i64),
-    };
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    (
-        y,
-        m,
-        d,
-        (rem / 3600) as u32,
-        (rem % 3600 / 60) as u32,
-        (rem % 60) as u32,
-    )
-}
+pub use dsipc_trace::format::civil;
 
 /// .NET's invariant `DateTime.ToString()`: `MM/dd/yyyy HH:mm:ss` (UTC here).
 pub fn invariant_time(t: SystemTime) -> String {
@@ -419,7 +393,7 @@ pub fn number_grouped(v: f64) -> String {
 mod tests {
     use super::*;
     use dsipc_trace::counters::Source;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     fn sample(kind: CounterKind) -> Sample {
         Sample {
@@ -535,11 +509,6 @@ mod tests {
             "{ \"TargetProcess\": \"py\\\"thon\", \"StartTime\": \"10/26/2021 10:48:03\", \"Events\": [\
              { \"timestamp\": \"2021-10-26 10:48:03Z\",  \"provider\": \"System.Runtime\",  \"name\": \"Gen 0 GC Count\",  \"tags\": \"\",  \"counterType\": \"Metric\",  \"value\": 2 },\
              { \"timestamp\": \"2021-10-26 10:48:03Z\",  \"provider\": \"System.Runtime\",  \"name\": \"Gen 0 GC Count\",  \"tags\": \"\",  \"counterType\": \"Metric\",  \"value\": 2 }]}"
-        );
-        assert_eq!(civil(UNIX_EPOCH), (1970, 1, 1, 0, 0, 0));
-        assert_eq!(
-            civil(UNIX_EPOCH + Duration::from_secs(951_782_400)),
-            (2000, 2, 29, 0, 0, 0)
         );
         assert_eq!(number_grouped(1234567.5), "1,234,567.5");
         assert_eq!(number_grouped(0.0), "0");

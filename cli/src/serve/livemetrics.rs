@@ -246,7 +246,7 @@ fn metric_json(s: &Sample) -> String {
 
 /// `2021-08-31T16:58:39.7514031+00:00` (.NET's round-trip format, UTC).
 fn timestamp(t: std::time::SystemTime) -> String {
-    let (y, mo, d, h, mi, s) = crate::counters::output::civil(t);
+    let (y, mo, d, h, mi, s) = dsipc_trace::format::civil(t);
     let ticks = t
         .duration_since(std::time::SystemTime::UNIX_EPOCH)
         .map(|d| d.subsec_nanos() / 100)

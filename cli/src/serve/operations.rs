@@ -381,7 +381,7 @@ fn new_uuid() -> Result<String, String> {
 
 /// `2021-07-21T06:21:15.315861Z`.
 pub fn rfc3339(t: SystemTime) -> String {
-    let (y, mo, d, h, mi, s) = crate::counters::output::civil(t);
+    let (y, mo, d, h, mi, s) = dsipc_trace::format::civil(t);
     let micros = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.subsec_micros())

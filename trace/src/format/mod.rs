@@ -11,6 +11,7 @@ mod json;
 mod pprof;
 pub mod report;
 mod speedscope;
+mod time;
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -21,6 +22,7 @@ use crate::{Profile, SampleKind, TraceInfo};
 pub use folded::write as write_folded;
 use json::write_json;
 pub use json::{json_string, push_json, push_json_string, to_json};
+pub use time::civil;
 
 /// Which samples a profile output keeps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,11 +1,11 @@
 //! Writers: dotnet-monitor's `/logs` output formats.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
 
 use super::{LogEntry, LogValues};
-use crate::format::push_json;
+use crate::format::{civil, push_json};
 
 /// dotnet-monitor's `/logs` output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,31 +44,8 @@ impl LogFormat {
 
 /// `yyyy-MM-dd HH:mm:ssZ` (.NET's "u" format) of `t`, UTC.
 pub fn universal_sortable(t: SystemTime) -> String {
-    let secs = match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => -(e.duration().as_secs() as i64) - i64::from(e.duration().subsec_nanos() > 0),
-    };
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}Z",
-        y,
-        m,
-        d,
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let (y, m, d, h, mi, s) = civil(t);
+    format!("{:04}-{:02}-{:02} {:02}:{:02}:{:02}Z", y, m, d, h, mi, s)
 }
 
 /// One JSON object and its newline, as dotnet-monitor's StreamingLogger writes it.
@@ -188,7 +165,7 @@ fn write_text(e: &LogEntry, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn universal_sortable_times() {

@@ -205,7 +205,7 @@ pub(super) struct Artifact {
 /// dotnet-monitor's artifact time stamp: `yyyyMMdd_HHmmss_fff`, UTC.
 pub(super) fn timestamp() -> String {
     let now = SystemTime::now();
-    let (y, mo, d, h, mi, s) = crate::counters::output::civil(now);
+    let (y, mo, d, h, mi, s) = dsipc_trace::format::civil(now);
     let ms = now
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.subsec_millis())
