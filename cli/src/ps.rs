@@ -148,7 +148,7 @@ pub(crate) fn ps(common: &Common, verbose: bool) -> CliResult {
         .zip(probes)
         .map(|(proc, probe)| {
             // The whole command line from /proc (ProcessInfo's may be only the program).
-            let command = match (&probe, proc_cmdline(proc.pid)) {
+            let command = match (&probe, dsipc_std::command_line(proc.pid)) {
                 (_, Some(c)) => clean(&c).into_owned(),
                 (Probe::Command(c), None) => clean(c).into_owned(),
                 _ => "-".into(),
@@ -254,26 +254,4 @@ pub(crate) fn pid_by_name(common: &Common, name: &str) -> Result<u32, CliError> 
                 .join(", ")
         ))),
     }
-}
-
-/// The command line from `/proc/PID/cmdline`, arguments joined by spaces (Linux).
-#[cfg(unix)]
-pub(crate) fn proc_cmdline(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{}/cmdline", pid)).ok()?;
-    let parts: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    if parts.is_empty() {
-        None
-    } else {
-        Some(parts.join(" "))
-    }
-}
-
-/// The command line from `/proc` (Linux; `None` elsewhere).
-#[cfg(not(unix))]
-pub(crate) fn proc_cmdline(_pid: u32) -> Option<String> {
-    None
 }

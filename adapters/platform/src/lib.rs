@@ -57,7 +57,7 @@ pub mod windows;
 
 pub use client::{ClientOptions, Endpoint};
 pub use error::Error;
-pub use names::{process_name, program_name};
+pub use names::{command_line, process_name, program_name};
 
 /// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`)
 /// means a century, not an overflow panic.

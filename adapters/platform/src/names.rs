@@ -17,6 +17,25 @@ pub fn process_name(pid: u32) -> Option<String> {
     None
 }
 
+/// The process's command line as the system keeps it (`/proc/PID/cmdline`, arguments
+/// joined by spaces, on Linux); `None` where there is none to read.
+pub fn command_line(pid: u32) -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        let raw = std::fs::read(format!("/proc/{}/cmdline", pid)).ok()?;
+        let parts: Vec<String> = raw
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if !parts.is_empty() {
+            return Some(parts.join(" "));
+        }
+    }
+    let _ = pid;
+    None
+}
+
 /// The file name of a command line's program, without `.exe` (any case), as dotnet-monitor
 /// names a process: `"C:\Program Files\app.exe" --x` is `app`; `None` for an empty line.
 pub fn program_name(command_line: &str) -> Option<String> {
@@ -42,6 +61,15 @@ pub fn program_name(command_line: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn command_line_of_this_process() {
+        let line = command_line(std::process::id()).expect("our own command line");
+        let program = std::env::args().next().unwrap();
+        assert!(line.starts_with(&program), "{} / {}", line, program);
+        assert_eq!(command_line(u32::MAX), None);
+    }
 
     #[test]
     fn program_names_as_dotnet_monitor_takes_them() {

@@ -92,9 +92,9 @@ pub use dsipc::session::Outcome;
 pub use dsipc_platform::ClientOptions;
 /// The error type every driver shares: dsipc-platform's.
 pub use dsipc_platform::Error;
-/// What a process is called (dsipc-platform's): `/proc`'s name for it, and the program of a
+/// What a process is called (dsipc-platform's): `/proc`'s name and command line for it, and the program of a
 /// command line as dotnet-monitor names a process.
-pub use dsipc_platform::{process_name, program_name};
+pub use dsipc_platform::{command_line, process_name, program_name};
 #[cfg(unix)]
 pub use fdpass::PassFd;
 pub use session::{Chunk, Control, StopHandle, TraceSession};

@@ -310,7 +310,7 @@ async fn probe(pid: u32, target: Target) -> Probed {
         // "unknown" where it has no answer), its command line from /proc. In listen mode
         // its Advertise named its cookie.
         Err(dsipc_tokio::Error::NotSupported { .. }) => {
-            r.info.command_line = crate::ps::proc_cmdline(pid).unwrap_or_else(|| "unknown".into());
+            r.info.command_line = dsipc_std::command_line(pid).unwrap_or_else(|| "unknown".into());
             if let Target::Pooled(_, cookie) = &r.target {
                 r.info.cookie = *cookie;
             }
