@@ -15,6 +15,9 @@
 //! close the connection; Collect::finish(End, stop_asked) ──► result
 //! ```
 //!
+//! Longer sessions that run until stopped have their drivers here too: [`counters`]
+//! (dotnet-counters' session, blocking or on tokio).
+//!
 //! The recipes: [`stack::Sampling`] (every thread's managed stack, dotnet-stack's session),
 //! [`gcdump::TypeFlush`] and [`gcdump::HeapWalk`] (the heap graph, dotnet-gcdump's two
 //! sessions).
@@ -22,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 mod collect;
+pub mod counters;
 mod drive;
 mod error;
 pub mod gcdump;

@@ -11,8 +11,7 @@ use std::time::Duration;
 use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig};
 
 use super::{
-    caps_option, http, interval_option, options, report_end, run_async, Options, Result, Store,
-    VALUES,
+    caps_option, http, interval_option, options, report_end, Options, Result, Store, VALUES,
 };
 use crate::args::{parse, Parsed};
 use crate::error::CliError;
@@ -47,7 +46,7 @@ pub(super) fn export(args: &[String]) -> Result<()> {
 }
 
 /// Runs one runtime's counters session on the current tokio runtime (dsipc-tokio's
-/// [`CounterRun`](run_async::CounterRun)), its samples straight into `store`;
+/// [`AsyncCounterRun`](dsipc_recipes::counters::AsyncCounterRun)), its samples straight into `store`;
 /// its series go when it ends. `started` hears whether the session started (its stop
 /// handle). The one session loop of `counters export`, `monitor --metrics` and `serve`'s
 /// `/metrics`; `who` prefixes its messages (`dsipc`, `dsipc: serve`).
@@ -62,7 +61,7 @@ pub(crate) fn spawn_session(
     >,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let run = match run_async::CounterRun::start(&client, &config).await {
+        let run = match dsipc_recipes::counters::AsyncCounterRun::start(&client, &config).await {
             Ok(run) => run,
             Err(e) => {
                 lock(&store).remove(pid);

@@ -8,15 +8,13 @@ mod keys;
 mod monitor;
 pub(crate) mod output;
 mod prom;
-pub(crate) mod run_async;
-pub(crate) mod session;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dsipc_recipes::counters::{CounterSession, SessionEnd};
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::counters::{CounterSet, CountersConfig, Notice};
-use session::CounterSession;
 
 use crate::args::Parsed;
 use crate::error::CliError;
@@ -263,7 +261,7 @@ fn first_sample_limit(interval: f64) -> Duration {
     Duration::from_secs_f64((interval * 3.0).max(10.0))
 }
 
-fn report_end(who: &str, pid: u32, end: &session::SessionEnd) {
+fn report_end(who: &str, pid: u32, end: &SessionEnd) {
     if end.stats.malformed > 0 {
         eprintln!(
             "{}: pid {}: skipped {} malformed counter payload(s)",

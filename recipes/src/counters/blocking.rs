@@ -1,6 +1,4 @@
-//! A running counters session on dsipc-std (blocking): the EventPipe session, decoded by
-//! [`dsipc_trace::counters::Decoder`] (the trace layer holds the decoding; this module only
-//! runs the session).
+//! A running counters session on dsipc-std (blocking).
 //!
 //! - [`CounterRun`]: the session driven on the caller's thread, each event handed to a sink
 //!   the caller gives as it is decoded (one thread per runtime, no queue).
@@ -18,24 +16,11 @@ use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats, Decoder};
 
 use dsipc_std::{DiagnosticsClient, Error, StopHandle, Transport};
 
-/// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).
-const BUFFER_MB: u32 = 10;
+use super::{SessionEnd, BUFFER_MB};
+
 /// Events queued between the decoding thread and the consumer; a slower consumer makes
 /// the decoder wait (and, eventually, the runtime drop events in its own buffer).
 const QUEUE: usize = 1024;
-
-/// How a session ended.
-#[derive(Debug)]
-pub struct SessionEnd {
-    /// True if we stopped it; false if the runtime ended the stream (it exited).
-    pub stopped: bool,
-    /// What the decoder saw.
-    pub stats: DecodeStats,
-    /// Stream bytes received.
-    pub bytes: u64,
-    /// A failure of the connection (a runtime killed mid-stream, a silence after the stop).
-    pub error: Option<Error>,
-}
 
 struct Shared {
     stats: DecodeStats,
@@ -228,7 +213,7 @@ impl<T: Transport + Send + Sync + 'static> CounterRun<T> {
 
     /// Drives the session to its end on this thread, each event to `sink` and the
     /// decoder's figures to `stats` after each chunk; how it ended.
-    pub(crate) fn run_observed(
+    pub fn run_observed(
         mut self,
         sink: &mut dyn FnMut(CounterEvent),
         stats: &mut dyn FnMut(&DecodeStats),
@@ -260,8 +245,3 @@ impl<T: Transport + Send + Sync + 'static> Drop for CounterSession<T> {
         }
     }
 }
-
-// Against real runtimes, which the project installs on Linux only (the linux-x64 wheels).
-#[cfg(all(test, target_os = "linux"))]
-#[path = "session_tests.rs"]
-mod tests;

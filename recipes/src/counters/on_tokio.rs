@@ -1,16 +1,15 @@
-//! A counters session on tokio: the EventPipe session `config` describes, decoded by
-//! [`dsipc_trace::counters::Decoder`] (the trace layer holds the decoding; this module only
-//! runs the session), as [`CounterRun`](super::session::CounterRun) does on a thread with dsipc-std.
+//! A counters session on tokio, as [`CounterRun`](super::CounterRun) runs one on a thread
+//! with dsipc-std.
 //!
 //! ```no_run
 //! use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig};
-//! use dsipc::counters::run_async::CounterRun;
+//! use dsipc_recipes::counters::AsyncCounterRun;
 //! use dsipc_tokio::DiagnosticsClient;
 //!
 //! # async fn run() -> Result<(), dsipc_tokio::Error> {
 //! let client = DiagnosticsClient::for_pid(1234)?;
 //! let config = CountersConfig::new(CounterSet::default(), 1.0, Some(8));
-//! let run = CounterRun::start(&client, &config).await?;
+//! let run = AsyncCounterRun::start(&client, &config).await?;
 //! let stop = run.stop_handle(); // stop.stop().await from any task ends it
 //! let end = run
 //!     .run(&mut |event| {
@@ -29,30 +28,27 @@ use std::time::{Duration, SystemTime};
 use dsipc::payload::Provider;
 use dsipc_trace::counters::{CounterEvent, CountersConfig, Decoder};
 
-pub use super::session::SessionEnd;
-
 use dsipc_tokio::{DiagnosticsClient, Error, StopHandle, TraceSession};
 
-/// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).
-const BUFFER_MB: u32 = 10;
+use super::{SessionEnd, BUFFER_MB};
 
 /// A counters session: [`run`](Self::run) hands every event to the caller's sink as soon as
 /// it is decoded, until the runtime ends the stream (it exits) or a [`StopHandle`] from
 /// [`stop_handle`](Self::stop_handle) stops it (StopTracing, then the stream is drained to
 /// its end).
 #[derive(Debug)]
-pub struct CounterRun {
+pub struct AsyncCounterRun {
     session: TraceSession,
     decoder: Decoder,
 }
 
-impl CounterRun {
+impl AsyncCounterRun {
     /// Starts the EventPipe session `config` describes (CollectTracing2, no rundown).
     pub async fn start(client: &DiagnosticsClient, config: &CountersConfig) -> Result<Self, Error> {
         let owned = config.providers();
         let providers: Vec<Provider<'_>> = owned.iter().map(|p| p.as_provider()).collect();
         let session = client.collect_tracing(&providers, BUFFER_MB, false).await?;
-        Ok(CounterRun {
+        Ok(AsyncCounterRun {
             session,
             decoder: Decoder::new(config),
         })

@@ -1,0 +1,38 @@
+//! Counters sessions: the EventPipe session a [`CountersConfig`] describes, decoded by
+//! dsipc-trace's [`Decoder`](dsipc_trace::counters::Decoder) (the trace layer holds the
+//! decoding; these only run the session), each event handed on as soon as it is decoded.
+//!
+//! - [`CounterRun`]: on the caller's thread (dsipc-std), to a sink the caller gives.
+//! - [`CounterSession`]: the same on a thread of its own, its events queued.
+//! - [`AsyncCounterRun`]: on tokio (dsipc-tokio), to a sink the caller gives.
+//!
+//! [`CountersConfig`]: dsipc_trace::counters::CountersConfig
+
+use dsipc_std::Error;
+use dsipc_trace::counters::DecodeStats;
+
+mod blocking;
+mod on_tokio;
+
+pub use blocking::{CounterRun, CounterSession};
+pub use on_tokio::AsyncCounterRun;
+
+/// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).
+const BUFFER_MB: u32 = 10;
+
+/// How a session ended.
+#[derive(Debug)]
+pub struct SessionEnd {
+    /// True if we stopped it; false if the runtime ended the stream (it exited).
+    pub stopped: bool,
+    /// What the decoder saw.
+    pub stats: DecodeStats,
+    /// Stream bytes received.
+    pub bytes: u64,
+    /// A failure of the connection (a runtime killed mid-stream, a silence after the stop).
+    pub error: Option<Error>,
+}
+
+// Against real runtimes, which the project installs on Linux only (the linux-x64 wheels).
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
