@@ -6,7 +6,6 @@ mod counters;
 mod error;
 mod gcdump;
 mod help;
-mod http;
 mod json;
 mod monitor;
 mod output;

@@ -1,5 +1,49 @@
-//! dotnet-monitor's HTTP API over the .NET Diagnostic IPC protocol, as a library: its
-//! configuration (`settings.json`, `DotnetMonitor_` environment variables, key-per-file
-//! folders), collection rules and egress. `dsipc serve` is a thin caller of this crate.
+//! dotnet-monitor's HTTP API over the .NET Diagnostic IPC protocol, as a library: the
+//! routes (processes, traces, dumps, gcdumps, stacks, logs, live metrics, operations and
+//! egress), API-key authentication, process discovery and Prometheus `/metrics`, served by a
+//! [`Server`] on listeners the caller owns. `dsipc serve` is a thin caller of this crate.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), dsipc_serve::ServeError> {
+//! use dsipc_serve::{Auth, Options, Server};
+//!
+//! let mut options = Options::default();
+//! options.auth = Auth::Off; // dotnet-monitor's --no-auth: say NO_AUTH_WARNING
+//! let mut server = Server::new(options, 1)?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:52323").await.unwrap();
+//! server.serve_api(listener);
+//! tokio::signal::ctrl_c().await.ok(); // serves until the server is dropped
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The pieces a service may use alone: [`prom`] (a Prometheus store of counter samples, its
+//! `/metrics` listener and the counters session feeding it), [`http`] (hyper listeners with
+//! bounded connections and request heads within a deadline).
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+
+mod api;
+pub mod auth;
+mod dump;
+mod error;
+mod fds;
+pub mod http;
+mod json;
+mod livemetrics;
+mod logs;
+mod metrics;
+mod models;
+mod operations;
+mod procs;
+mod profiles;
+pub mod prom;
+mod server;
+mod session;
+
+pub use error::ServeError;
+pub use operations::{parse_egress, Egress};
+pub use procs::DefaultFilter;
+pub use server::{
+    parse_urls, Auth, ListenAddr, Options, Server, DEFAULT_METRICS_URLS, DEFAULT_URLS,
+    NO_AUTH_WARNING,
+};

@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig};
+use dsipc_serve::prom::spawn_session;
+use dsipc_trace::counters::{CounterSet, CountersConfig};
 
-use super::{
-    caps_option, http, interval_option, options, report_end, Options, Result, Store, VALUES,
-};
+use super::{caps_option, interval_option, options, Options, Result, Store, VALUES};
 use crate::args::{parse, Parsed};
 use crate::error::CliError;
 use crate::term;
@@ -43,58 +42,6 @@ pub(super) fn export(args: &[String]) -> Result<()> {
         exporter.local_addr()?
     );
     exporter.serve_until_interrupted()
-}
-
-/// Runs one runtime's counters session on the current tokio runtime (dsipc-tokio's
-/// [`AsyncCounterRun`](dsipc_recipes::counters::AsyncCounterRun)), its samples straight into `store`;
-/// its series go when it ends. `started` hears whether the session started (its stop
-/// handle). The one session loop of `counters export`, `monitor --metrics` and `serve`'s
-/// `/metrics`; `who` prefixes its messages (`dsipc`, `dsipc: serve`).
-pub(crate) fn spawn_session(
-    client: dsipc_tokio::DiagnosticsClient,
-    pid: u32,
-    config: CountersConfig,
-    store: Arc<Mutex<Store>>,
-    who: &'static str,
-    started: Option<
-        std::sync::mpsc::Sender<std::result::Result<dsipc_tokio::StopHandle, dsipc_tokio::Error>>,
-    >,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let run = match dsipc_recipes::counters::AsyncCounterRun::start(&client, &config).await {
-            Ok(run) => run,
-            Err(e) => {
-                lock(&store).remove(pid);
-                match started {
-                    Some(tx) => {
-                        let _ = tx.send(Err(e));
-                    }
-                    None => eprintln!("{}: pid {}: counters: {}", who, pid, clean(&e.to_string())),
-                }
-                return;
-            }
-        };
-        if let Some(tx) = started {
-            let _ = tx.send(Ok(run.stop_handle()));
-        }
-        let sink_store = Arc::clone(&store);
-        let end = run
-            .run(&mut |ev| match ev {
-                CounterEvent::Sample(s) => lock(&sink_store).record(pid, &s),
-                CounterEvent::Notice(n) => {
-                    eprintln!("{}: pid {}: {}", who, pid, clean(&n.to_string()))
-                }
-            })
-            .await;
-        report_end(who, pid, &end);
-        lock(&store).remove(pid);
-        if !end.stopped {
-            eprintln!(
-                "{}: pid {}: runtime exited; its series are dropped",
-                who, pid
-            );
-        }
-    })
 }
 
 /// The counters of any number of runtimes, added while it runs, kept for Prometheus
@@ -219,7 +166,7 @@ impl Collector {
 /// A Prometheus endpoint for a [`Collector`] (`counters export`, `monitor --metrics`): its
 /// HTTP listener runs on the collector's runtime.
 pub struct Exporter {
-    server: Arc<http::Server>,
+    server: Arc<dsipc_serve::prom::listener::Server>,
     collector: Arc<Collector>,
 }
 
@@ -228,8 +175,9 @@ impl Exporter {
     fn bind(listen: &str, options: Options) -> Result<Exporter> {
         let collector = Arc::new(Collector::new(options)?);
         let render = Arc::clone(&collector);
-        let server = http::Server::bind(listen, Arc::new(move || render.render()))
-            .map_err(|e| CliError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
+        let server =
+            dsipc_serve::prom::listener::Server::bind(listen, Arc::new(move || render.render()))
+                .map_err(|e| CliError::Failed(format!("cannot listen on {}: {}", listen, e)))?;
         Ok(Exporter {
             server: Arc::new(server),
             collector,

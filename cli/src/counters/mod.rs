@@ -3,11 +3,9 @@
 
 mod collect;
 mod export;
-mod http;
 mod keys;
 mod monitor;
 pub(crate) mod output;
-mod prom;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,9 +17,8 @@ use dsipc_trace::counters::{CounterSet, CountersConfig, Notice};
 use crate::args::Parsed;
 use crate::error::CliError;
 
-pub(crate) use export::spawn_session;
+pub use dsipc_serve::prom::Store;
 pub use export::{monitor_metrics, MonitorMetrics};
-pub use prom::Store;
 
 /// The help of `dsipc counters`.
 pub const USAGE: &str = "\
@@ -262,17 +259,8 @@ fn first_sample_limit(interval: f64) -> Duration {
 }
 
 fn report_end(who: &str, pid: u32, end: &SessionEnd) {
-    if end.stats.malformed > 0 {
-        eprintln!(
-            "{}: pid {}: skipped {} malformed counter payload(s)",
-            who, pid, end.stats.malformed
-        );
-    }
-    if let Some(e) = &end.stats.stream_error {
-        eprintln!(
-            "{}: pid {}: the stream could not be decoded past: {}",
-            who, pid, e
-        );
+    for p in end.problems() {
+        eprintln!("{}: pid {}: {}", who, pid, p);
     }
 }
 

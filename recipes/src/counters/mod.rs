@@ -33,6 +33,24 @@ pub struct SessionEnd {
     pub error: Option<Error>,
 }
 
+impl SessionEnd {
+    /// What the decoder skipped, one sentence each (malformed payloads, a stream that
+    /// could not be decoded past a point): for the caller to report.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.stats.malformed > 0 {
+            out.push(format!(
+                "skipped {} malformed counter payload(s)",
+                self.stats.malformed
+            ));
+        }
+        if let Some(e) = &self.stats.stream_error {
+            out.push(format!("the stream could not be decoded past: {}", e));
+        }
+        out
+    }
+}
+
 // Against real runtimes, which the project installs on Linux only (the linux-x64 wheels).
 #[cfg(all(test, target_os = "linux"))]
 mod tests;

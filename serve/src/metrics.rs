@@ -1,5 +1,5 @@
 //! `/metrics`: the default process's counters, collected by the CLI's one counters session
-//! loop ([`crate::counters::spawn_session`]: a dsipc-tokio session, so connect and listen
+//! loop ([`crate::prom::spawn_session`]: a dsipc-tokio session, so connect and listen
 //! mode alike, decoded by dsipc-trace) into the one Prometheus store and writer the other
 //! commands use (dotnet-monitor's names).
 //!
@@ -20,7 +20,7 @@ use dsipc_trace::counters::{CounterSet, CountersConfig};
 use tokio::task::JoinHandle;
 
 use super::procs::{Discovery, Runtime};
-use crate::counters::Store;
+use crate::prom::Store;
 
 /// Time the runtime has to start the session, or to answer its StopTracing.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -85,7 +85,7 @@ impl Metrics {
         let major = runtime.major_version();
         let config = CountersConfig::new(self.counters.clone(), self.interval, major);
         let (tx, started) = mpsc::channel();
-        let task = crate::counters::spawn_session(
+        let task = crate::prom::spawn_session(
             runtime.client(START_TIMEOUT),
             pid,
             config,
@@ -178,7 +178,7 @@ pub async fn follow(discovery: &Discovery, metrics: &Metrics) {
                             eprintln!(
                                 "dsipc: serve: pid {}: counters: {} (tried again while it is the default process)",
                                 c.pid,
-                                crate::term::clean(&e.to_string())
+                                dsipc_trace::format::clean(&e.to_string())
                             );
                             failure_told = Some(c.key.clone());
                         }

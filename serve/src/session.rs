@@ -60,7 +60,7 @@ pub fn stream<S: Sink>(
                             }
                             Ok(_) => {}
                             Err(e) => {
-                                eprintln!("dsipc: serve: pid {}: {}: {}", pid, what, crate::term::clean(&e.to_string()));
+                                eprintln!("dsipc: serve: pid {}: {}: {}", pid, what, dsipc_trace::format::clean(&e.to_string()));
                                 failure = Some(e);
                             }
                         }
@@ -77,7 +77,7 @@ pub fn stream<S: Sink>(
                         _ => false,
                     },
                     Some(Err(e)) => {
-                        eprintln!("dsipc: serve: pid {}: {}: {}", pid, what, crate::term::clean(&e.to_string()));
+                        eprintln!("dsipc: serve: pid {}: {}: {}", pid, what, dsipc_trace::format::clean(&e.to_string()));
                         failure = Some(io::Error::new(io::ErrorKind::Other, e.to_string()));
                         break;
                     }

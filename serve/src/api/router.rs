@@ -13,8 +13,8 @@ use super::{
     json_ok, not_found, query, read_body, Api, ApiError, ApiResult, Params, DEFAULT_TRACE_SECONDS,
 };
 use crate::http;
-use crate::serve::operations::DeleteError;
-use crate::serve::profiles::{self, TraceProfile};
+use crate::operations::DeleteError;
+use crate::profiles::{self, TraceProfile};
 impl Api {
     pub(super) async fn route(&self, req: Request<Incoming>) -> ApiResult {
         let path = req.uri().path().to_string();
@@ -170,10 +170,10 @@ impl Api {
                 }
             }
             (&Method::GET, "/logs") | (&Method::POST, "/logs") => {
-                crate::serve::logs::route(self, req, &params, &host).await
+                crate::logs::route(self, req, &params, &host).await
             }
             (&Method::GET, "/livemetrics") | (&Method::POST, "/livemetrics") => {
-                crate::serve::livemetrics::route(self, req, &params, &host).await
+                crate::livemetrics::route(self, req, &params, &host).await
             }
             (_, "/exceptions") | (_, "/parameters") | (_, "/collectionrules") => Err(ApiError {
                 status: StatusCode::NOT_IMPLEMENTED,

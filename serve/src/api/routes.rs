@@ -19,12 +19,12 @@ use dsipc_recipes::{Collect, RecipeError};
 use dsipc_tokio::DiagnosticsClient;
 
 use crate::json;
-use crate::providers::ProviderSpec;
-use crate::serve::models::{
+use crate::models::{
     DotnetMonitorInfo, Environment, MonitorCapability, ProcessIdentifier, ProcessInfo,
 };
-use crate::serve::procs::Runtime;
-use crate::serve::session;
+use crate::procs::Runtime;
+use crate::session;
+use dsipc::session::providers::ProviderSpec;
 impl Api {
     pub(super) async fn processes(&self) -> ApiResult {
         let all = self.discovery.list().await?;
@@ -98,7 +98,7 @@ impl Api {
         let text = self
             .metrics
             .render()
-            .ok_or_else(|| ApiError::bad_request(crate::serve::metrics::DISABLED))?;
+            .ok_or_else(|| ApiError::bad_request(crate::metrics::DISABLED))?;
         Ok(respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",

@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::api::{json_object, member, ApiError};
-use crate::providers::ProviderSpec;
+use dsipc::session::providers::ProviderSpec;
 
 const RUNTIME: &str = "Microsoft-Windows-DotNETRuntime";
 const INFORMATIONAL: u32 = 4;

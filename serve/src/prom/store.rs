@@ -137,13 +137,13 @@ fn escape_help(s: &str, out: &mut String) {
 
 /// `c`, or when it could drive a terminal (a control, or a bidi override: the names come
 /// from the runtime, and people read `/metrics` with curl in a terminal) its visible name
-/// as dsipc writes it everywhere (`\x1b`, `\u{202e}`, see [`crate::term::clean`]). The
+/// as dsipc writes it everywhere (`\x1b`, `\u{202e}`, see [`dsipc_trace::format::clean`]). The
 /// exposition format knows only the escapes `\\` and `\n` (Prometheus' parser rejects
 /// others), so the backslash of the name is itself escaped: a scraper reads the text
 /// `\x1b`. U+FFFD would lose which character it was.
 fn escape_control(c: char, out: &mut String) {
     if dsipc_trace::format::unsafe_char(c) {
-        let visible = crate::term::clean(c.encode_utf8(&mut [0; 4])).into_owned();
+        let visible = dsipc_trace::format::clean(c.encode_utf8(&mut [0; 4])).into_owned();
         out.push_str(&visible.replace('\\', "\\\\"));
     } else {
         out.push(c);
@@ -188,7 +188,7 @@ pub struct Store {
 
 impl Store {
     /// Records a sample of runtime `pid`: its series (a gauge, or a summary's quantile)
-    /// holds the sample's value, scaled as dotnet-monitor does ([`metric_value`]).
+    /// holds the sample's value, scaled as dotnet-monitor does (`metric_value`).
     pub fn record(&mut self, pid: u32, s: &Sample) {
         let name = metric_name(&s.provider, &s.name, &s.unit);
         let mut labels = String::new();
@@ -323,5 +323,5 @@ fn fmt_value(v: f64) -> String {
 }
 
 #[cfg(test)]
-#[path = "prom_tests.rs"]
+#[path = "store_tests.rs"]
 mod tests;

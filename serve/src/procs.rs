@@ -335,8 +335,11 @@ const NONE: &str = "Unable to discover a target process.";
 /// case-insensitive substring.
 #[derive(Clone, Debug)]
 pub enum DefaultFilter {
+    /// `ProcessId=PID`.
     ProcessId(u32),
+    /// `ProcessName=NAME`.
     ProcessName(String),
+    /// `CommandLine=TEXT`.
     CommandLine(String),
 }
 

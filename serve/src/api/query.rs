@@ -8,8 +8,8 @@ use hyper::Request;
 use dsipc::payload::DumpType;
 
 use super::ApiError;
-use crate::serve::operations::Egress;
-use crate::serve::procs::Selector;
+use crate::operations::Egress;
+use crate::procs::Selector;
 /// The query's parameters, percent-decoded (`+` is a space); the last of a repeated
 /// name wins, as ASP.NET's binder takes a single value.
 pub fn query(req: &Request<Incoming>) -> Result<Vec<(String, String)>, ApiError> {
@@ -58,7 +58,7 @@ fn decode(s: &str) -> Result<String, ApiError> {
 pub struct Params(pub(super) Vec<(String, String)>);
 
 impl Params {
-    pub(in crate::serve) fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .rev()
@@ -77,7 +77,7 @@ impl Params {
         )
     }
 
-    pub(in crate::serve) fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
+    pub(crate) fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
         match self.get(name) {
             None => Ok(None),
             Some(v) => v
@@ -88,7 +88,7 @@ impl Params {
         }
     }
 
-    pub(in crate::serve) fn selector(&self) -> Result<Selector, ApiError> {
+    pub(crate) fn selector(&self) -> Result<Selector, ApiError> {
         let pid = match self.int("pid")? {
             None => None,
             Some(p) if p > 0 => Some(p as u32),
@@ -117,7 +117,7 @@ impl Params {
     }
 
     /// `durationSeconds`: -1 (until the client goes away) or 0 and up; `None` for -1.
-    pub(in crate::serve) fn duration(&self, default: i64) -> Result<Option<Duration>, ApiError> {
+    pub(crate) fn duration(&self, default: i64) -> Result<Option<Duration>, ApiError> {
         let secs = self.int("durationSeconds")?.unwrap_or(default);
         match secs {
             -1 => Ok(None),
@@ -130,10 +130,7 @@ impl Params {
     }
 
     /// `egressProvider`: `None` to send the artifact in the response, else the provider.
-    pub(in crate::serve) fn egress<'a>(
-        &self,
-        egress: &'a [Egress],
-    ) -> Result<Option<&'a Egress>, ApiError> {
+    pub(crate) fn egress<'a>(&self, egress: &'a [Egress]) -> Result<Option<&'a Egress>, ApiError> {
         match self.get("egressProvider") {
             None | Some("") => Ok(None),
             Some(p) => match egress.iter().find(|e| e.name == p) {
@@ -147,7 +144,7 @@ impl Params {
     }
 
     /// `tags`: comma separated, each trimmed, empty ones dropped, each at most once.
-    pub(in crate::serve) fn tags(&self) -> Vec<String> {
+    pub(crate) fn tags(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for t in self.get("tags").unwrap_or("").split(',').map(str::trim) {
             if !t.is_empty() && !out.iter().any(|o| o == t) {

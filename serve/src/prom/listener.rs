@@ -1,7 +1,7 @@
-//! The `/metrics` endpoint of `counters export` and `monitor --metrics`: the CLI's one HTTP
+//! The `/metrics` endpoint of `counters export` and `monitor --metrics`: dsipc-serve's HTTP
 //! listener ([`crate::http`]: hyper, bounded connections, request heads within a deadline,
 //! the oldest idle connection evicted for a new one) on a small tokio runtime of the
-//! thread that calls [`Server::run`]. `GET /metrics` renders the exposition at each
+//! thread that calls `Server::run`. `GET /metrics` renders the exposition at each
 //! request; every response closes its connection, as Prometheus does not need more.
 
 use std::future::Future;

@@ -6,7 +6,7 @@ use hyper::{Response, StatusCode};
 use super::respond;
 use crate::http::{self, Body};
 use crate::json;
-use crate::serve::models::{Errors, ProblemDetails};
+use crate::models::{Errors, ProblemDetails};
 /// An error answer: a status and a problem+json body.
 #[derive(Debug)]
 pub struct ApiError {
@@ -123,7 +123,7 @@ impl From<dsipc_recipes::RecipeError> for ApiError {
     }
 }
 
-pub(in crate::serve) type ApiResult = Result<Response<Body>, ApiError>;
+pub(crate) type ApiResult = Result<Response<Body>, ApiError>;
 
 pub(super) fn unknown_operation(id: &str) -> ApiError {
     ApiError::bad_request(format!("Operation id '{}' was not found.", id))

@@ -1,0 +1,277 @@
+//! `dsipc serve`: dotnet-monitor's HTTP API (routes, parameters, content types, JSON
+//! shapes) from this one binary, on tokio and hyper.
+//!
+//! - `serve [--urls URLS] [--metricUrls URLS] [--api-key-file FILE | --temp-apikey |
+//!   --no-auth] [--dump-temp-folder DIR]`: the API on `http://localhost:52323`, `/metrics`
+//!   on `http://localhost:52325` (never every interface unless a URL asks for it).
+//! - `serve generatekey [-o FILE] [--force]`: a new API key; FILE gets only its hash.
+//!
+//! Authentication is on by default: without a key, every API request is answered 401 (as
+//! dotnet-monitor with no key configured). `/metrics` needs none, on the metrics URLs and
+//! the API's alike (as dotnet-monitor's).
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use dsipc_serve::auth;
+use dsipc_serve::{Auth, ListenAddr, Options, Server, DEFAULT_METRICS_URLS, DEFAULT_URLS};
+
+use crate::args::{self, parse_os};
+use crate::output::{display, Output};
+use crate::{print_out, CliError, CliResult, Common};
+
+const VALUES: &[&str] = &[
+    "--urls",
+    "-u",
+    "--metricUrls",
+    "--metrics-urls",
+    "--api-key-file",
+    "--dump-temp-folder",
+    "--egress",
+    "--counter-interval",
+    "--default-process",
+    "--diagnostic-port",
+    "--send-timeout",
+    "-o",
+    "--output",
+];
+const FLAGS: &[&str] = &["--no-auth", "--temp-apikey", "--no-metrics", "--force"];
+
+pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
+    let p = parse_os(rest, VALUES, FLAGS)?;
+    if p.positionals
+        .first()
+        .map(|s| s == "generatekey")
+        .unwrap_or(false)
+    {
+        p.expect_positionals(&["generatekey"])?;
+        return generate_key(&p);
+    }
+    p.expect_positionals(&[])?;
+    let common = Common::from(&p)?;
+    let urls = p
+        .value_text("--urls")?
+        .or(p.value_text("-u")?)
+        .unwrap_or(DEFAULT_URLS);
+    let api_addrs = parse_urls("--urls", urls)?;
+    // dotnet-monitor's `--no-metrics` (Metrics:Enabled false): no listener, no collection.
+    let metrics_enabled = !p.flag("--no-metrics");
+    let metrics_addrs = if !metrics_enabled {
+        Vec::new()
+    } else {
+        let m = p
+            .value_text("--metricUrls")?
+            .or(p.value_text("--metrics-urls")?)
+            .unwrap_or(DEFAULT_METRICS_URLS);
+        parse_urls("--metricUrls", m)?
+    };
+    let auth_choices = [
+        p.flag("--no-auth"),
+        p.flag("--temp-apikey"),
+        p.value_os("--api-key-file").is_some(),
+    ];
+    if auth_choices.iter().filter(|c| **c).count() > 1 {
+        return Err(CliError::Usage(
+            "--no-auth, --temp-apikey and --api-key-file exclude each other".into(),
+        ));
+    }
+    let auth = if p.flag("--no-auth") {
+        eprintln!("dsipc: {}", dsipc_serve::NO_AUTH_WARNING);
+        Auth::Off
+    } else if p.flag("--temp-apikey") {
+        let (token, verifier) = auth::generate().map_err(CliError::Failed)?;
+        eprintln!(
+            "dsipc: a temporary API key for this run; use the following header for authorization:\n\nAuthorization: Bearer {}\n",
+            token
+        );
+        Auth::Key(verifier)
+    } else if let Some(f) = p.value_path("--api-key-file")? {
+        Auth::Key(read_key_file(&f)?)
+    } else {
+        Auth::Unconfigured
+    };
+    let dump_temp_folder = p.value_path("--dump-temp-folder")?;
+    // dotnet-monitor's GlobalCounter:IntervalSeconds (default 5).
+    let counter_interval = match p.value_os("--counter-interval") {
+        None => 5.0,
+        Some(v) => {
+            let d = args::duration("--counter-interval", v)?;
+            if d < std::time::Duration::from_secs(1) || d > std::time::Duration::from_secs(86_400) {
+                return Err(CliError::Usage(
+                    "--counter-interval is from 1 s to a day".into(),
+                ));
+            }
+            d.as_secs_f64()
+        }
+    };
+    let mut options = Options::default();
+    if let Some(v) = p.value_os("--send-timeout") {
+        let d = args::duration("--send-timeout", v)?;
+        if d.is_zero() {
+            return Err(CliError::Usage("--send-timeout must be more than 0".into()));
+        }
+        options.send_timeout = d;
+    }
+    if let Some(list) = p.value_text("--egress")? {
+        options.egress = dsipc_serve::parse_egress(list).map_err(CliError::Usage)?;
+    }
+    if let Some(f) = p.value_text("--default-process")? {
+        options.default_process =
+            Some(dsipc_serve::DefaultFilter::parse(f).map_err(CliError::Usage)?);
+    }
+    options.auth = auth;
+    options.tmpdir = common.tmpdir.clone();
+    options.diagnostic_port = p.value_path("--diagnostic-port")?;
+    options.dump_temp_folder = dump_temp_folder;
+    options.metrics = metrics_enabled;
+    options.counter_interval = counter_interval;
+    let listeners: usize = api_addrs
+        .iter()
+        .chain(metrics_addrs.iter())
+        .map(|a| a.addrs.len())
+        .sum();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(16)
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {}", e)))?;
+    let _in_runtime = rt.enter();
+    let port = options.diagnostic_port.clone();
+    let server = Server::new(options, listeners).map_err(|e| CliError::Failed(e.to_string()))?;
+    if let Some(path) = port {
+        // Listen mode: runtimes started with DOTNET_DiagnosticPorts=PATH connect to serve.
+        eprintln!(
+            "dsipc: diagnostic port {} (listen mode: runtimes started with DOTNET_DiagnosticPorts={} connect here)",
+            display(&path),
+            display(&path)
+        );
+    }
+    rt.block_on(run(server, api_addrs, metrics_addrs))
+}
+
+/// `--urls`/`--metricUrls`: each URL's addresses (a usage error names the flag).
+fn parse_urls(flag: &str, list: &str) -> Result<Vec<ListenAddr>, CliError> {
+    dsipc_serve::parse_urls(list).map_err(|why| CliError::Usage(format!("{} {}", flag, why)))
+}
+
+/// Binds every address, serves until Ctrl-C or SIGTERM.
+async fn run(
+    mut server: Server,
+    api_addrs: Vec<ListenAddr>,
+    metrics_addrs: Vec<ListenAddr>,
+) -> CliResult {
+    // Caught from now on, before any address is printed: a stop sent the moment serve says
+    // it listens is a clean stop, not a kill.
+    let stop = Stop::catch();
+    for (addrs, metrics_only) in [(api_addrs, false), (metrics_addrs, true)] {
+        server
+            .bind(&addrs, metrics_only)
+            .await
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+    }
+    if !server.key_configured() {
+        eprintln!("dsipc: WARNING: no API key is configured (--api-key-file, --temp-apikey or --no-auth): every API request is answered 401");
+    }
+    stop.wait().await;
+    eprintln!("dsipc: serve: stopping");
+    drop(server);
+    Ok(())
+}
+
+/// Ctrl-C, or SIGTERM where there is one (a service manager's stop), caught from when this
+/// is made (tokio's `ctrl_c()` would catch only from its first poll).
+struct Stop {
+    #[cfg(unix)]
+    signals: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+    #[cfg(windows)]
+    ctrl_c: Option<tokio::signal::windows::CtrlC>,
+}
+
+impl Stop {
+    /// Starts catching the stop signals.
+    fn catch() -> Stop {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let signals = match (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) {
+                (Ok(i), Ok(t)) => Some((i, t)),
+                _ => None,
+            };
+            Stop { signals }
+        }
+        #[cfg(windows)]
+        {
+            Stop {
+                ctrl_c: tokio::signal::windows::ctrl_c().ok(),
+            }
+        }
+    }
+
+    /// Waits for one.
+    async fn wait(self) {
+        #[cfg(unix)]
+        if let Some((mut int, mut term)) = self.signals {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+        #[cfg(windows)]
+        if let Some(mut c) = self.ctrl_c {
+            c.recv().await;
+            return;
+        }
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `serve generatekey [-o FILE] [--force]`.
+fn generate_key(p: &args::Parsed) -> CliResult {
+    let (token, verifier) = auth::generate().map_err(CliError::Failed)?;
+    let header = format!("Authorization: Bearer {}", token);
+    match p.value_alias("-o", "--output")? {
+        Some(o) => {
+            let dest = args::path("-o", o)?;
+            let mut out = Output::create(&dest, p.flag("--force"))?;
+            if let Err(e) = out.writer().write_all(verifier.settings_json().as_bytes()) {
+                out.abandon();
+                return Err(CliError::io(format!("writing {}", display(&dest)), e));
+            }
+            out.commit()?;
+            print_out(&format!(
+                "Generated ApiKey for dsipc serve; use the following header for authorization:\n\n{}\n\n{} holds only its SHA-256 hash: dsipc serve --api-key-file {}\n",
+                header,
+                display(&dest),
+                display(&dest)
+            ))
+        }
+        None => print_out(&format!(
+            "Generated ApiKey for dsipc serve; use the following header for authorization:\n\n{}\n\nSettings in Json format (the key's hash only; save as a file for --api-key-file):\n{}",
+            header,
+            verifier.settings_json()
+        )),
+    }
+}
+
+fn read_key_file(path: &Path) -> Result<auth::Verifier, CliError> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)
+        .map_err(|e| CliError::io(format!("reading {}", display(path)), e))?;
+    let mut text = String::new();
+    f.take(auth::MAX_KEY_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::io(format!("reading {}", display(path)), e))?;
+    if text.len() as u64 > auth::MAX_KEY_FILE {
+        return Err(CliError::Failed(format!(
+            "{} is larger than {} bytes: not a key file",
+            display(path),
+            auth::MAX_KEY_FILE
+        )));
+    }
+    auth::Verifier::parse_settings(&text)
+        .map_err(|e| CliError::Failed(format!("{}: {}", display(path), e)))
+}

@@ -1,0 +1,68 @@
+//! The crate's one error type (the API's answers have their own: `ApiError`, a problem
+//! document).
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Why serve could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// None of a URL's addresses could be bound.
+    Listen {
+        /// The URL as given.
+        url: String,
+        /// The last address tried.
+        addr: SocketAddr,
+        /// Why it could not be bound.
+        source: io::Error,
+    },
+    /// The diagnostic port (listen mode) could not be bound.
+    DiagnosticPort {
+        /// Its path.
+        path: PathBuf,
+        /// Why.
+        source: dsipc_tokio::Error,
+    },
+    /// The folder dumps go through is not a directory or could not be made.
+    Storage {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The OS's random source failed (keys and folder names come from it).
+    Random(String),
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::Listen { url, addr, source } => {
+                write!(f, "cannot listen on {} ({}): {}", url, addr, source)
+            }
+            ServeError::DiagnosticPort { path, source } => write!(
+                f,
+                "cannot listen for runtimes on {}: {}",
+                path.display(),
+                source
+            ),
+            ServeError::Storage { path, source } => {
+                write!(f, "dump folder {}: {}", path.display(), source)
+            }
+            ServeError::Random(e) => write!(f, "the OS's random source failed: {}", e),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServeError::Listen { source, .. } | ServeError::Storage { source, .. } => Some(source),
+            ServeError::DiagnosticPort { source, .. } => Some(source),
+            ServeError::Random(_) => None,
+        }
+    }
+}
