@@ -1,0 +1,207 @@
+//! A collection rule as loaded: its filters, trigger, actions and limits, with `Templates`
+//! resolved by name. A rule that cannot run is kept with its error, so that
+//! `/collectionrules` can report it; the other rules of the set still run.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::action::Action;
+use super::filter::ProcessFilter;
+use super::trigger::Trigger;
+use super::value::{join, ErrorKind, Node, Result, RuleError};
+
+/// The `ActionCount` of a rule whose `Limits` give none.
+pub const DEFAULT_ACTION_COUNT: u32 = 5;
+const MIN_WINDOW: Duration = Duration::from_secs(1);
+/// `ActionCountSlidingWindowDuration`'s largest value: one day.
+const MAX_ACTION_WINDOW: Duration = Duration::from_secs(86_400);
+/// `RuleDuration`'s largest value: 365 days.
+const MAX_RULE_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
+/// A rule's `Limits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// How many times the action list may run (within the window, if one is given; else
+    /// in the rule's lifetime). Default 5.
+    pub action_count: u32,
+    /// The window `action_count` applies to; with it, the rule is throttled instead of
+    /// finished when the count is reached.
+    pub action_count_sliding_window: Option<Duration>,
+    /// How long the rule watches a process after it was applied to it.
+    pub rule_duration: Option<Duration>,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            action_count: DEFAULT_ACTION_COUNT,
+            action_count_sliding_window: None,
+            rule_duration: None,
+        }
+    }
+}
+
+impl Limits {
+    /// Reads a `Limits` section.
+    pub fn parse(node: &Node<'_>) -> Result<Limits> {
+        if node.exists() && node.value.map_or(false, |v| !v.is_object()) {
+            return Err(node.wrong("a Limits section"));
+        }
+        Ok(Limits {
+            action_count: node
+                .child("ActionCount")
+                .int(1, i64::from(i32::MAX))?
+                .map_or(DEFAULT_ACTION_COUNT, |v| v as u32),
+            action_count_sliding_window: node
+                .child("ActionCountSlidingWindowDuration")
+                .timespan(MIN_WINDOW, MAX_ACTION_WINDOW)?,
+            rule_duration: node
+                .child("RuleDuration")
+                .timespan(MIN_WINDOW, MAX_RULE_DURATION)?,
+        })
+    }
+}
+
+/// A collection rule that can run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// The rule's name (its key under `CollectionRules`).
+    pub name: String,
+    /// Which processes it applies to (none: all).
+    pub filters: Vec<ProcessFilter>,
+    /// When it fires.
+    pub trigger: Trigger,
+    /// What it does, in order.
+    pub actions: Vec<Action>,
+    /// How often and how long.
+    pub limits: Limits,
+}
+
+/// A rule of the configuration: runnable, or kept with the error that stops it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleEntry {
+    /// The rule's name.
+    pub name: String,
+    /// The rule, or its first configuration error.
+    pub rule: std::result::Result<Rule, RuleError>,
+}
+
+/// Every rule of the configuration, in its order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuleSet {
+    /// The rules.
+    pub entries: Vec<RuleEntry>,
+}
+
+/// The `Templates` section: filters, triggers, actions and limits named for reuse.
+#[derive(Debug, Clone, Copy)]
+struct Templates<'a> {
+    root: Option<&'a Value>,
+}
+
+impl<'a> Templates<'a> {
+    /// The template `name` of `kind` (`CollectionRuleTriggers`, ...), compared without case.
+    fn find(&self, kind: &str, name: &str) -> Option<Node<'a>> {
+        let root = Node {
+            value: self.root,
+            path: "Templates".into(),
+        };
+        let node = root.child(kind).child(name.trim());
+        if node.exists() {
+            Some(node)
+        } else {
+            None
+        }
+    }
+
+    /// `node` itself, or the template its text names.
+    fn resolve(&self, node: Node<'a>, kind: &str) -> Result<Node<'a>> {
+        match node.leaf_text() {
+            Some(name) => self.find(kind, &name).ok_or_else(|| {
+                RuleError::new(node.path.clone(), ErrorKind::TemplateNotFound(name))
+            }),
+            None => Ok(node),
+        }
+    }
+}
+
+fn parse_rule(
+    name: &str,
+    node: &Node<'_>,
+    templates: Templates<'_>,
+    egress_providers: Option<&[String]>,
+) -> Result<Rule> {
+    if node.value.map_or(true, |v| !v.is_object()) {
+        return Err(node.wrong("a collection rule (Filters, Trigger, Actions, Limits)"));
+    }
+    let mut filters = Vec::new();
+    for item in node.child("Filters").list()? {
+        let item = templates.resolve(item, "CollectionRuleFilters")?;
+        filters.push(ProcessFilter::parse(&item)?);
+    }
+    let trigger_node = node.child("Trigger");
+    if !trigger_node.exists() {
+        return Err(RuleError::new(trigger_node.path, ErrorKind::Missing));
+    }
+    let trigger = Trigger::parse(&templates.resolve(trigger_node, "CollectionRuleTriggers")?)?;
+    let mut actions: Vec<Action> = Vec::new();
+    let mut names = BTreeSet::new();
+    for item in node.child("Actions").list()? {
+        let path = item.path.clone();
+        let item = templates.resolve(item, "CollectionRuleActions")?;
+        let action = Action::parse(&item, egress_providers)?;
+        if let Some(n) = &action.name {
+            // Ordinal, as dotnet-monitor compares action names.
+            if !names.insert(n.clone()) {
+                return Err(RuleError::new(
+                    join(&path, "Name"),
+                    ErrorKind::Invalid(format!("Duplicate action name '{}'.", n)),
+                ));
+            }
+        }
+        actions.push(action);
+    }
+    let limits_node = node.child("Limits");
+    let limits = if limits_node.exists() {
+        Limits::parse(&templates.resolve(limits_node, "CollectionRuleLimits")?)?
+    } else {
+        Limits::default()
+    };
+    Ok(Rule {
+        name: name.to_string(),
+        filters,
+        trigger,
+        actions,
+        limits,
+    })
+}
+
+impl RuleSet {
+    /// Loads the `CollectionRules` subtree, resolving names from the `Templates` subtree.
+    /// When `egress_providers` is given, every action's `Egress` must name one of them.
+    /// Only a `CollectionRules` that is not a section at all is an error of the whole set;
+    /// a rule with a bad key is kept with its error.
+    pub fn load(
+        collection_rules: &Value,
+        templates: Option<&Value>,
+        egress_providers: Option<&[String]>,
+    ) -> Result<RuleSet> {
+        let root = Node::root(collection_rules, "CollectionRules");
+        let templates = Templates { root: templates };
+        let mut entries = Vec::new();
+        for (name, node) in root.entries()? {
+            let rule = parse_rule(&name, &node, templates, egress_providers);
+            entries.push(RuleEntry { name, rule });
+        }
+        Ok(RuleSet { entries })
+    }
+
+    /// The rule named `name` (compared without case, as configuration keys).
+    pub fn get(&self, name: &str) -> Option<&RuleEntry> {
+        self.entries
+            .iter()
+            .find(|e| e.name.eq_ignore_ascii_case(name))
+    }
+}
