@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::defaults::LoadOptions;
 use super::value::{ErrorKind, Node, Result, RuleError};
 
 /// The action types dotnet-monitor knows, as configuration names them.
@@ -256,15 +257,16 @@ fn duration(s: &Node<'_>) -> Result<Duration> {
         .unwrap_or(DEFAULT_DURATION))
 }
 
-fn egressed(s: &Node<'_>, egress_providers: Option<&[String]>) -> Result<Egressed> {
+fn egressed(s: &Node<'_>, options: &LoadOptions<'_>) -> Result<Egressed> {
     let node = s.child("Egress");
-    let egress = node.string()?.ok_or_else(|| {
+    let egress = node.string()?.or_else(|| options.defaults.egress.clone());
+    let egress = egress.ok_or_else(|| {
         invalid(
             &node,
             "An egress provider must be specified if there is no default egress provider.".into(),
         )
     })?;
-    if let Some(known) = egress_providers {
+    if let Some(known) = options.egress_providers {
         if !known.iter().any(|k| k.eq_ignore_ascii_case(&egress)) {
             return Err(invalid(
                 &node,
@@ -301,7 +303,7 @@ fn keywords(node: &Node<'_>) -> Result<u64> {
     parsed.ok_or_else(|| node.wrong("an integer or a hex string such as \"0xC\""))
 }
 
-fn collect_trace(s: &Node<'_>, egress_providers: Option<&[String]>) -> Result<CollectTrace> {
+fn collect_trace(s: &Node<'_>, options: &LoadOptions<'_>) -> Result<CollectTrace> {
     let mut profile = Vec::new();
     let profile_node = s.child("Profile");
     if let Some(text) = profile_node.string()? {
@@ -375,7 +377,7 @@ fn collect_trace(s: &Node<'_>, egress_providers: Option<&[String]>) -> Result<Co
             ));
         }
     }
-    let egress = egressed(s, egress_providers)?;
+    let egress = egressed(s, options)?;
     Ok(CollectTrace {
         profile,
         providers,
@@ -417,9 +419,9 @@ fn is_guid(text: &str) -> bool {
 }
 
 impl Action {
-    /// Reads one action (`Name`, `Type`, `Settings`, `WaitForCompletion`). When
-    /// `egress_providers` is given, an `Egress` must name one of them.
-    pub fn parse(node: &Node<'_>, egress_providers: Option<&[String]>) -> Result<Action> {
+    /// Reads one action (`Name`, `Type`, `Settings`, `WaitForCompletion`), with the
+    /// defaults and the egress providers of `options`.
+    pub fn parse(node: &Node<'_>, options: &LoadOptions<'_>) -> Result<Action> {
         if node.exists() && node.value.map_or(false, |v| !v.is_object()) {
             return Err(node.wrong("an action (Name, Type, Settings)"));
         }
@@ -429,15 +431,15 @@ impl Action {
             .ok_or_else(|| RuleError::new(type_node.path.clone(), ErrorKind::Missing))?;
         let s = node.child("Settings");
         let settings = match type_name {
-            "CollectTrace" => ActionSettings::CollectTrace(collect_trace(&s, egress_providers)?),
+            "CollectTrace" => ActionSettings::CollectTrace(collect_trace(&s, options)?),
             "CollectDump" => ActionSettings::CollectDump {
                 dump_type: s.child("Type").one_of(DUMP_TYPES)?.unwrap_or("WithHeap"),
-                egress: egressed(&s, egress_providers)?,
+                egress: egressed(&s, options)?,
             },
-            "CollectGCDump" => ActionSettings::CollectGCDump(egressed(&s, egress_providers)?),
+            "CollectGCDump" => ActionSettings::CollectGCDump(egressed(&s, options)?),
             "CollectStacks" => ActionSettings::CollectStacks {
                 format: s.child("Format").one_of(STACK_FORMATS)?.unwrap_or("Json"),
-                egress: egressed(&s, egress_providers)?,
+                egress: egressed(&s, options)?,
             },
             "CollectLogs" => {
                 let mut filter_specs = BTreeMap::new();
@@ -456,7 +458,7 @@ impl Action {
                         .child("Format")
                         .one_of(LOG_FORMATS)?
                         .unwrap_or("PlainText"),
-                    egress: egressed(&s, egress_providers)?,
+                    egress: egressed(&s, options)?,
                 }
             }
             "CollectLiveMetrics" => {
@@ -482,7 +484,7 @@ impl Action {
                     providers,
                     meters,
                     duration: duration(&s)?,
-                    egress: egressed(&s, egress_providers)?,
+                    egress: egressed(&s, options)?,
                 }
             }
             "CollectExceptions" => {
@@ -494,7 +496,7 @@ impl Action {
                         .unwrap_or("PlainText"),
                     include: exception_filters(&filters.child("Include"))?,
                     exclude: exception_filters(&filters.child("Exclude"))?,
-                    egress: egressed(&s, egress_providers)?,
+                    egress: egressed(&s, options)?,
                 }
             }
             "Execute" => ActionSettings::Execute {

@@ -5,6 +5,7 @@
 //! feeding the engine from a process's counters session are the caller's.
 
 pub mod action;
+pub mod defaults;
 pub mod engine;
 pub mod filter;
 pub mod outputs;
@@ -21,6 +22,7 @@ mod tests_engine;
 mod tests_parse;
 
 pub use action::{Action, ActionSettings};
+pub use defaults::{LoadOptions, RuleDefaults};
 pub use engine::{
     AspNetEvent, CounterSample, Engine, EngineOptions, Event, MeterSample, MeterValue, SessionPlan,
 };

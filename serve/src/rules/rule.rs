@@ -8,17 +8,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::action::Action;
+use super::defaults::{
+    LoadOptions, RuleDefaults, MAX_ACTION_WINDOW, MAX_RULE_DURATION, MIN_LIMIT_WINDOW,
+};
 use super::filter::ProcessFilter;
 use super::trigger::Trigger;
 use super::value::{join, ErrorKind, Node, Result, RuleError};
 
 /// The `ActionCount` of a rule whose `Limits` give none.
 pub const DEFAULT_ACTION_COUNT: u32 = 5;
-const MIN_WINDOW: Duration = Duration::from_secs(1);
-/// `ActionCountSlidingWindowDuration`'s largest value: one day.
-const MAX_ACTION_WINDOW: Duration = Duration::from_secs(86_400);
-/// `RuleDuration`'s largest value: 365 days.
-const MAX_RULE_DURATION: Duration = Duration::from_secs(365 * 86_400);
 
 /// A rule's `Limits`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +42,9 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Reads a `Limits` section.
-    pub fn parse(node: &Node<'_>) -> Result<Limits> {
+    /// Reads a `Limits` section (absent: `node` does not exist), with
+    /// `CollectionRuleDefaults`.
+    pub fn parse(node: &Node<'_>, defaults: &RuleDefaults) -> Result<Limits> {
         if node.exists() && node.value.map_or(false, |v| !v.is_object()) {
             return Err(node.wrong("a Limits section"));
         }
@@ -53,13 +52,17 @@ impl Limits {
             action_count: node
                 .child("ActionCount")
                 .int(1, i64::from(i32::MAX))?
-                .map_or(DEFAULT_ACTION_COUNT, |v| v as u32),
+                .map(|v| v as u32)
+                .or(defaults.action_count)
+                .unwrap_or(DEFAULT_ACTION_COUNT),
             action_count_sliding_window: node
                 .child("ActionCountSlidingWindowDuration")
-                .timespan(MIN_WINDOW, MAX_ACTION_WINDOW)?,
+                .timespan(MIN_LIMIT_WINDOW, MAX_ACTION_WINDOW)?
+                .or(defaults.action_count_sliding_window),
             rule_duration: node
                 .child("RuleDuration")
-                .timespan(MIN_WINDOW, MAX_RULE_DURATION)?,
+                .timespan(MIN_LIMIT_WINDOW, MAX_RULE_DURATION)?
+                .or(defaults.rule_duration),
         })
     }
 }
@@ -131,7 +134,7 @@ fn parse_rule(
     name: &str,
     node: &Node<'_>,
     templates: Templates<'_>,
-    egress_providers: Option<&[String]>,
+    options: &LoadOptions<'_>,
 ) -> Result<Rule> {
     if node.value.map_or(true, |v| !v.is_object()) {
         return Err(node.wrong("a collection rule (Filters, Trigger, Actions, Limits)"));
@@ -145,13 +148,16 @@ fn parse_rule(
     if !trigger_node.exists() {
         return Err(RuleError::new(trigger_node.path, ErrorKind::Missing));
     }
-    let trigger = Trigger::parse(&templates.resolve(trigger_node, "CollectionRuleTriggers")?)?;
+    let trigger = Trigger::parse(
+        &templates.resolve(trigger_node, "CollectionRuleTriggers")?,
+        &options.defaults,
+    )?;
     let mut actions: Vec<Action> = Vec::new();
     let mut names = BTreeSet::new();
     for item in node.child("Actions").list()? {
         let path = item.path.clone();
         let item = templates.resolve(item, "CollectionRuleActions")?;
-        let action = Action::parse(&item, egress_providers)?;
+        let action = Action::parse(&item, options)?;
         if let Some(n) = &action.name {
             // Ordinal, as dotnet-monitor compares action names.
             if !names.insert(n.clone()) {
@@ -164,11 +170,12 @@ fn parse_rule(
         actions.push(action);
     }
     let limits_node = node.child("Limits");
-    let limits = if limits_node.exists() {
-        Limits::parse(&templates.resolve(limits_node, "CollectionRuleLimits")?)?
+    let limits_node = if limits_node.exists() {
+        templates.resolve(limits_node, "CollectionRuleLimits")?
     } else {
-        Limits::default()
+        limits_node
     };
+    let limits = Limits::parse(&limits_node, &options.defaults)?;
     Ok(Rule {
         name: name.to_string(),
         filters,
@@ -179,20 +186,18 @@ fn parse_rule(
 }
 
 impl RuleSet {
-    /// Loads the `CollectionRules` subtree, resolving names from the `Templates` subtree.
-    /// When `egress_providers` is given, every action's `Egress` must name one of them.
-    /// Only a `CollectionRules` that is not a section at all is an error of the whole set;
-    /// a rule with a bad key is kept with its error.
-    pub fn load(
-        collection_rules: &Value,
-        templates: Option<&Value>,
-        egress_providers: Option<&[String]>,
-    ) -> Result<RuleSet> {
+    /// Loads the `CollectionRules` subtree, resolving names from `options.templates` and
+    /// taking `options.defaults` where a rule gives no value. Only a `CollectionRules` that
+    /// is not a section at all is an error of the whole set; a rule with a bad key is kept
+    /// with its error.
+    pub fn load(collection_rules: &Value, options: &LoadOptions<'_>) -> Result<RuleSet> {
         let root = Node::root(collection_rules, "CollectionRules");
-        let templates = Templates { root: templates };
+        let templates = Templates {
+            root: options.templates,
+        };
         let mut entries = Vec::new();
         for (name, node) in root.entries()? {
-            let rule = parse_rule(&name, &node, templates, egress_providers);
+            let rule = parse_rule(&name, &node, templates, options);
             entries.push(RuleEntry { name, rule });
         }
         Ok(RuleSet { entries })

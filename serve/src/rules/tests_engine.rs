@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::defaults::LoadOptions;
 use super::engine::{
     AspNetEvent, CounterSample, Engine, EngineOptions, Event, MeterSample, MeterValue,
 };
@@ -31,7 +32,7 @@ fn process() -> ProcessInfo {
 }
 
 fn engine(rules: Value) -> Engine {
-    let set = RuleSet::load(&rules, None, None).unwrap();
+    let set = RuleSet::load(&rules, &LoadOptions::default()).unwrap();
     let mut engine = Engine::new(set, EngineOptions::default());
     engine.add_process(&process(), s(0));
     engine
@@ -281,8 +282,7 @@ fn startup_fires_once_then_finishes() {
         "Actions": [{"Type": "CollectDump", "Settings": {"Egress": "e"}}]},
         "Other": {"Filters": [{"Key": "ProcessName", "Value": "someone-else"}],
         "Trigger": {"Type": "Startup"}}}),
-        None,
-        None,
+        &LoadOptions::default(),
     )
     .unwrap();
     let mut e = Engine::new(set, EngineOptions::default());
@@ -460,7 +460,7 @@ fn one_session_plan_covers_every_counter_rule_of_a_process() {
         "Meter": {"Trigger": {"Type": "EventMeter", "Settings": {"MeterName": "M", "InstrumentName": "I", "GreaterThan": 1}}},
         "Req": {"Trigger": {"Type": "AspNetRequestCount", "Settings": {"RequestCount": 1}}}
     });
-    let set = RuleSet::load(&rules, None, None).unwrap();
+    let set = RuleSet::load(&rules, &LoadOptions::default()).unwrap();
     let options = EngineOptions {
         counter_interval: s(2),
         provider_intervals: vec![("MyEventSource".into(), s(10))],

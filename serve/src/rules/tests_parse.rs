@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::action::ActionSettings;
+use super::defaults::{LoadOptions, RuleDefaults};
 use super::filter::{FilterKey, MatchType, ProcessInfo};
 use super::outputs::{
     output_names, prepare_settings, substitute_action_references, ActionResults, TokenContext,
@@ -18,7 +19,14 @@ use super::trigger::{Threshold, TriggerKind};
 use super::value::{ErrorKind, RuleError};
 
 fn load(rules: Value) -> RuleSet {
-    RuleSet::load(&rules, None, None).unwrap()
+    RuleSet::load(&rules, &LoadOptions::default()).unwrap()
+}
+
+fn with_templates(templates: &Value) -> LoadOptions<'_> {
+    LoadOptions {
+        templates: Some(templates),
+        ..LoadOptions::default()
+    }
 }
 
 fn only(rules: Value) -> Rule {
@@ -124,7 +132,7 @@ fn a_bad_rule_is_kept_with_its_error_and_the_others_load() {
         err.path,
         "CollectionRules:Bad:Trigger:Settings:RequestCount"
     );
-    assert!(RuleSet::load(&json!("not a section"), None, None).is_err());
+    assert!(RuleSet::load(&json!("not a section"), &LoadOptions::default()).is_err());
 }
 
 #[test]
@@ -381,8 +389,10 @@ fn every_action_type_parses_with_dotnet_monitor_defaults() {
     let err = RuleSet::load(
         &json!({"R": {"Trigger": {"Type": "Startup"},
         "Actions": [{"Type": "CollectDump", "Settings": {"Egress": "nowhere"}}]}}),
-        None,
-        Some(&["artifacts".to_string()]),
+        &LoadOptions {
+            egress_providers: Some(&["artifacts".to_string()]),
+            ..LoadOptions::default()
+        },
     )
     .unwrap()
     .entries[0]
@@ -410,7 +420,7 @@ fn templates_resolve_by_name_at_load() {
     let rules = json!({"R": {"Filters": ["AppName"], "Trigger": "HighRequestCount",
         "Actions": ["CPUTrace", {"Type": "CollectGCDump", "Settings": {"Egress": "artifacts"}}],
         "Limits": "ShortDuration"}});
-    let set = RuleSet::load(&rules, Some(&templates), None).unwrap();
+    let set = RuleSet::load(&rules, &with_templates(&templates)).unwrap();
     let rule = set.entries[0].rule.clone().unwrap();
     assert_eq!(rule.filters[0].value, "MyProcessName");
     assert!(matches!(
@@ -420,14 +430,17 @@ fn templates_resolve_by_name_at_load() {
     assert_eq!(rule.actions[0].type_name, "CollectTrace");
     assert_eq!(rule.actions[1].type_name, "CollectGCDump");
     assert_eq!(rule.limits.rule_duration, Some(Duration::from_secs(300)));
-    let missing =
-        RuleSet::load(&json!({"R": {"Trigger": "Nope"}}), Some(&templates), None).unwrap();
+    let missing = RuleSet::load(
+        &json!({"R": {"Trigger": "Nope"}}),
+        &with_templates(&templates),
+    )
+    .unwrap();
     let err = missing.entries[0].rule.clone().unwrap_err();
     assert_eq!(err.path, "CollectionRules:R:Trigger");
     assert_eq!(err.kind, ErrorKind::TemplateNotFound("Nope".into()));
     // An error inside a template names the template's key.
     let bad = json!({"CollectionRuleTriggers": {"T": {"Type": "EventCounter", "Settings": {}}}});
-    let set = RuleSet::load(&json!({"R": {"Trigger": "T"}}), Some(&bad), None).unwrap();
+    let set = RuleSet::load(&json!({"R": {"Trigger": "T"}}), &with_templates(&bad)).unwrap();
     let err = set.entries[0].rule.clone().unwrap_err();
     assert_eq!(
         err.path,
@@ -505,4 +518,50 @@ fn process_tokens_substitute_in_string_settings() {
         }
         other => panic!("{:?}", other),
     }
+}
+
+#[test]
+fn collection_rule_defaults_fill_what_rules_leave_out() {
+    let defaults = RuleDefaults::parse(&json!({
+        "Actions": {"Egress": "artifacts"},
+        "Triggers": {"RequestCount": "7", "ResponseCount": 4, "SlidingWindowDuration": "00:00:20"},
+        "Limits": {"ActionCount": 2, "RuleDuration": "00:10:00"}
+    }))
+    .unwrap();
+    let options = LoadOptions {
+        defaults,
+        ..LoadOptions::default()
+    };
+    let rules = json!({
+        "HighRequestCount": {"Trigger": {"Type": "AspNetRequestCount", "Settings": {"RequestCount": 10}},
+            "Actions": [{"Type": "CollectDump"}, {"Type": "CollectGCDump", "Settings": {"Egress": "monitorBlob"}}],
+            "Limits": {"ActionCount": 3}},
+        "Status": {"Trigger": {"Type": "AspNetResponseStatus", "Settings": {"StatusCodes": ["500"]}}},
+        "Count": {"Trigger": {"Type": "AspNetRequestCount"}}
+    });
+    let set = RuleSet::load(&rules, &options).unwrap();
+    let high = set.get("HighRequestCount").unwrap().rule.clone().unwrap();
+    assert_eq!(high.actions[0].egress(), Some("artifacts"));
+    assert_eq!(high.actions[1].egress(), Some("monitorBlob"));
+    assert_eq!(high.limits.action_count, 3);
+    assert_eq!(high.limits.rule_duration, Some(Duration::from_secs(600)));
+    match high.trigger.kind {
+        TriggerKind::AspNetRequestCount(t) => {
+            assert_eq!(t.request_count, 10);
+            assert_eq!(t.sliding_window, Duration::from_secs(20));
+        }
+        other => panic!("{:?}", other),
+    }
+    let status = set.get("Status").unwrap().rule.clone().unwrap();
+    assert_eq!(status.limits.action_count, 2);
+    match status.trigger.kind {
+        TriggerKind::AspNetResponseStatus(t) => assert_eq!(t.response_count, 4),
+        other => panic!("{:?}", other),
+    }
+    match set.get("Count").unwrap().rule.clone().unwrap().trigger.kind {
+        TriggerKind::AspNetRequestCount(t) => assert_eq!(t.request_count, 7),
+        other => panic!("{:?}", other),
+    }
+    let err = RuleDefaults::parse(&json!({"Limits": {"ActionCount": 0}})).unwrap_err();
+    assert_eq!(err.path, "CollectionRuleDefaults:Limits:ActionCount");
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::defaults::RuleDefaults;
 use super::value::{ErrorKind, Node, Result, RuleError};
 
 /// The default sliding window of every trigger: one minute.
@@ -159,10 +160,11 @@ fn invalid(node: &Node<'_>, message: String) -> RuleError {
     RuleError::new(node.path.clone(), ErrorKind::Invalid(message))
 }
 
-fn sliding_window(settings: &Node<'_>) -> Result<Duration> {
+fn sliding_window(settings: &Node<'_>, defaults: &RuleDefaults) -> Result<Duration> {
     Ok(settings
         .child("SlidingWindowDuration")
         .timespan(MIN_SLIDING_WINDOW, MAX_SLIDING_WINDOW)?
+        .or(defaults.sliding_window)
         .unwrap_or(DEFAULT_SLIDING_WINDOW))
 }
 
@@ -208,6 +210,7 @@ fn ranged(node: &Node<'_>, min: f64, max: f64) -> Result<Option<f64>> {
 /// GreaterThan applies only when neither bound is given.
 fn shortcut(
     settings: &Node<'_>,
+    defaults: &RuleDefaults,
     counter: &str,
     max: f64,
     greater_than_default: f64,
@@ -235,7 +238,7 @@ fn shortcut(
         provider_name: SYSTEM_RUNTIME.into(),
         counter_name: counter.into(),
         threshold,
-        sliding_window: sliding_window(settings)?,
+        sliding_window: sliding_window(settings, defaults)?,
     }))
 }
 
@@ -246,10 +249,14 @@ fn paths(settings: &Node<'_>) -> Result<PathFilters> {
     })
 }
 
-fn count(settings: &Node<'_>, key: &str, missing: &str) -> Result<u32> {
+fn count(settings: &Node<'_>, key: &str, default: Option<u32>, missing: &str) -> Result<u32> {
     let node = settings.child(key);
-    match node.int(1, i64::from(i32::MAX))? {
-        Some(v) => Ok(v as u32),
+    match node
+        .int(1, i64::from(i32::MAX))?
+        .map(|v| v as u32)
+        .or(default)
+    {
+        Some(v) => Ok(v),
         None => Err(invalid(&node, missing.into())),
     }
 }
@@ -285,8 +292,8 @@ fn status_range(node: &Node<'_>) -> Result<(u16, u16)> {
 }
 
 impl Trigger {
-    /// Reads a `Trigger` section (`Type` and `Settings`).
-    pub fn parse(node: &Node<'_>) -> Result<Trigger> {
+    /// Reads a `Trigger` section (`Type` and `Settings`), with `CollectionRuleDefaults`.
+    pub fn parse(node: &Node<'_>, defaults: &RuleDefaults) -> Result<Trigger> {
         let type_name = match node.child("Type").one_of(TRIGGER_TYPES)? {
             Some(t) => t,
             None => return Err(RuleError::new(node.child("Type").path, ErrorKind::Missing)),
@@ -298,12 +305,19 @@ impl Trigger {
                 provider_name: s.child("ProviderName").required_string()?,
                 counter_name: s.child("CounterName").required_string()?,
                 threshold: threshold(&s)?,
-                sliding_window: sliding_window(&s)?,
+                sliding_window: sliding_window(&s, defaults)?,
             }),
-            "CPUUsage" => shortcut(&s, "cpu-usage", 100.0, CPU_USAGE_GREATER_THAN)?,
-            "GCHeapSize" => shortcut(&s, "gc-heap-size", f64::MAX, GC_HEAP_SIZE_GREATER_THAN)?,
+            "CPUUsage" => shortcut(&s, defaults, "cpu-usage", 100.0, CPU_USAGE_GREATER_THAN)?,
+            "GCHeapSize" => shortcut(
+                &s,
+                defaults,
+                "gc-heap-size",
+                f64::MAX,
+                GC_HEAP_SIZE_GREATER_THAN,
+            )?,
             "ThreadpoolQueueLength" => shortcut(
                 &s,
+                defaults,
                 "threadpool-queue-length",
                 f64::MAX,
                 THREADPOOL_QUEUE_LENGTH_GREATER_THAN,
@@ -313,21 +327,26 @@ impl Trigger {
                 instrument_name: s.child("InstrumentName").required_string()?,
                 threshold: threshold(&s)?,
                 histogram_percentile: s.child("HistogramPercentile").int(0, 100)?.map(|p| p as u8),
-                sliding_window: sliding_window(&s)?,
+                sliding_window: sliding_window(&s, defaults)?,
             }),
             "AspNetRequestCount" => TriggerKind::AspNetRequestCount(AspNetRequestCountTrigger {
-                request_count: count(&s, "RequestCount", NO_REQUEST_COUNT)?,
-                sliding_window: sliding_window(&s)?,
+                request_count: count(&s, "RequestCount", defaults.request_count, NO_REQUEST_COUNT)?,
+                sliding_window: sliding_window(&s, defaults)?,
                 paths: paths(&s)?,
             }),
             "AspNetRequestDuration" => {
                 TriggerKind::AspNetRequestDuration(AspNetRequestDurationTrigger {
-                    request_count: count(&s, "RequestCount", NO_REQUEST_COUNT)?,
+                    request_count: count(
+                        &s,
+                        "RequestCount",
+                        defaults.request_count,
+                        NO_REQUEST_COUNT,
+                    )?,
                     request_duration: s
                         .child("RequestDuration")
                         .timespan(Duration::ZERO, MAX_REQUEST_DURATION)?
                         .unwrap_or(DEFAULT_REQUEST_DURATION),
-                    sliding_window: sliding_window(&s)?,
+                    sliding_window: sliding_window(&s, defaults)?,
                     paths: paths(&s)?,
                 })
             }
@@ -346,9 +365,10 @@ impl Trigger {
                     response_count: count(
                         &s,
                         "ResponseCount",
+                        defaults.response_count,
                         "A response count must be specified if there is no default response count.",
                     )?,
-                    sliding_window: sliding_window(&s)?,
+                    sliding_window: sliding_window(&s, defaults)?,
                     paths: paths(&s)?,
                 })
             }
