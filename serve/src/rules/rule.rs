@@ -2,6 +2,7 @@
 //! resolved by name. A rule that cannot run is kept with its error, so that
 //! `/collectionrules` can report it; the other rules of the set still run.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use super::defaults::{
 };
 use super::filter::ProcessFilter;
 use super::trigger::Trigger;
-use super::value::{join, ErrorKind, Node, Result, RuleError};
+use super::value::{join, unread_keys, ErrorKind, Node, Result, RuleError, Seen};
 
 /// The `ActionCount` of a rule whose `Limits` give none.
 pub const DEFAULT_ACTION_COUNT: u32 = 5;
@@ -89,6 +90,9 @@ pub struct RuleEntry {
     pub name: String,
     /// The rule, or its first configuration error.
     pub rule: std::result::Result<Rule, RuleError>,
+    /// The keys of a runnable rule (and of the templates it uses) that no setting reads:
+    /// misspelt or misplaced keys, ignored as dotnet-monitor ignores them, to warn about.
+    pub unknown_keys: Vec<String>,
 }
 
 /// Every rule of the configuration, in its order.
@@ -98,24 +102,26 @@ pub struct RuleSet {
     pub entries: Vec<RuleEntry>,
 }
 
-/// The `Templates` section: filters, triggers, actions and limits named for reuse.
-#[derive(Debug, Clone, Copy)]
+/// The `Templates` section (filters, triggers, actions and limits named for reuse), as one
+/// rule reads it.
 struct Templates<'a> {
     root: Option<&'a Value>,
+    seen: &'a Seen,
+    /// The templates the rule used, by key path.
+    used: RefCell<Vec<(String, &'a Value)>>,
 }
 
 impl<'a> Templates<'a> {
     /// The template `name` of `kind` (`CollectionRuleTriggers`, ...), compared without case.
     fn find(&self, kind: &str, name: &str) -> Option<Node<'a>> {
-        let root = Node {
-            value: self.root,
-            path: "Templates".into(),
-        };
+        let root = Node::tracked(self.root, "Templates", self.seen);
         let node = root.child(kind).child(name.trim());
-        if node.exists() {
-            Some(node)
-        } else {
-            None
+        match node.value {
+            Some(value) if node.exists() => {
+                self.used.borrow_mut().push((node.path.clone(), value));
+                Some(node)
+            }
+            _ => None,
         }
     }
 
@@ -130,10 +136,10 @@ impl<'a> Templates<'a> {
     }
 }
 
-fn parse_rule(
+fn parse_rule<'a>(
     name: &str,
-    node: &Node<'_>,
-    templates: Templates<'_>,
+    node: &Node<'a>,
+    templates: &Templates<'a>,
     options: &LoadOptions<'_>,
 ) -> Result<Rule> {
     if node.value.map_or(true, |v| !v.is_object()) {
@@ -192,13 +198,37 @@ impl RuleSet {
     /// with its error.
     pub fn load(collection_rules: &Value, options: &LoadOptions<'_>) -> Result<RuleSet> {
         let root = Node::root(collection_rules, "CollectionRules");
-        let templates = Templates {
-            root: options.templates,
-        };
         let mut entries = Vec::new();
         for (name, node) in root.entries()? {
-            let rule = parse_rule(&name, &node, templates, options);
-            entries.push(RuleEntry { name, rule });
+            let seen = Seen::default();
+            let templates = Templates {
+                root: options.templates,
+                seen: &seen,
+                used: RefCell::new(Vec::new()),
+            };
+            let tracked = Node::tracked(node.value, &node.path, &seen);
+            let rule = parse_rule(&name, &tracked, &templates, options);
+            let mut unknown_keys = Vec::new();
+            if rule.is_ok() {
+                let seen = seen.borrow();
+                if let Some(value) = node.value {
+                    unread_keys(value, &node.path, &seen, &mut unknown_keys);
+                }
+                for (path, value) in templates.used.borrow().iter() {
+                    let mut in_template = Vec::new();
+                    unread_keys(value, path, &seen, &mut in_template);
+                    for key in in_template {
+                        if !unknown_keys.contains(&key) {
+                            unknown_keys.push(key);
+                        }
+                    }
+                }
+            }
+            entries.push(RuleEntry {
+                name,
+                rule,
+                unknown_keys,
+            });
         }
         Ok(RuleSet { entries })
     }

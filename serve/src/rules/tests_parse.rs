@@ -565,3 +565,40 @@ fn collection_rule_defaults_fill_what_rules_leave_out() {
     let err = RuleDefaults::parse(&json!({"Limits": {"ActionCount": 0}})).unwrap_err();
     assert_eq!(err.path, "CollectionRuleDefaults:Limits:ActionCount");
 }
+
+#[test]
+fn unknown_keys_of_a_rule_and_its_templates_are_reported() {
+    let templates = json!({"CollectionRuleActions": {"CPUTrace": {"Type": "CollectTrace",
+        "Settings": {"Egress": "artifacts", "SlidingWindowDuration": "00:00:15", "Profile": "Cpu"}}}});
+    let rules = json!({"R": {
+        "Filters": [{"Key": "ProcessName", "Value": "x", "MatchTyp": "Exact"}],
+        "Trigger": {"Type": "EventCounter", "Settings": {"ProviderName": "System.Runtime",
+            "CounterName": "cpu-usage", "GreaterThan": 1, "SlidingWindow": "00:00:10"}},
+        "Actions": ["CPUTrace", {"Type": "Execute", "Settings": {"Path": "p"}, "Wait": true}],
+        "Limit": {"ActionCount": 1},
+        "Limits": {"ActionCount": 2}
+    }});
+    let set = RuleSet::load(&rules, &with_templates(&templates)).unwrap();
+    let entry = &set.entries[0];
+    assert!(entry.rule.is_ok());
+    assert_eq!(
+        entry.unknown_keys,
+        vec![
+            "CollectionRules:R:Actions:1:Wait",
+            "CollectionRules:R:Filters:0:MatchTyp",
+            "CollectionRules:R:Limit",
+            "CollectionRules:R:Trigger:Settings:SlidingWindow",
+            "Templates:CollectionRuleActions:CPUTrace:Settings:SlidingWindowDuration",
+        ]
+    );
+    // Maps of free keys (Arguments, FilterSpecs, PayloadFilter) are not unknown keys.
+    let set = load(
+        json!({"R": {"Trigger": {"Type": "Startup"}, "Actions": [{"Type": "CollectTrace",
+        "Settings": {"Egress": "e", "Providers": [{"Name": "P", "Arguments": {"Any": "1"}}]}}]}}),
+    );
+    assert!(
+        set.entries[0].unknown_keys.is_empty(),
+        "{:?}",
+        set.entries[0].unknown_keys
+    );
+}

@@ -2,6 +2,8 @@
 //! case, every leaf may be a string (`"true"`, `"5"`, `"00:01:00"`), an array may arrive as
 //! an object keyed `"0"`, `"1"`, ... Every error names the key path (`A:B:C`, .NET's form).
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
@@ -87,6 +89,9 @@ impl std::error::Error for RuleError {}
 /// The result of reading one key.
 pub type Result<T> = std::result::Result<T, RuleError>;
 
+/// The key paths a parse read (lowercased), to tell the keys it did not know.
+pub type Seen = RefCell<BTreeSet<String>>;
+
 /// A node of the configuration tree and the key path that leads to it (paths are built as
 /// the tree is walked).
 #[derive(Debug, Clone)]
@@ -95,6 +100,7 @@ pub struct Node<'a> {
     pub value: Option<&'a Value>,
     /// The key path.
     pub path: String,
+    seen: Option<&'a Seen>,
 }
 
 impl<'a> Node<'a> {
@@ -103,6 +109,29 @@ impl<'a> Node<'a> {
         Node {
             value: Some(value),
             path: path.to_string(),
+            seen: None,
+        }
+    }
+
+    /// A node whose reads, and its descendants', are recorded in `seen`.
+    pub fn tracked(value: Option<&'a Value>, path: &str, seen: &'a Seen) -> Node<'a> {
+        Node {
+            value,
+            path: path.to_string(),
+            seen: Some(seen),
+        }
+    }
+
+    /// A descendant at `path` (recorded as read when present).
+    fn at(&self, value: Option<&'a Value>, path: String) -> Node<'a> {
+        let value = value.filter(|v| !v.is_null());
+        if let (Some(seen), Some(_)) = (self.seen, value) {
+            seen.borrow_mut().insert(path.to_lowercase());
+        }
+        Node {
+            value,
+            path,
+            seen: self.seen,
         }
     }
 
@@ -115,10 +144,7 @@ impl<'a> Node<'a> {
                 .map(|(_, v)| v),
             _ => None,
         };
-        Node {
-            value: value.filter(|v| !v.is_null()),
-            path: join(&self.path, key),
-        }
+        self.at(value, join(&self.path, key))
     }
 
     /// Whether the key is present (not null, not an empty string).
@@ -149,10 +175,7 @@ impl<'a> Node<'a> {
             Some(Value::Array(items)) => Ok(items
                 .iter()
                 .enumerate()
-                .map(|(i, v)| Node {
-                    value: Some(v).filter(|v| !v.is_null()),
-                    path: join(&self.path, &i.to_string()),
-                })
+                .map(|(i, v)| self.at(Some(v), join(&self.path, &i.to_string())))
                 .collect()),
             Some(Value::Object(map)) => {
                 let mut items = Vec::with_capacity(map.len());
@@ -170,10 +193,7 @@ impl<'a> Node<'a> {
                 items.sort_by_key(|(i, _, _)| *i);
                 Ok(items
                     .into_iter()
-                    .map(|(_, k, v)| Node {
-                        value: Some(v).filter(|v| !v.is_null()),
-                        path: join(&self.path, k),
-                    })
+                    .map(|(_, k, v)| self.at(Some(v), join(&self.path, k)))
                     .collect())
             }
             Some(_) => Err(self.wrong("a list")),
@@ -187,15 +207,7 @@ impl<'a> Node<'a> {
             Some(Value::String(s)) if s.is_empty() => Ok(Vec::new()),
             Some(Value::Object(map)) => Ok(map
                 .iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        Node {
-                            value: Some(v).filter(|v| !v.is_null()),
-                            path: join(&self.path, k),
-                        },
-                    )
-                })
+                .map(|(k, v)| (k.clone(), self.at(Some(v), join(&self.path, k))))
                 .collect()),
             Some(_) => Err(self.wrong("a section (an object)")),
         }
@@ -322,6 +334,30 @@ impl<'a> Node<'a> {
 }
 
 const TIMESPAN_EXPECTED: &str = "a TimeSpan such as \"00:01:00\" ([d.]hh:mm[:ss[.fffffff]])";
+
+/// The keys under `value` (at `path`) that no parse read, given what it read in `seen`:
+/// the outermost unread key of each branch, in the tree's order.
+pub fn unread_keys(value: &Value, path: &str, seen: &BTreeSet<String>, out: &mut Vec<String>) {
+    let children: Vec<(String, &Value)> = match value {
+        Value::Object(map) => map.iter().map(|(k, v)| (join(path, k), v)).collect(),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (join(path, &i.to_string()), v))
+            .collect(),
+        _ => return,
+    };
+    for (child, v) in children {
+        if v.is_null() {
+            continue;
+        }
+        if seen.contains(&child.to_lowercase()) {
+            unread_keys(v, &child, seen, out);
+        } else {
+            out.push(child);
+        }
+    }
+}
 
 /// Appends `key` to a configuration path with .NET's `:` separator.
 pub fn join(path: &str, key: &str) -> String {
