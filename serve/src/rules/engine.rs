@@ -86,8 +86,10 @@ pub struct MeterSample<'a> {
     pub at: Duration,
 }
 
-/// A Microsoft.AspNetCore.Hosting request event (the DiagnosticSource `Activity1`
-/// start/stop the ASP.NET triggers read).
+/// A Microsoft.AspNetCore.Hosting request event: the `Activity1/Start` and `Activity1/Stop`
+/// events of Microsoft-Diagnostics-DiagnosticSource (its `HttpRequestIn` filter, as
+/// dotnet/diagnostics' HttpRequestSourceConfiguration), whose arguments carry `ActivityId`,
+/// `Path`, and on the stop `StatusCode` and `ActivityDuration` (in 100 ns ticks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AspNetEvent<'a> {
     /// A request started.
@@ -175,7 +177,8 @@ pub struct SessionPlan {
     pub meters: Vec<MeterRequest>,
     /// The interval of the meters.
     pub meter_interval: Duration,
-    /// Whether request start/stop events (Microsoft.AspNetCore.Hosting) are needed.
+    /// Whether request start/stop events are needed (see [`AspNetEvent`]); the engine's
+    /// [`Engine::tick`] stands for the hosting counters dotnet-monitor adds as a heartbeat.
     pub aspnet_requests: bool,
 }
 
