@@ -52,17 +52,20 @@ fn find_ignore_case(hay: &str, needle: &str, from: usize) -> Option<usize> {
     (from..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
 }
 
-/// Replaces the `$(Actions.NAME.OUTPUT)` references of `text` that name an action before
-/// `index` (by its exact name) and an output it produced; any other reference stays as
-/// written, as dotnet-monitor leaves it (and logs it).
-pub fn substitute_action_references(
-    text: &str,
-    actions: &[Action],
-    index: usize,
-    results: &ActionResults,
-) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut copied = 0;
+/// A well-formed `$(Actions.NAME.OUTPUT)` reference of a text: its byte range (the `$`
+/// to the `)` included), the action's name and the output's.
+struct Reference<'t> {
+    start: usize,
+    end: usize,
+    name: &'t str,
+    output: &'t str,
+}
+
+/// The references of `text` that name an action before `index` (by its exact name), as
+/// dotnet-monitor's dependency analyzer finds them: the prefix without case, the first `)`
+/// after it closes the reference, exactly two non-empty parts.
+fn references<'t>(text: &'t str, actions: &[Action], index: usize) -> Vec<Reference<'t>> {
+    let mut found_refs = Vec::new();
     let mut search = 0;
     while let Some(found) = find_ignore_case(text, ACTIONS_PREFIX, search) {
         let suffix = match text[found..].find(')') {
@@ -76,20 +79,65 @@ pub fn substitute_action_references(
             (Some(n), Some(o), None) if !n.is_empty() && !o.is_empty() => (n, o),
             _ => continue,
         };
-        let earlier = actions
+        if actions
             .iter()
             .take(index)
-            .any(|a| a.name.as_deref() == Some(name));
-        if !earlier {
-            continue;
+            .any(|a| a.name.as_deref() == Some(name))
+        {
+            found_refs.push(Reference {
+                start: found,
+                end: suffix + 1,
+                name,
+                output,
+            });
         }
-        if let Some(value) = results.get(name).and_then(|r| r.get(output)) {
-            out.push_str(&text[copied..found]);
+    }
+    found_refs
+}
+
+/// Replaces the `$(Actions.NAME.OUTPUT)` references of `text` that name an action before
+/// `index` (by its exact name) and an output it produced; any other reference stays as
+/// written, as dotnet-monitor leaves it (and logs it).
+pub fn substitute_action_references(
+    text: &str,
+    actions: &[Action],
+    index: usize,
+    results: &ActionResults,
+) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for r in references(text, actions, index) {
+        if let Some(value) = results.get(r.name).and_then(|o| o.get(r.output)) {
+            out.push_str(&text[copied..r.start]);
             out.push_str(value);
-            copied = suffix + 1;
+            copied = r.end;
         }
     }
     out.push_str(&text[copied..]);
+    out
+}
+
+/// The earlier actions (indices, in reference order, each once) whose outputs action
+/// `index` references: an executor waits for them to complete before starting it, even
+/// when they do not `WaitForCompletion`, as dotnet-monitor's ActionListExecutor does.
+pub fn action_dependencies(actions: &[Action], index: usize) -> Vec<usize> {
+    let text = match actions.get(index).map(|a| &a.settings) {
+        Some(ActionSettings::Execute {
+            arguments: Some(a), ..
+        }) => a,
+        _ => return Vec::new(),
+    };
+    let mut out: Vec<usize> = Vec::new();
+    for r in references(text, actions, index) {
+        let earlier = actions[..index]
+            .iter()
+            .position(|a| a.name.as_deref() == Some(r.name));
+        if let Some(i) = earlier {
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
+    }
     out
 }
 

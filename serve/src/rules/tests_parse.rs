@@ -12,7 +12,8 @@ use super::action::ActionSettings;
 use super::defaults::{LoadOptions, RuleDefaults};
 use super::filter::{FilterKey, MatchType, ProcessInfo};
 use super::outputs::{
-    output_names, prepare_settings, substitute_action_references, ActionResults, TokenContext,
+    action_dependencies, output_names, prepare_settings, substitute_action_references,
+    ActionResults, TokenContext,
 };
 use super::rule::{Rule, RuleSet, DEFAULT_ACTION_COUNT};
 use super::trigger::{Threshold, TriggerKind};
@@ -488,6 +489,9 @@ fn action_output_references_substitute_earlier_actions_results() {
         "$(Actions.A.EgressPath)"
     );
     assert!(prepare_settings(&rule.actions, 3, &results, &ctx).is_none());
+    // B waits for A and GetEnvAction (referenced), whatever their WaitForCompletion.
+    assert_eq!(action_dependencies(&rule.actions, 2), vec![0, 1]);
+    assert!(action_dependencies(&rule.actions, 1).is_empty());
 }
 
 #[test]
