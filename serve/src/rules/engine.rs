@@ -195,6 +195,9 @@ pub struct Engine {
     rules: RuleSet,
     options: EngineOptions,
     processes: BTreeMap<u32, Vec<Pipeline>>,
+    /// The runtime instance cookie of each process, to tell a process seen again from a
+    /// new one that reuses its pid.
+    runtime_ids: BTreeMap<u32, String>,
 }
 
 fn push_unique(list: &mut Vec<String>, name: &str) {
@@ -210,6 +213,7 @@ impl Engine {
             rules,
             options,
             processes: BTreeMap::new(),
+            runtime_ids: BTreeMap::new(),
         }
     }
 
@@ -220,9 +224,15 @@ impl Engine {
 
     /// A process appeared at `now`: the rules whose filters it passes apply to it (a rule
     /// that cannot run is reported on every process, Finished with its error); Startup
-    /// triggers fire.
+    /// triggers fire. The same runtime (pid and runtime instance cookie) seen again keeps
+    /// its rules' state; a new runtime on a known pid replaces the old one.
     pub fn add_process(&mut self, process: &ProcessInfo, now: Duration) -> Vec<Event> {
         let mut events = Vec::new();
+        if self.runtime_ids.get(&process.pid) == Some(&process.runtime_id) {
+            return events;
+        }
+        self.runtime_ids
+            .insert(process.pid, process.runtime_id.clone());
         let mut pipelines = Vec::new();
         for entry in &self.rules.entries {
             match &entry.rule {
@@ -274,6 +284,7 @@ impl Engine {
     /// A process exited: its rules are dropped with it.
     pub fn remove_process(&mut self, pid: u32) {
         self.processes.remove(&pid);
+        self.runtime_ids.remove(&pid);
     }
 
     /// The processes the engine follows.

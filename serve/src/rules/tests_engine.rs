@@ -312,6 +312,12 @@ fn startup_fires_once_then_finishes() {
     let d = e.detailed_description(PID, "Start", s(4)).unwrap();
     assert_eq!((d.lifetime_occurrences, d.action_count_limit), (1, 5));
     assert!(!e.descriptions(PID, s(4)).unwrap().contains_key("Other"));
+    // The same runtime seen again keeps its state; a new runtime on the pid starts afresh.
+    assert!(e.add_process(&process(), s(5)).is_empty());
+    assert_eq!(state(&e, "Start", 6), CollectionRuleState::Finished);
+    let mut reused = process();
+    reused.runtime_id = "00000000-0000-0000-0000-000000000002".into();
+    assert!(fired(&e.add_process(&reused, s(7))));
 }
 
 #[test]
