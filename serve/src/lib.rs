@@ -37,6 +37,7 @@ mod operations;
 mod procs;
 mod profiles;
 pub mod prom;
+pub mod rules;
 mod server;
 mod session;
 
