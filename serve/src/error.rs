@@ -35,6 +35,27 @@ pub enum ServeError {
     },
     /// The OS's random source failed (keys and folder names come from it).
     Random(String),
+    /// A listener could not be bound.
+    Bind {
+        /// The address as given.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// A runtime refused, or the connection to it failed.
+    Ipc {
+        /// The runtime's process id.
+        pid: u32,
+        /// Why.
+        source: dsipc_tokio::Error,
+    },
+    /// A runtime's counters session ended before it said whether it started.
+    SessionLost {
+        /// The runtime's process id.
+        pid: u32,
+    },
+    /// A thread, an async runtime or a listener failed.
+    Io(io::Error),
 }
 
 impl fmt::Display for ServeError {
@@ -53,6 +74,10 @@ impl fmt::Display for ServeError {
                 write!(f, "dump folder {}: {}", path.display(), source)
             }
             ServeError::Random(e) => write!(f, "the OS's random source failed: {}", e),
+            ServeError::Bind { addr, source } => write!(f, "cannot listen on {}: {}", addr, source),
+            ServeError::Ipc { source, .. } => source.fmt(f),
+            ServeError::SessionLost { pid } => write!(f, "pid {}: counters session lost", pid),
+            ServeError::Io(e) => e.fmt(f),
         }
     }
 }
@@ -60,9 +85,14 @@ impl fmt::Display for ServeError {
 impl std::error::Error for ServeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ServeError::Listen { source, .. } | ServeError::Storage { source, .. } => Some(source),
-            ServeError::DiagnosticPort { source, .. } => Some(source),
-            ServeError::Random(_) => None,
+            ServeError::Listen { source, .. }
+            | ServeError::Storage { source, .. }
+            | ServeError::Bind { source, .. }
+            | ServeError::Io(source) => Some(source),
+            ServeError::DiagnosticPort { source, .. } | ServeError::Ipc { source, .. } => {
+                Some(source)
+            }
+            ServeError::Random(_) | ServeError::SessionLost { .. } => None,
         }
     }
 }

@@ -17,7 +17,6 @@ use dsipc_trace::counters::{CounterSet, CountersConfig, Notice};
 use crate::args::Parsed;
 use crate::error::CliError;
 
-pub use dsipc_serve::prom::Store;
 pub use export::{monitor_metrics, MonitorMetrics};
 
 /// The help of `dsipc counters`.
