@@ -3,14 +3,18 @@
 mod args;
 mod convert;
 mod counters;
+mod dump;
+mod env;
 mod error;
 mod gcdump;
 mod help;
+mod info;
 mod json;
 mod monitor;
 mod output;
 mod providers;
 mod ps;
+mod runtime;
 mod serve;
 mod stack;
 mod term;
@@ -20,13 +24,11 @@ use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use dsipc::payload::{DumpType, PerfMapType};
-use dsipc::wire::Guid;
-use dsipc_std::{DiagnosticsClient, Error, ProcessInfo};
+use dsipc_std::DiagnosticsClient;
 
-use args::{parse_os, show, usage, Parsed, UsageError};
+use args::{parse_os, show, Parsed, UsageError};
 use error::{CliError, CliResult};
 use term::{clean, note};
 
@@ -169,66 +171,58 @@ fn run(argv: Vec<OsString>) -> CliResult {
         }
         return command_help(&command);
     }
-    let in_command = COMMANDS.contains(&command.as_str()) && command != "help";
-    let result = match command.as_str() {
-        "ps" => cmd_ps(&rest),
-        "info" => cmd_info(&rest),
-        "env" => cmd_env(&rest),
-        "setenv" => cmd_setenv(&rest),
-        "resume" => cmd_resume(&rest),
-        "trace" => trace::cmd_trace(&rest),
-        "stack" => stack::cmd_stack(&rest),
-        "gcdump" => gcdump::cmd_gcdump(&rest),
-        "dump" => cmd_dump(&rest),
-        "perfmap" => cmd_perfmap(&rest),
-        "startup-hook" => cmd_startup_hook(&rest),
-        "attach-profiler" => cmd_attach_profiler(&rest),
-        // These parse text arguments.
-        "monitor" => monitor::cmd_monitor(&texts("every monitor argument", &rest)?),
-        "convert" => convert::cmd_convert(&texts("every convert argument", &rest)?),
-        "report" => convert::cmd_report(&texts("every report argument", &rest)?),
-        "counters" => counters::cmd_counters(&texts("every counters argument", &rest)?),
-        "serve" => serve::cmd_serve(&rest),
-        // Subcommands to come go here, each as a `cmd_*` function taking the arguments
-        // after the command name.
-        "help" => match rest.first() {
+    if command == "help" {
+        return match rest.first() {
             Some(c) => command_help(&c.to_string_lossy()),
             None => print_out(&format!("{}\n{}", help::GLOBAL, help::COMMON)),
-        },
-        _ => Err(CliError::Usage(format!(
+        };
+    }
+    match COMMANDS.iter().find(|c| c.0 == command) {
+        Some((_, run)) => run(&rest).map_err(|e| e.in_command(&command)),
+        None => Err(CliError::Usage(format!(
             "unknown command {}{}",
             show(OsStr::new(&command)),
-            args::did_you_mean(&command, COMMANDS)
+            args::did_you_mean(&command, &names())
         ))),
-    };
-    if in_command {
-        result.map_err(|e| e.in_command(&command))
-    } else {
-        result
     }
 }
 
-/// Every command's name, for suggestions.
-const COMMANDS: &[&str] = &[
-    "ps",
-    "info",
-    "env",
-    "setenv",
-    "resume",
-    "trace",
-    "stack",
-    "gcdump",
-    "dump",
-    "perfmap",
-    "startup-hook",
-    "attach-profiler",
-    "monitor",
-    "convert",
-    "report",
-    "counters",
-    "serve",
-    "help",
+/// A command: the arguments after its name (and the global options before it).
+type Command = fn(&[OsString]) -> CliResult;
+
+/// Every command, by name: one module each.
+const COMMANDS: &[(&str, Command)] = &[
+    ("ps", cmd_ps),
+    ("info", info::cmd_info),
+    ("env", env::cmd_env),
+    ("setenv", env::cmd_setenv),
+    ("resume", runtime::cmd_resume),
+    ("trace", trace::cmd_trace),
+    ("stack", stack::cmd_stack),
+    ("gcdump", gcdump::cmd_gcdump),
+    ("dump", dump::cmd_dump),
+    ("perfmap", runtime::cmd_perfmap),
+    ("startup-hook", runtime::cmd_startup_hook),
+    ("attach-profiler", runtime::cmd_attach_profiler),
+    ("monitor", |rest| {
+        monitor::cmd_monitor(&texts("every monitor argument", rest)?)
+    }),
+    ("convert", |rest| {
+        convert::cmd_convert(&texts("every convert argument", rest)?)
+    }),
+    ("report", |rest| {
+        convert::cmd_report(&texts("every report argument", rest)?)
+    }),
+    ("counters", |rest| {
+        counters::cmd_counters(&texts("every counters argument", rest)?)
+    }),
+    ("serve", serve::cmd_serve),
 ];
+
+/// Every command's name and `help`, for suggestions.
+fn names() -> Vec<&'static str> {
+    COMMANDS.iter().map(|c| c.0).chain(["help"]).collect()
+}
 
 /// The dotnet-* tools' verb forms: `(command, verb, dsipc command)`; `gcdump collect|report`
 /// and `counters monitor|collect` are dsipc's own spellings already.
@@ -319,326 +313,4 @@ fn cmd_ps(rest: &[OsString]) -> CliResult {
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;
     ps::ps(&common, p.flag("--verbose") || p.flag("-v"))
-}
-
-fn cmd_info(rest: &[OsString]) -> CliResult {
-    let (p, common, pid) = pid_command(rest, &["PID"], &[], &["--json"])?;
-    let info = common
-        .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
-        .process_info()?;
-    let text = if p.flag("--json") {
-        info_json(&info)
-    } else {
-        info_text(&info)
-    };
-    print_out(&text)
-}
-
-fn info_text(info: &ProcessInfo) -> String {
-    let opt = |o: &Option<String>| match o {
-        Some(s) if s.is_empty() => "(empty)".to_string(),
-        Some(s) => clean(s).into_owned(),
-        None => "(not reported)".to_string(),
-    };
-    format!(
-        "pid:                 {}\n\
-         cookie:              {}\n\
-         command line:        {}\n\
-         os:                  {}\n\
-         arch:                {}\n\
-         entrypoint assembly: {}\n\
-         clr version:         {}\n\
-         runtime identifier:  {}\n\
-         answered by:         {}\n",
-        info.pid,
-        info.cookie,
-        clean(&info.command_line),
-        clean(&info.os),
-        clean(&info.arch),
-        opt(&info.entrypoint_assembly),
-        opt(&info.clr_version),
-        opt(&info.runtime_identifier),
-        info.command,
-    )
-}
-
-/// `dsipc info --json`'s object (snake_case: dsipc's own format).
-#[derive(serde::Serialize)]
-struct InfoJson<'a> {
-    pid: u64,
-    cookie: String,
-    command_line: &'a str,
-    os: &'a str,
-    arch: &'a str,
-    entrypoint_assembly: Option<&'a str>,
-    clr_version: Option<&'a str>,
-    runtime_identifier: Option<&'a str>,
-    command: &'static str,
-}
-
-fn info_json(info: &ProcessInfo) -> String {
-    json::to_string(&InfoJson {
-        pid: info.pid,
-        cookie: info.cookie.to_string(),
-        command_line: &info.command_line,
-        os: &info.os,
-        arch: &info.arch,
-        entrypoint_assembly: info.entrypoint_assembly.as_deref(),
-        clr_version: info.clr_version.as_deref(),
-        runtime_identifier: info.runtime_identifier.as_deref(),
-        command: info.command.name(),
-    }) + "\n"
-}
-
-fn cmd_env(rest: &[OsString]) -> CliResult {
-    let (p, common, pid) = pid_command(rest, &["PID"], &["--max-bytes"], &[])?;
-    let max = match p.value_os("--max-bytes") {
-        Some(v) => match v.to_str().map(str::parse::<u64>) {
-            Some(Ok(n)) if n > 0 => n,
-            _ => {
-                return Err(CliError::Usage(format!(
-                    "--max-bytes wants a positive number of bytes, not {}",
-                    show(v)
-                )))
-            }
-        },
-        None => dsipc_std::DEFAULT_MAX_ENVIRONMENT,
-    };
-    let client = common
-        .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
-        .with_max_environment(max);
-    let out = io::stdout();
-    let mut out = io::BufWriter::new(out.lock());
-    // Entries go out as they arrive; a failing stdout ends the exchange.
-    let mut failed: Option<io::Error> = None;
-    let result = client.for_each_environment_variable(|v| match writeln!(out, "{}", clean(v)) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            failed = Some(e);
-            Err(Error::Aborted)
-        }
-    });
-    if let Some(e) = failed {
-        return Err(CliError::from(e));
-    }
-    let flushed = out.flush();
-    result?;
-    flushed?;
-    Ok(())
-}
-
-fn cmd_setenv(rest: &[OsString]) -> CliResult {
-    // (After `--` every argument is a value: "--unset" there is a VALUE.)
-    let unset = rest
-        .iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "--unset");
-    let names: &[&str] = if unset {
-        &["PID", "NAME"]
-    } else {
-        &["PID", "NAME", "VALUE (or --unset)"]
-    };
-    let (p, common, pid) = pid_command(rest, names, &[], &["--unset"])?;
-    let name = args::text("NAME", &p.positionals[1])?;
-    if name.is_empty() || name.contains('=') {
-        return Err(CliError::Usage(
-            "NAME must be non-empty and must not contain '='".into(),
-        ));
-    }
-    let value = if unset {
-        None
-    } else {
-        Some(args::text("VALUE", &p.positionals[2])?)
-    };
-    common
-        .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
-        .set_environment_variable(name, value)?;
-    Ok(())
-}
-
-fn cmd_resume(rest: &[OsString]) -> CliResult {
-    let (_, common, pid) = pid_command(rest, &["PID"], &[], &[])?;
-    common
-        .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
-        .resume_runtime()?;
-    Ok(())
-}
-
-fn cmd_dump(rest: &[OsString]) -> CliResult {
-    let (p, common, pid) =
-        pid_command(rest, &["PID"], &["-o", "--output", "--type"], &["--force"])?;
-    // dotnet-dump's default: core_yyyyMMdd_HHmmss (dump_yyyyMMdd_HHmmss.dmp on Windows) in
-    // the current directory.
-    let default_name = || {
-        let (stem, ext) = if cfg!(windows) {
-            ("dump", ".dmp")
-        } else {
-            ("core", "")
-        };
-        output::timestamped(stem, ext, std::time::SystemTime::now())
-    };
-    let path = match p.value_alias("-o", "--output")? {
-        Some(o) => absolute("-o PATH", o)?,
-        None => absolute("-o PATH", default_name().as_os_str())?,
-    };
-    // dotnet-dump's default type: a full dump.
-    let type_name = p.value_lower("--type")?.unwrap_or_else(|| "full".into());
-    let kind = match type_name.as_str() {
-        "normal" | "mini" => DumpType::Normal,
-        "heap" => DumpType::WithHeap,
-        "triage" => DumpType::Triage,
-        "full" => DumpType::Full,
-        other => {
-            return Err(CliError::Usage(format!(
-                "--type must be normal, heap, triage or full, not {}",
-                show(OsStr::new(other))
-            )))
-        }
-    };
-    // Every argument is checked before the file system, then the runtime.
-    if !p.flag("--force") {
-        refuse_existing_dump(&path, pid)?;
-    }
-    let client = common.client(pid, Duration::from_secs(120))?;
-    let start = Instant::now();
-    client.write_dump(&path, kind, 0)?;
-    // A result line, on stderr with every other command's: stdout is for data.
-    note!(
-        "dsipc: wrote a {} dump of pid {} to {} in {:.2} s",
-        type_name,
-        pid,
-        clean(&path),
-        start.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
-
-/// The runtime writes the dump itself, replacing any file at the path: an existing one is
-/// refused here unless `--force`, as every other command refuses. The path is looked up as
-/// the target sees it (`/proc/PID/root`, for a runtime in another mount namespace), with
-/// `%p` expanded as the runtime expands it. The runtime could still meet a file created
-/// between this check and its write; nothing here can close that window.
-fn refuse_existing_dump(path: &str, pid: u32) -> Result<(), CliError> {
-    let text = path.replace("%p", &pid.to_string());
-    let seen = std::path::PathBuf::from(&text);
-    let in_target = std::path::PathBuf::from(format!("/proc/{}/root{}", pid, text));
-    let exists = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
-    if (cfg!(target_os = "linux") && exists(&in_target)) || exists(&seen) {
-        return Err(CliError::Failed(format!(
-            "{} exists; not replacing it (--force replaces it)",
-            output::display(&seen)
-        )));
-    }
-    Ok(())
-}
-
-fn cmd_perfmap(rest: &[OsString]) -> CliResult {
-    let (p, common, pid) = pid_command(rest, &["PID", "enable|disable"], &["--type"], &[])?;
-    let action = p.positionals[1].to_string_lossy().into_owned();
-    let type_name = p.value_lower("--type")?;
-    // The whole invocation is checked before connecting.
-    let kind = match action.as_str() {
-        "enable" => match type_name.as_deref().unwrap_or("all") {
-            "all" => Some(PerfMapType::All),
-            "jitdump" => Some(PerfMapType::JitDump),
-            "perfmap" => Some(PerfMapType::PerfMap),
-            other => {
-                return Err(CliError::Usage(format!(
-                    "--type must be all, jitdump or perfmap, not {}",
-                    show(OsStr::new(other))
-                )))
-            }
-        },
-        "disable" if type_name.is_some() => {
-            return Err(CliError::Usage("--type goes with enable".into()))
-        }
-        "disable" => None,
-        _ => {
-            return Err(CliError::Usage(format!(
-                "perfmap wants enable or disable, not {}",
-                show(&p.positionals[1])
-            )))
-        }
-    };
-    let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
-    match kind {
-        Some(kind) => client.enable_perf_map(kind)?,
-        None => client.disable_perf_map()?,
-    }
-    Ok(())
-}
-
-fn cmd_startup_hook(rest: &[OsString]) -> CliResult {
-    let (p, common, pid) = pid_command(rest, &["PID", "PATH"], &[], &[])?;
-    let path = absolute("PATH", &p.positionals[1])?;
-    common
-        .client(pid, dsipc_std::DEFAULT_TIMEOUT)?
-        .apply_startup_hook(&path)?;
-    Ok(())
-}
-
-fn parse_hex(s: &str) -> Result<Vec<u8>, UsageError> {
-    let s = s
-        .strip_prefix("0x")
-        .or_else(|| s.strip_prefix("0X"))
-        .unwrap_or(s);
-    if s.len() % 2 != 0 {
-        return usage("--data wants an even number of hex digits");
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            s.get(i..i + 2)
-                .and_then(|b| u8::from_str_radix(b, 16).ok())
-                .map_or_else(|| usage("--data wants hex digits"), Ok)
-        })
-        .collect()
-}
-
-fn cmd_attach_profiler(rest: &[OsString]) -> CliResult {
-    let (p, common, pid) = pid_command(rest, &["PID"], &["--clsid", "--path", "--data"], &[])?;
-    let clsid = match p.value_text("--clsid")?.map(Guid::parse) {
-        Some(Ok(g)) => g,
-        Some(Err(e)) => return Err(CliError::Usage(format!("--clsid: {}", e))),
-        None => return Err(CliError::Usage("attach-profiler needs --clsid GUID".into())),
-    };
-    let path = match p.value_os("--path") {
-        Some(path) => absolute("--path", path)?,
-        None => return Err(CliError::Usage("attach-profiler needs --path PATH".into())),
-    };
-    let data = match p.value_text("--data")? {
-        Some(h) => parse_hex(h)?,
-        None => Vec::new(),
-    };
-    let client = common.client(pid, dsipc_std::DEFAULT_TIMEOUT)?;
-    let attach_timeout = client.timeout();
-    client.attach_profiler(attach_timeout, clsid, &path, &data)?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hex_and_pids() {
-        assert_eq!(parse_hex("0x0aFF").unwrap(), vec![0x0a, 0xff]);
-        assert!(parse_hex("abc").is_err());
-        assert!(parse_hex("zz").is_err());
-        assert!(args::pid(OsStr::new("0")).is_err());
-    }
-
-    #[test]
-    fn json_has_nulls_for_missing_fields() {
-        let mut info = ProcessInfo::new(dsipc::wire::Command::ProcessInfo, 7, Guid::NIL);
-        info.command_line = "a \"b\"\n".into();
-        info.os = "Linux".into();
-        info.arch = "x64".into();
-        let j = info_json(&info);
-        assert!(j.contains("\"pid\":7"), "{}", j);
-        assert!(j.contains("\"command_line\":\"a \\\"b\\\"\\n\""), "{}", j);
-        assert!(j.contains("\"clr_version\":null"), "{}", j);
-        let t = info_text(&info);
-        assert!(t.contains("command line:        a \"b\"\\n\n"), "{}", t);
-    }
 }
