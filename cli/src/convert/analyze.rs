@@ -11,8 +11,8 @@ use dsipc_trace::{
     AnalyzerLimits, LimitExceeded, Profile, StreamError, TraceAnalyzer, TraceStream,
 };
 
-use super::jsonl;
 use crate::error::CliError;
+use dsipc_trace::format::jsonl;
 
 /// Figures of one pass.
 #[derive(Debug, Clone, Default)]

@@ -2,7 +2,6 @@
 //! pprof and flame graphs, and the top methods of a CPU profile.
 
 mod analyze;
-mod jsonl;
 pub mod live;
 
 use std::path::{Path, PathBuf};

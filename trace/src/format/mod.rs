@@ -7,6 +7,7 @@
 mod flamegraph;
 mod folded;
 mod json;
+pub mod jsonl;
 #[cfg(feature = "pprof")]
 mod pprof;
 pub mod report;

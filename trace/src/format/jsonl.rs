@@ -4,12 +4,12 @@
 
 use std::fmt::Write as _;
 
+use crate::{EventMetadata, TraceInfo};
 use dsipc::nettrace::clr::{self, ClrEvent, ClrProvider, SampleKind};
 use dsipc::nettrace::{Event, FieldError, PayloadFields, TraceStr, Value};
 use dsipc::wire::Guid;
-use dsipc_trace::{EventMetadata, TraceInfo};
 
-use dsipc_trace::format::json_string;
+use super::json_string;
 
 /// Appends `s` as a JSON string.
 pub fn push_trace_str(out: &mut String, s: TraceStr<'_>) {
