@@ -2,4 +2,4 @@
 //! strings escaped so that JSON read on a terminal cannot drive it (`info --json`,
 //! `monitor --json`, `serve`, `convert`, `counters`).
 
-pub use dsipc_trace::format::{json_string as string, to_json as to_string};
+pub use dsipc_trace::format::to_json as to_string;

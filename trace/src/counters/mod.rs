@@ -9,6 +9,7 @@
 mod config;
 mod decode;
 mod events;
+pub mod files;
 mod heard;
 mod limit;
 mod spec;
