@@ -13,6 +13,7 @@
 mod api;
 mod auth;
 mod collect;
+mod config;
 mod dump;
 mod fds;
 mod livemetrics;
@@ -62,10 +63,18 @@ const VALUES: &[&str] = &[
     "--default-process",
     "--diagnostic-port",
     "--send-timeout",
+    "--configuration-file-path",
+    "--level",
     "-o",
     "--output",
 ];
-const FLAGS: &[&str] = &["--no-auth", "--temp-apikey", "--no-metrics", "--force"];
+const FLAGS: &[&str] = &[
+    "--no-auth",
+    "--temp-apikey",
+    "--no-metrics",
+    "--force",
+    "--show-sources",
+];
 
 pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
     let p = parse_os(rest, VALUES, FLAGS)?;
@@ -77,23 +86,26 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         p.expect_positionals(&["generatekey"])?;
         return generate_key(&p);
     }
+    if p.positionals
+        .first()
+        .map(|s| s == "config")
+        .unwrap_or(false)
+    {
+        p.expect_positionals(&["config", "show"])?;
+        return config::show(&p);
+    }
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;
-    let urls = p
-        .value_text("--urls")?
-        .or(p.value_text("-u")?)
-        .unwrap_or(DEFAULT_URLS);
-    let api_addrs = parse_urls("--urls", urls)?;
+    // dotnet-monitor's configuration (settings.json, DotnetMonitor_ variables, key-per-file),
+    // serve's flags over it.
+    let conf = config::resolve(&p)?;
+    let api_addrs = parse_urls("urls", &conf.urls)?;
     // dotnet-monitor's `--no-metrics` (Metrics:Enabled false): no listener, no collection.
-    let metrics_enabled = !p.flag("--no-metrics");
+    let metrics_enabled = conf.metrics_enabled;
     let metrics_addrs = if !metrics_enabled {
         Vec::new()
     } else {
-        let m = p
-            .value_text("--metricUrls")?
-            .or(p.value_text("--metrics-urls")?)
-            .unwrap_or(DEFAULT_METRICS_URLS);
-        parse_urls("--metricUrls", m)?
+        parse_urls("Metrics:Endpoints (--metricUrls)", &conf.metrics_urls)?
     };
     let auth_choices = [
         p.flag("--no-auth"),
@@ -118,29 +130,20 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         Some(verifier)
     } else if let Some(f) = p.value_path("--api-key-file")? {
         Some(read_key_file(&f)?)
+    } else if let Some(v) = conf.api_key.clone() {
+        Some(v)
     } else {
         key_configured = false;
         // No key: nothing verifies, every API request is answered 401.
         let (_, unusable) = auth::generate().map_err(CliError::Failed)?;
         Some(unusable)
     };
-    let dump_dir = match p.value_path("--dump-temp-folder")? {
+    let dump_dir = match conf.dump_temp_folder.clone() {
         Some(d) => StorageDir::given(d)?,
         None => StorageDir::create()?,
     };
-    // dotnet-monitor's GlobalCounter:IntervalSeconds (default 5).
-    let counter_interval = match p.value_os("--counter-interval") {
-        None => 5.0,
-        Some(v) => {
-            let d = args::duration("--counter-interval", v)?;
-            if d < std::time::Duration::from_secs(1) || d > std::time::Duration::from_secs(86_400) {
-                return Err(CliError::Usage(
-                    "--counter-interval is from 1 s to a day".into(),
-                ));
-            }
-            d.as_secs_f64()
-        }
-    };
+    // dotnet-monitor's GlobalCounter:IntervalSeconds (default 5, from 1 s to a day).
+    let counter_interval = conf.counter_interval;
     let send_timeout = match p.value_os("--send-timeout") {
         None => http::SEND_TIMEOUT,
         Some(v) => {
@@ -151,14 +154,8 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
             d
         }
     };
-    let egress = match p.value_text("--egress")? {
-        None => Vec::new(),
-        Some(list) => operations::parse_egress(list).map_err(CliError::Usage)?,
-    };
-    let default_filter = match p.value_text("--default-process")? {
-        None => None,
-        Some(f) => Some(procs::DefaultFilter::parse(f).map_err(CliError::Usage)?),
-    };
+    let egress = conf.egress;
+    let default_filter = conf.default_filter;
     let nofile = fds::raise_nofile();
     let listeners: usize = api_addrs
         .iter()
@@ -172,9 +169,9 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {}", e)))?;
     let _in_runtime = rt.enter();
     // Listen mode: runtimes started with DOTNET_DiagnosticPorts=PATH connect to serve.
-    let pool = match p.value_path("--diagnostic-port")? {
+    let pool = match conf.listen {
         None => None,
-        Some(path) => {
+        Some((path, max_connections)) => {
             let mut pool = dsipc_tokio::reverse::RuntimePool::bind(&path).map_err(|e| {
                 CliError::Failed(format!(
                     "cannot listen for runtimes on {}: {}",
@@ -188,7 +185,8 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
                 display(&path)
             );
             let bound = fds::pool_bound(nofile, listeners);
-            pool.set_max_runtimes(bound);
+            // DiagnosticPort:MaxConnections, under the descriptor bound.
+            pool.set_max_runtimes(max_connections.map_or(bound, |m| m.min(bound)));
             let pool = Arc::new(pool);
             tokio::spawn(report_full_pool(Arc::clone(&pool), nofile));
             Some(pool)

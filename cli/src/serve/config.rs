@@ -1,0 +1,307 @@
+//! `dsipc serve`'s configuration: dotnet-monitor's sources (dsipc-serve's `config`
+//! module) under serve's flags, which win; and `serve config show`.
+
+use std::path::PathBuf;
+
+use dsipc_serve::config::{
+    self, ConfigError, DiagnosticPortConnectionMode, Layer, Loaded, ProcessFilterKey,
+    ProcessFilterType, ShowLevel, Source, Sources,
+};
+
+use crate::args::{self, Parsed};
+use crate::{print_out, CliError, CliResult};
+
+use super::operations::{self, Egress};
+use super::procs::DefaultFilter;
+use super::{auth, DEFAULT_METRICS_URLS, DEFAULT_URLS};
+
+/// dotnet-monitor's GlobalCounter:IntervalSeconds default.
+const DEFAULT_INTERVAL: f64 = 5.0;
+
+/// What serve runs with, the configuration and its flags merged.
+pub struct Resolved {
+    /// The merged configuration: the collection rules bind its `CollectionRules` and
+    /// `Templates` (issue 26's rules, next).
+    #[allow(dead_code)]
+    pub loaded: Loaded,
+    /// `urls`.
+    pub urls: String,
+    /// `Metrics:Enabled`.
+    pub metrics_enabled: bool,
+    /// `Metrics:Endpoints`.
+    pub metrics_urls: String,
+    /// `GlobalCounter:IntervalSeconds` (or dotnet-monitor 6's `Metrics:UpdateIntervalSeconds`).
+    pub counter_interval: f64,
+    /// `Storage:DumpTempFolder`.
+    pub dump_temp_folder: Option<PathBuf>,
+    /// `Egress:FileSystem` providers.
+    pub egress: Vec<Egress>,
+    /// `DefaultProcess:Filters` (every one must match).
+    pub default_filter: Vec<DefaultFilter>,
+    /// `DiagnosticPort` in listen mode: its path, and `MaxConnections`.
+    pub listen: Option<(PathBuf, Option<usize>)>,
+    /// `Authentication:MonitorApiKey`'s hash, when configured.
+    pub api_key: Option<auth::Verifier>,
+}
+
+/// A configuration error: exit status 2, the key named.
+fn bad(e: ConfigError) -> CliError {
+    CliError::Usage(format!("configuration: {}", e))
+}
+
+/// dotnet-monitor's defaults (its `config show` shows them), then the sources, then
+/// serve's flags.
+pub fn load(p: &Parsed) -> Result<Loaded, CliError> {
+    let mut sources = Sources::dotnet_monitor();
+    sources.configuration_file = p.value_path("--configuration-file-path")?;
+    let mut d = Layer::new();
+    for (k, v) in [
+        ("urls", DEFAULT_URLS),
+        ("DiagnosticPort:ConnectionMode", "Connect"),
+        ("GlobalCounter:IntervalSeconds", "5"),
+        ("Metrics:Enabled", "True"),
+        ("Metrics:Endpoints", DEFAULT_METRICS_URLS),
+    ] {
+        d.set(k, Some(v.to_string()), Source::Defaults);
+    }
+    sources.defaults = d;
+    let mut cl = Layer::new();
+    let flag = |f: &str| Source::CommandLine(f.to_string());
+    for f in ["--urls", "-u"] {
+        if let Some(u) = p.value_text(f)? {
+            cl.set("urls", Some(u.to_string()), flag(f));
+        }
+    }
+    for f in ["--metricUrls", "--metrics-urls"] {
+        if let Some(u) = p.value_text(f)? {
+            cl.set("Metrics:Endpoints", Some(u.to_string()), flag(f));
+        }
+    }
+    if p.flag("--no-metrics") {
+        cl.set(
+            "Metrics:Enabled",
+            Some("False".into()),
+            flag("--no-metrics"),
+        );
+    }
+    if let Some(v) = p.value_os("--counter-interval") {
+        let secs = args::duration("--counter-interval", v)?.as_secs_f64();
+        cl.set(
+            "GlobalCounter:IntervalSeconds",
+            Some(secs.to_string()),
+            flag("--counter-interval"),
+        );
+    }
+    if let Some(d) = p.value_text("--dump-temp-folder")? {
+        cl.set(
+            "Storage:DumpTempFolder",
+            Some(d.to_string()),
+            flag("--dump-temp-folder"),
+        );
+    }
+    if let Some(d) = p.value_text("--diagnostic-port")? {
+        sources.command_line_replaces.push("DiagnosticPort".into());
+        cl.set(
+            "DiagnosticPort:ConnectionMode",
+            Some("Listen".into()),
+            flag("--diagnostic-port"),
+        );
+        cl.set(
+            "DiagnosticPort:EndpointName",
+            Some(d.to_string()),
+            flag("--diagnostic-port"),
+        );
+    }
+    if let Some(list) = p.value_text("--egress")? {
+        for e in operations::parse_egress(list).map_err(CliError::Usage)? {
+            cl.set(
+                format!("Egress:FileSystem:{}:DirectoryPath", e.name),
+                Some(e.dir.to_string_lossy().into_owned()),
+                flag("--egress"),
+            );
+        }
+    }
+    if let Some(f) = p.value_text("--default-process")? {
+        // Checked as the flag's own syntax; it replaces every configured filter.
+        DefaultFilter::parse(f).map_err(CliError::Usage)?;
+        let (k, v) = f.split_once('=').unwrap_or((f, ""));
+        let key = match k.trim().to_ascii_lowercase().as_str() {
+            "processid" | "pid" => "ProcessId",
+            "processname" | "name" => "ProcessName",
+            _ => "CommandLine",
+        };
+        sources.command_line_replaces.push("DefaultProcess".into());
+        let src = flag("--default-process");
+        cl.set(
+            "DefaultProcess:Filters:0:Key",
+            Some(key.into()),
+            src.clone(),
+        );
+        cl.set(
+            "DefaultProcess:Filters:0:Value",
+            Some(v.into()),
+            src.clone(),
+        );
+        // The flag's CommandLine has always been a substring.
+        let ty = if key == "CommandLine" {
+            "Contains"
+        } else {
+            "Exact"
+        };
+        cl.set("DefaultProcess:Filters:0:MatchType", Some(ty.into()), src);
+    }
+    sources.command_line = cl;
+    config::load(&sources).map_err(bad)
+}
+
+/// Loads, says the warnings on stderr, and resolves what serve acts on.
+pub fn resolve(p: &Parsed) -> Result<Resolved, CliError> {
+    let loaded = load(p)?;
+    for w in &loaded.warnings {
+        eprintln!("dsipc: configuration: WARNING: {}", w);
+    }
+    let s = &loaded.settings;
+    let interval = s
+        .global_counter
+        .interval_seconds
+        .or_else(|| s.metrics.update_interval_seconds.map(f64::from))
+        .unwrap_or(DEFAULT_INTERVAL);
+    if !(1.0..=86_400.0).contains(&interval) {
+        return Err(CliError::Usage(format!(
+            "configuration: GlobalCounter:IntervalSeconds (from {}): from 1 s to a day, not {}",
+            source_of(&loaded, "GlobalCounter:IntervalSeconds"),
+            interval
+        )));
+    }
+    let mut egress = Vec::new();
+    for (name, o) in &s.egress.file_system {
+        if o.directory_path.is_empty() {
+            return Err(bad(ConfigError::Missing {
+                key: format!("Egress:FileSystem:{}:DirectoryPath", name),
+            }));
+        }
+        if o.intermediate_directory_path.is_some() {
+            eprintln!("dsipc: configuration: WARNING: Egress:FileSystem:{}:IntermediateDirectoryPath is not used: serve writes each artifact under a temporary name in DirectoryPath and renames it when whole", name);
+        }
+        egress.push(Egress {
+            name: name.clone(),
+            dir: PathBuf::from(&o.directory_path),
+        });
+    }
+    for (kind, names) in [
+        (
+            "AzureBlobStorage",
+            s.egress.azure_blob_storage.keys().collect::<Vec<_>>(),
+        ),
+        ("S3Storage", s.egress.s3_storage.keys().collect()),
+    ] {
+        for n in names {
+            eprintln!("dsipc: configuration: WARNING: Egress:{}:{} is read but serve cannot egress there yet: egressProvider={} is refused", kind, n, n);
+        }
+    }
+    let mut default_filter = Vec::new();
+    for f in &s.default_process.filters {
+        if let Some((key, value, ty)) = f.resolved() {
+            let contains = ty == ProcessFilterType::Contains;
+            default_filter.push(match key {
+                ProcessFilterKey::ProcessId => {
+                    // Checked by the configuration's binding: a number.
+                    DefaultFilter::ProcessId(value.trim().parse().unwrap_or(0))
+                }
+                ProcessFilterKey::ProcessName => DefaultFilter::ProcessName {
+                    name: value.to_string(),
+                    contains,
+                },
+                _ => DefaultFilter::CommandLine {
+                    text: value.to_ascii_lowercase(),
+                    contains,
+                },
+            });
+        }
+    }
+    let dp = &s.diagnostic_port;
+    let listen = match (dp.connection_mode, &dp.endpoint_name) {
+        (Some(DiagnosticPortConnectionMode::Listen), Some(path)) => {
+            let max = match dp.max_connections {
+                None => None,
+                Some(n) if n >= 1 => Some(n as usize),
+                Some(n) => {
+                    return Err(CliError::Usage(format!(
+                        "configuration: DiagnosticPort:MaxConnections: at least 1, not {}",
+                        n
+                    )))
+                }
+            };
+            Some((PathBuf::from(path), max))
+        }
+        _ => None,
+    };
+    let api_key = match &s.authentication.monitor_api_key {
+        Some(k) => match &k.api_key_hash {
+            Some(hash) => {
+                let json = serde_json::json!({"MonitorApiKey": {
+                    "ApiKeyHash": hash.expose(),
+                    "ApiKeyHashType": k.api_key_hash_type.as_deref().unwrap_or(""),
+                }});
+                let v = auth::Verifier::parse_settings(&json.to_string()).map_err(|e| {
+                    CliError::Usage(format!(
+                        "configuration: Authentication:MonitorApiKey (from {}): {}",
+                        source_of(&loaded, "Authentication:MonitorApiKey:ApiKeyHash"),
+                        e
+                    ))
+                })?;
+                Some(v)
+            }
+            None => {
+                eprintln!("dsipc: configuration: WARNING: Authentication:MonitorApiKey has no ApiKeyHash: serve verifies a key by its SHA-256 (dsipc serve generatekey writes ApiKeyHash and ApiKeyHashType), not a JWT's Subject and PublicKey");
+                None
+            }
+        },
+        None => None,
+    };
+    Ok(Resolved {
+        urls: s.urls.clone().unwrap_or_else(|| DEFAULT_URLS.into()),
+        metrics_enabled: s.metrics.enabled.unwrap_or(true),
+        metrics_urls: s
+            .metrics
+            .endpoints
+            .clone()
+            .unwrap_or_else(|| DEFAULT_METRICS_URLS.into()),
+        counter_interval: interval,
+        dump_temp_folder: s.storage.dump_temp_folder.as_ref().map(PathBuf::from),
+        egress,
+        default_filter,
+        listen,
+        api_key,
+        loaded,
+    })
+}
+
+/// Where a key's value came from, for a message.
+fn source_of(loaded: &Loaded, key: &str) -> String {
+    loaded
+        .root
+        .get(key)
+        .and_then(|s| s.source())
+        .map_or_else(|| "the configuration".into(), |s| s.to_string())
+}
+
+/// `serve config show [--configuration-file-path FILE] [--level Redacted|Full]
+/// [--show-sources]`: the merged configuration, secrets redacted.
+pub fn show(p: &Parsed) -> CliResult {
+    let level = match p.value_lower("--level")?.as_deref() {
+        None | Some("redacted") => ShowLevel::Redacted,
+        Some("full") => ShowLevel::Full,
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "--level {:?}: Redacted or Full",
+                other
+            )))
+        }
+    };
+    let loaded = load(p)?;
+    for w in &loaded.warnings {
+        eprintln!("dsipc: configuration: WARNING: {}", w);
+    }
+    print_out(&config::show(&loaded.root, level, p.flag("--show-sources")))
+}

@@ -1,0 +1,180 @@
+//! dotnet-monitor's configuration: `serve config show` redacts the secrets a settings.json
+//! holds in plain text, a wrong value stops serve at start naming its key, and a provider
+//! configured in settings.json is the one `egressProvider=` uses.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dsipc_testkit::{Config, StreamSpec, TempDir};
+
+use super::egress::wait_operation;
+use crate::common::dsipc;
+use crate::common::serve::{fake, Serve};
+
+/// A settings.json in `dir`.
+fn settings(dir: &TempDir, text: &str) -> PathBuf {
+    let path = dir.path().join("settings.json");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn serve_config_show_redacts_secrets_given_in_plain_text() {
+    let dir = TempDir::new("dsipc-config").unwrap();
+    let file = settings(
+        &dir,
+        r#"{
+          "urls": "http://localhost:1",
+          "Egress": {
+            "Properties": {"MonitorBlobAccountKey": "props-secret"},
+            "AzureBlobStorage": {"monitorBlob": {"accountUri": "https://a.blob.core.windows.net",
+                "containerName": "dotnet-monitor", "accountKeyName": "MonitorBlobAccountKey",
+                "sharedAccessSignature": "sas-secret"}},
+            "S3Storage": {"monitorS3Blob": {"endpoint": "http://localhost:9000",
+                "bucketName": "bkt", "accessKeyId": "minioUser", "secretAccessKey": "s3-secret"}}
+          },
+          "Authentication": {"MonitorApiKey": {"Subject": "sub", "PublicKey": "jwk-secret"}}
+        }"#,
+    );
+    let file = file.to_str().unwrap();
+    let run = dsipc(&[
+        "serve",
+        "config",
+        "show",
+        "--configuration-file-path",
+        file,
+        "--urls",
+        "http://127.0.0.1:7",
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    for secret in ["props-secret", "sas-secret", "s3-secret", "jwk-secret"] {
+        assert!(
+            !run.stdout.contains(secret),
+            "{} shown: {}",
+            secret,
+            run.stdout
+        );
+        assert!(
+            !run.stderr.contains(secret),
+            "{} said: {}",
+            secret,
+            run.stderr
+        );
+    }
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    // The flag wins over the file.
+    assert_eq!(doc["urls"], "http://127.0.0.1:7");
+    let azure = &doc["Egress"]["AzureBlobStorage"]["monitorBlob"];
+    assert_eq!(azure["sharedAccessSignature"], ":REDACTED:");
+    assert_eq!(azure["containerName"], "dotnet-monitor");
+    assert_eq!(
+        doc["Egress"]["Properties"]["MonitorBlobAccountKey"],
+        ":REDACTED:"
+    );
+    assert_eq!(
+        doc["Egress"]["S3Storage"]["monitorS3Blob"]["secretAccessKey"],
+        ":REDACTED:"
+    );
+    assert_eq!(
+        doc["Authentication"]["MonitorApiKey"]["PublicKey"],
+        ":REDACTED:"
+    );
+    assert_eq!(doc["Metrics"]["Endpoints"], "http://localhost:52325");
+    // --level Full shows them, as dotnet-monitor's.
+    let full = dsipc(&[
+        "serve",
+        "config",
+        "show",
+        "--configuration-file-path",
+        file,
+        "--level",
+        "Full",
+    ]);
+    assert!(full.stdout.contains("s3-secret"), "{}", full.stdout);
+}
+
+#[test]
+fn serve_configuration_error_exits_2_naming_the_key() {
+    let dir = TempDir::new("dsipc-config").unwrap();
+    let file = settings(
+        &dir,
+        r#"{"Egress": {"S3Storage": {"monitorS3Blob": {"BucketName": "b", "ForcePathStyle": "maybe",
+            "SecretAccessKey": "s3-secret"}}}, "Metrics": {"Enabeld": false}}"#,
+    );
+    let run = dsipc(&[
+        "serve",
+        "--no-auth",
+        "--urls",
+        "http://127.0.0.1:0",
+        "--configuration-file-path",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "Egress:S3Storage:monitorS3Blob:ForcePathStyle (from {}): is not true or false",
+            file.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    // One message: the error alone.
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(!run.stderr.contains("s3-secret"), "{}", run.stderr);
+    assert!(!run.stderr.contains("API on"), "{}", run.stderr);
+}
+
+/// `Egress:FileSystem` from settings.json, and one from a `DotnetMonitor_` variable, are
+/// serve's providers: a trace sent to the file's lands in its folder.
+#[test]
+fn serve_egress_from_settings_json_takes_effect() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let out = TempDir::new("dsipc-config").unwrap();
+    let folder = out.path().join("from-settings");
+    let file = settings(
+        &out,
+        &serde_json::json!({"Egress": {"FileSystem": {"fromSettings": {
+            "DirectoryPath": folder.to_str().unwrap()}}}})
+        .to_string(),
+    );
+    let _rt = fake(
+        &dir,
+        Config::new().like_net8_0_4().stream(StreamSpec {
+            len: None,
+            chunk: 4096,
+            pause: Duration::from_millis(2),
+            end_marker: true,
+            content: None,
+        }),
+    );
+    let serve = Serve::start_with(
+        dir.path(),
+        &[
+            "--temp-apikey",
+            "--configuration-file-path",
+            file.to_str().unwrap(),
+        ],
+        |cmd| {
+            cmd.env(
+                "DotnetMonitor_Egress__FileSystem__fromEnv__DirectoryPath",
+                out.path().join("from-env"),
+            )
+            .env("XDG_CONFIG_HOME", out.path());
+        },
+    );
+    let a = serve.get("/trace?egressProvider=fromSettings&durationSeconds=-1");
+    assert_eq!(a.status, 202, "{}", a.text());
+    let location = a.header("location").expect("Location");
+    let stop = serve.curl_url(&location, &["-X", "DELETE", "-G", "-d", "stop=true"]);
+    assert_eq!(stop.status, 202, "{}", stop.text());
+    let done = wait_operation(&serve, &location, &["Succeeded", "Failed"]);
+    assert_eq!(done["status"], "Succeeded", "{}", done);
+    let landed = PathBuf::from(done["resourceLocation"].as_str().unwrap());
+    assert_eq!(landed.parent().unwrap(), folder.as_path());
+    assert!(std::fs::metadata(&landed).unwrap().len() > 0);
+    // The variable's provider is there too (an unknown one is 400).
+    let b = serve.get("/trace?egressProvider=fromEnv&durationSeconds=-1");
+    assert_eq!(b.status, 202, "{}", b.text());
+    let cancel = serve.curl_url(&b.header("location").unwrap(), &["-X", "DELETE"]);
+    assert_eq!(cancel.status, 200, "{}", cancel.text());
+}
