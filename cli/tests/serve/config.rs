@@ -1,6 +1,7 @@
 //! dotnet-monitor's configuration: `serve config show` redacts the secrets a settings.json
 //! holds in plain text, a wrong value stops serve at start naming its key, and a provider
-//! configured in settings.json is the one `egressProvider=` uses.
+//! configured in settings.json is the one `egressProvider=` uses, and DefaultProcess's
+//! filters from variables pick the default process.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use dsipc_testkit::{Config, StreamSpec, TempDir};
 
 use super::egress::wait_operation;
 use crate::common::dsipc;
-use crate::common::serve::{fake, Serve};
+use crate::common::serve::{fake, fake_as, Serve};
 
 /// A settings.json in `dir`.
 fn settings(dir: &TempDir, text: &str) -> PathBuf {
@@ -177,4 +178,53 @@ fn serve_egress_from_settings_json_takes_effect() {
     assert_eq!(b.status, 202, "{}", b.text());
     let cancel = serve.curl_url(&b.header("location").unwrap(), &["-X", "DELETE"]);
     assert_eq!(cancel.status, 200, "{}", cancel.text());
+}
+
+/// `DefaultProcess:Filters` from `DotnetMonitor_` variables: every filter must match, and
+/// `MatchType` is `Exact` unless it says `Contains`.
+#[test]
+fn serve_default_process_filters_from_the_environment_all_match() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let mut sleepers: Vec<std::process::Child> = (0..2)
+        .map(|_| {
+            std::process::Command::new("sleep")
+                .arg("120")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let (p1, p2) = (sleepers[0].id(), sleepers[1].id());
+    let _a = fake_as(&dir, Config::new().like_net8_0_4(), p1);
+    let _b = fake_as(&dir, Config::new().like_net8_0_4(), p2);
+    let with_filters = |match_type: &str| {
+        let p2 = p2.to_string();
+        let match_type = match_type.to_string();
+        Serve::start_with(dir.path(), &["--temp-apikey"], move |cmd| {
+            cmd.env("DotnetMonitor_DefaultProcess__Filters__0__Key", "ProcessId")
+                .env("DotnetMonitor_DefaultProcess__Filters__0__Value", &p2)
+                .env(
+                    "DotnetMonitor_DefaultProcess__Filters__1__ProcessName",
+                    "OTN",
+                )
+                .env(
+                    "DotnetMonitor_DefaultProcess__Filters__1__MatchType",
+                    &match_type,
+                );
+        })
+    };
+    // "OTN" is in "dotnet" (the fake runtimes' name, case-insensitively): the pid decides.
+    let contains = with_filters("Contains");
+    assert_eq!(
+        contains.get("/process").json()["pid"].as_u64(),
+        Some(p2 as u64)
+    );
+    // Exact: "OTN" is not "dotnet", so no process is the default.
+    let exact = with_filters("Exact");
+    exact
+        .get("/process")
+        .assert_problem(400, "Unable to discover a target process.");
+    for s in &mut sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
 }
