@@ -123,7 +123,7 @@ impl std::error::Error for ConfigError {}
 /// setting serve accepts but does not act on: said, not fatal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
-    /// The key path.
+    /// The key path (empty for a source skipped whole).
     pub key: String,
     /// The source that set it.
     pub source: Option<Source>,
@@ -133,6 +133,9 @@ pub struct Warning {
 
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            return f.write_str(&self.message);
+        }
         write!(f, "{}", self.key)?;
         if let Some(s) = &self.source {
             write!(f, " (from {})", s)?;

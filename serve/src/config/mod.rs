@@ -130,6 +130,7 @@ const PASSED_THROUGH: &[&str] = &[
 /// Reads, merges and binds every source.
 pub fn load(sources: &Sources) -> Result<Loaded, ConfigError> {
     let mut merged = Merged::new();
+    let mut warnings = Vec::new();
     merged.add(&sources.defaults);
     merged.add(&environment(sources.environment.iter().cloned(), ""));
     for path in [&sources.user_settings, &sources.shared_settings]
@@ -138,11 +139,11 @@ pub fn load(sources: &Sources) -> Result<Loaded, ConfigError> {
         .flatten()
     {
         if path.is_file() {
-            merged.add(&json_file(path)?);
+            merged.add(&optional(json_file(path), &mut warnings)?);
         }
     }
     if let Some(dir) = &sources.key_per_file {
-        merged.add(&key_per_file(dir)?);
+        merged.add(&optional(key_per_file(dir), &mut warnings)?);
     }
     merged.add(&environment(
         sources.environment.iter().cloned(),
@@ -156,13 +157,32 @@ pub fn load(sources: &Sources) -> Result<Loaded, ConfigError> {
     }
     merged.add(&sources.command_line);
     let root = merged.tree();
-    let mut warnings = Vec::new();
     let settings = bind_settings(&root, &mut warnings)?;
     Ok(Loaded {
         root,
         settings,
         warnings,
     })
+}
+
+/// A default location that cannot be read (a folder only root may open) is skipped with a
+/// warning, as dotnet-monitor skips an unreadable settings file; what it holds must still
+/// be right (bad JSON is an error).
+fn optional(
+    layer: Result<Layer, ConfigError>,
+    warnings: &mut Vec<Warning>,
+) -> Result<Layer, ConfigError> {
+    match layer {
+        Err(ConfigError::Read { path, error }) => {
+            warnings.push(Warning {
+                key: String::new(),
+                source: None,
+                message: format!("{} is skipped: {}", path.display(), error),
+            });
+            Ok(Layer::new())
+        }
+        other => other,
+    }
 }
 
 /// Binds the typed sections of a merged tree.

@@ -114,6 +114,22 @@ fn sources_missing_configuration_file_is_an_error_and_default_files_are_optional
     s.user_settings = Some("/nonexistent/dsipc/settings.json".into());
     s.key_per_file = Some("/nonexistent/dsipc".into());
     assert!(load(&s).is_ok());
+    // A default location that cannot be read is skipped with a warning (here a file where
+    // the folder should be); bad JSON there is still an error.
+    let dir = Dir::new("optional");
+    s.key_per_file = Some(dir.file("not-a-folder", "x"));
+    let got = load(&s).unwrap();
+    assert_eq!(got.warnings.len(), 1, "{:?}", got.warnings);
+    assert!(
+        got.warnings[0]
+            .to_string()
+            .contains("not-a-folder is skipped"),
+        "{}",
+        got.warnings[0]
+    );
+    s.user_settings = Some(dir.file("user.json", "{"));
+    assert!(matches!(load(&s).unwrap_err(), ConfigError::Json { .. }));
+    s.user_settings = None;
     s.configuration_file = Some("/nonexistent/dsipc/settings.json".into());
     let e = load(&s).unwrap_err();
     assert!(matches!(e, ConfigError::Read { .. }), "{}", e);
