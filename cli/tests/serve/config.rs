@@ -163,7 +163,8 @@ fn serve_egress_from_settings_json_takes_effect() {
             .env("XDG_CONFIG_HOME", out.path());
         },
     );
-    let a = serve.get("/trace?egressProvider=fromSettings&durationSeconds=-1");
+    // Provider names are case-insensitive, as dotnet-monitor's.
+    let a = serve.get("/trace?egressProvider=fromsettings&durationSeconds=-1");
     assert_eq!(a.status, 202, "{}", a.text());
     let location = a.header("location").expect("Location");
     let stop = serve.curl_url(&location, &["-X", "DELETE", "-G", "-d", "stop=true"]);

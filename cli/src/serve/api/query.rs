@@ -136,7 +136,7 @@ impl Params {
     ) -> Result<Option<&'a Egress>, ApiError> {
         match self.get("egressProvider") {
             None | Some("") => Ok(None),
-            Some(p) => match egress.iter().find(|e| e.name == p) {
+            Some(p) => match egress.iter().find(|e| e.name.eq_ignore_ascii_case(p)) {
                 Some(e) => Ok(Some(e)),
                 None => Err(ApiError::invalid(
                     "egressProvider",
