@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use dsipc_serve::config::{
-    self, ConfigError, DiagnosticPortConnectionMode, Layer, Loaded, ProcessFilterKey,
-    ProcessFilterType, ShowLevel, Source, Sources,
+    self, ConfigError, DiagnosticPortConnectionMode, Layer, Loaded, MetricsOptions,
+    ProcessFilterKey, ProcessFilterType, ShowLevel, Source, Sources,
 };
+use dsipc_trace::counters::CounterSet;
 
 use crate::args::{self, Parsed};
 use crate::{print_out, CliError, CliResult};
@@ -30,6 +31,8 @@ pub struct Resolved {
     pub metrics_enabled: bool,
     /// `Metrics:Endpoints`.
     pub metrics_urls: String,
+    /// `Metrics:IncludeDefaultProviders`, `Providers` and `Meters`: what `/metrics` collects.
+    pub metrics_counters: CounterSet,
     /// `GlobalCounter:IntervalSeconds` (or dotnet-monitor 6's `Metrics:UpdateIntervalSeconds`).
     pub counter_interval: f64,
     /// `Storage:DumpTempFolder`.
@@ -259,7 +262,9 @@ pub fn resolve(p: &Parsed) -> Result<Resolved, CliError> {
         },
         None => None,
     };
+    let metrics_counters = metrics_counters(&s.metrics).map_err(CliError::Usage)?;
     Ok(Resolved {
+        metrics_counters,
         urls: s.urls.clone().unwrap_or_else(|| DEFAULT_URLS.into()),
         metrics_enabled: s.metrics.enabled.unwrap_or(true),
         metrics_urls: s
@@ -275,6 +280,65 @@ pub fn resolve(p: &Parsed) -> Result<Resolved, CliError> {
         api_key,
         loaded,
     })
+}
+
+/// What `/metrics` collects: serve's default (System.Runtime) unless
+/// `Metrics:IncludeDefaultProviders` is false, and each of `Metrics:Providers` (with its
+/// `CounterNames`) and `Metrics:Meters` (with its `InstrumentNames`).
+fn metrics_counters(m: &MetricsOptions) -> Result<CounterSet, String> {
+    let mut spec = Vec::new();
+    if m.include_default_providers.unwrap_or(true) {
+        spec.push("System.Runtime".to_string());
+    }
+    let named = m
+        .providers
+        .iter()
+        .map(|p| {
+            (
+                "Providers",
+                "ProviderName",
+                &p.provider_name,
+                &p.counter_names,
+            )
+        })
+        .chain(
+            m.meters
+                .iter()
+                .map(|p| ("Meters", "MeterName", &p.meter_name, &p.instrument_names)),
+        );
+    for (i, (list, field, name, counters)) in named.enumerate() {
+        let index = if list == "Providers" {
+            i
+        } else {
+            i - m.providers.len()
+        };
+        let bad = |what: &str| {
+            format!(
+                "configuration: Metrics:{}:{}:{}: {}",
+                list, index, field, what
+            )
+        };
+        if !super::livemetrics::valid_name(name) {
+            return Err(bad("a name without '[', ']' or ','"));
+        }
+        if counters.iter().any(|c| !super::livemetrics::valid_name(c)) {
+            return Err(bad(
+                "its counter names must be names without '[', ']' or ','",
+            ));
+        }
+        spec.push(if counters.is_empty() {
+            name.clone()
+        } else {
+            format!("{}[{}]", name, counters.join(","))
+        });
+    }
+    if spec.is_empty() {
+        return Err(
+            "configuration: Metrics: IncludeDefaultProviders is false and no Providers or Meters are named: nothing to collect"
+                .into(),
+        );
+    }
+    CounterSet::parse(&spec.join(",")).map_err(|e| format!("configuration: Metrics: {}", e))
 }
 
 /// Where a key's value came from, for a message.
@@ -304,4 +368,49 @@ pub fn show(p: &Parsed) -> CliResult {
         eprintln!("dsipc: configuration: WARNING: {}", w);
     }
     print_out(&config::show(&loaded.root, level, p.flag("--show-sources")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(json: &str) -> Result<CounterSet, String> {
+        let doc: serde_json::Value = serde_json::from_str(json).unwrap();
+        let layer = config::json_layer(&doc, Source::Defaults, std::path::Path::new("t")).unwrap();
+        let mut merged = config::Merged::new();
+        merged.add(&layer);
+        let settings = config::bind_settings(&merged.tree(), &mut Vec::new()).unwrap();
+        metrics_counters(&settings.metrics)
+    }
+
+    #[test]
+    fn metrics_providers_and_meters_from_the_configuration_are_collected() {
+        assert_eq!(metrics("{}").unwrap(), CounterSet::default());
+        let set = metrics(
+            r#"{"Metrics": {"IncludeDefaultProviders": false,
+                "Providers": [{"ProviderName": "Microsoft-AspNetCore-Server-Kestrel",
+                               "CounterNames": ["connections-per-second"]}],
+                "Meters": [{"MeterName": "MyApp"}]}}"#,
+        )
+        .unwrap();
+        let names: Vec<(&str, Option<Vec<String>>)> = set
+            .providers()
+            .iter()
+            .map(|p| (p.name.as_str(), p.counters.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (
+                    "Microsoft-AspNetCore-Server-Kestrel",
+                    Some(vec!["connections-per-second".to_string()])
+                ),
+                ("MyApp", None)
+            ]
+        );
+        let e = metrics(r#"{"Metrics": {"Meters": [{"MeterName": "a,b"}]}}"#).unwrap_err();
+        assert!(e.contains("Metrics:Meters:0:MeterName"), "{}", e);
+        let e = metrics(r#"{"Metrics": {"IncludeDefaultProviders": "False"}}"#).unwrap_err();
+        assert!(e.contains("nothing to collect"), "{}", e);
+    }
 }

@@ -185,7 +185,7 @@ fn configuration(body: &[u8]) -> Result<CounterSet, ApiError> {
     CounterSet::parse(&spec.join(",")).map_err(|e| ApiError::invalid("Providers", e.to_string()))
 }
 
-fn valid_name(s: &str) -> bool {
+pub(super) fn valid_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 1024 && !s.contains(['[', ']', ','])
 }
 

@@ -202,11 +202,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         },
         auth,
         dump_dir: dump_dir.path.clone(),
-        metrics: metrics::Metrics::new(
-            dsipc_trace::counters::CounterSet::default(),
-            counter_interval,
-            metrics_enabled,
-        ),
+        metrics: metrics::Metrics::new(conf.metrics_counters, counter_interval, metrics_enabled),
         egress,
         operations: operations::Operations::default(),
         traces: Arc::new(Semaphore::new(api::MAX_TRACES)),
