@@ -229,3 +229,40 @@ fn serve_default_process_filters_from_the_environment_all_match() {
         let _ = s.wait();
     }
 }
+
+/// `Authentication:MonitorApiKey` with the hash `generatekey` writes: requests carrying
+/// the key pass, others are 401; a key flag still wins over it.
+#[test]
+fn serve_api_key_hash_from_the_configuration_authenticates() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let out = TempDir::new("dsipc-config").unwrap();
+    // SHA-256 of "abc" (FIPS 180-2), in dotnet-monitor's ApiKeyHash spelling.
+    let file = settings(
+        &out,
+        r#"{"Authentication": {"MonitorApiKey": {
+            "ApiKeyHash": "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
+            "ApiKeyHashType": "SHA256"}}}"#,
+    );
+    let file = file.to_str().unwrap();
+    let serve = Serve::start(dir.path(), &["--configuration-file-path", file]);
+    assert_eq!(serve.get("/processes").status, 401);
+    let ok = serve.get_with("/processes", &["-H", "Authorization: Bearer abc"]);
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(
+        serve
+            .get_with("/processes", &["-H", "Authorization: Bearer abd"])
+            .status,
+        401
+    );
+    // --temp-apikey wins: "abc" no longer opens.
+    let temp = Serve::start(
+        dir.path(),
+        &["--temp-apikey", "--configuration-file-path", file],
+    );
+    assert_eq!(temp.get("/processes").status, 200);
+    assert_eq!(
+        temp.get_with("/processes", &["-H", "Authorization: Bearer abc"])
+            .status,
+        401
+    );
+}
