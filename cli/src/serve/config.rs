@@ -202,6 +202,25 @@ pub fn resolve(p: &Parsed) -> Result<Resolved, CliError> {
             eprintln!("dsipc: configuration: WARNING: Egress:{}:{} is read but serve cannot egress there yet: egressProvider={} is refused", kind, n, n);
         }
     }
+    // dotnet-monitor keeps the first of two providers of one name (FileSystem first here).
+    for name in s
+        .egress
+        .azure_blob_storage
+        .keys()
+        .chain(s.egress.s3_storage.keys())
+    {
+        if let Some(fs) = s
+            .egress
+            .file_system
+            .keys()
+            .find(|f| f.eq_ignore_ascii_case(name))
+        {
+            eprintln!("dsipc: configuration: WARNING: egress provider {} is named twice: Egress:FileSystem:{} is the one used", name, fs);
+        }
+    }
+    if loaded.root.get("Kestrel").map_or(false, |k| k.exists()) {
+        eprintln!("dsipc: configuration: WARNING: Kestrel is not used: dsipc serve has no TLS (put a TLS proxy in front)");
+    }
     let mut default_filter = Vec::new();
     for f in &s.default_process.filters {
         if let Some((key, value, ty)) = f.resolved() {

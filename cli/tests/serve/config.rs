@@ -266,3 +266,43 @@ fn serve_api_key_hash_from_the_configuration_authenticates() {
         401
     );
 }
+
+/// What serve reads and does not act on is said at start, and serve runs: an unknown key,
+/// a provider it cannot egress to yet, two providers of one name, Kestrel's TLS settings.
+#[test]
+fn serve_configuration_warnings_are_said_and_serve_runs() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let out = TempDir::new("dsipc-config").unwrap();
+    let file = settings(
+        &out,
+        &serde_json::json!({
+            "Metrics": {"Enabeld": false},
+            "Kestrel": {"Certificates": {"Default": {"Path": "cert.pfx", "Password": "pw-secret"}}},
+            "Egress": {
+                "FileSystem": {"files": {"DirectoryPath": out.path().join("files")}},
+                "S3Storage": {"Files": {"BucketName": "b", "SecretAccessKey": "s3-secret"}}
+            }
+        })
+        .to_string(),
+    );
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--no-auth",
+            "--configuration-file-path",
+            file.to_str().unwrap(),
+        ],
+    );
+    let said = serve.live.stderr_lines().join("\n");
+    for needle in [
+        "Metrics:Enabeld (from ",
+        "unknown key",
+        "Egress:S3Storage:Files is read but serve cannot egress there yet",
+        "egress provider Files is named twice: Egress:FileSystem:files is the one used",
+        "Kestrel is not used",
+    ] {
+        assert!(said.contains(needle), "{:?} not in {}", needle, said);
+    }
+    assert!(!said.contains("secret"), "{}", said);
+    assert_eq!(serve.get("/processes").status, 200);
+}
