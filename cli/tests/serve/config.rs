@@ -306,3 +306,26 @@ fn serve_configuration_warnings_are_said_and_serve_runs() {
     assert!(!said.contains("secret"), "{}", said);
     assert_eq!(serve.get("/processes").status, 200);
 }
+
+/// `"DiagnosticPort": "PATH"` (here `DotnetMonitor_DiagnosticPort`) is listen mode on PATH,
+/// with `MaxConnections` from the configuration.
+#[test]
+fn serve_diagnostic_port_from_the_environment_is_listen_mode() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let port = dir.path().join("port.sock");
+    let p = port.clone();
+    let serve = Serve::start_with(dir.path(), &["--no-auth"], move |cmd| {
+        cmd.env("DotnetMonitor_DiagnosticPort", &p)
+            .env("DotnetMonitor_DiagnosticPort__MaxConnections", "1");
+    });
+    let said = serve.live.stderr_lines().join("\n");
+    assert!(
+        said.contains(&format!(
+            "dsipc: diagnostic port {} (listen mode",
+            port.display()
+        )),
+        "{}",
+        said
+    );
+    assert!(port.exists(), "{} not bound", port.display());
+}
