@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves that the std adapter (adapters/std), the tokio adapter (adapters/tokio), the
-# socket-file helpers (adapters/platform), the fake runtime (tests/testkit) and the CLI
+# socket-file helpers (adapters/platform), the fake runtime (tests/testkit), dsipc-serve and the CLI
 # (cli/, `serve` included) build with Rust 1.63 for Linux (all targets, tests
 # included), and that the CLI checks with Rust 1.63 for
 # x86_64-pc-windows-gnu when the Windows std is installed: Debian's rustc 1.63 + cargo 1.65

@@ -49,6 +49,9 @@ usage: dsipc serve [--urls URLS] [--metricUrls URLS] [--no-metrics]
                    [--default-process KEY=VALUE] [--egress NAME=DIR]
                    [--counter-interval SECS] [--dump-temp-folder DIR]
                    [--diagnostic-port PATH] [--send-timeout SECS]
+                   [--configuration-file-path FILE]
+       dsipc serve config show [--configuration-file-path FILE] [--level Redacted|Full]
+                   [--show-sources]
        dsipc serve generatekey [-o FILE] [--force]
 
 dotnet-monitor's HTTP API for the runtimes on this machine, with its routes, parameters,
@@ -96,6 +99,16 @@ with Location: /operations/{id}; GET /operations, GET /operations/{id}, DELETE
   --dump-temp-folder DIR
                        where runtimes write dumps before they are sent and deleted
                        (default: a private folder serve makes and removes)
+  --configuration-file-path FILE
+                       dotnet-monitor's settings.json (Egress, DefaultProcess, Metrics,
+                       GlobalCounter, Storage, DiagnosticPort, Authentication:
+                       MonitorApiKey's ApiKeyHash, urls), over its default files
+                       ($XDG_CONFIG_HOME/dotnet-monitor/settings.json,
+                       /etc/dotnet-monitor/settings.json), the key-per-file folder
+                       /etc/dotnet-monitor and DotnetMonitor_ variables (Egress__...);
+                       the flags above win. A wrong value stops serve (exit 2, the key
+                       named); an unknown key is a warning. `config show` prints the
+                       merged configuration, secrets :REDACTED: (--level Full: shown)
 
 Without a key option every API request is answered 401, as dotnet-monitor does with no
 key configured. Each connection must send its request head within 5 s (at most 16 KiB);

@@ -14,11 +14,13 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use dsipc_serve::auth;
-use dsipc_serve::{Auth, ListenAddr, Options, Server, DEFAULT_METRICS_URLS, DEFAULT_URLS};
+use dsipc_serve::{Auth, ListenAddr, Options, Server};
 
 use crate::args::{self, parse_os};
 use crate::output::{display, Output};
 use crate::{print_out, CliError, CliResult, Common};
+
+mod config;
 
 const VALUES: &[&str] = &[
     "--urls",
@@ -32,10 +34,18 @@ const VALUES: &[&str] = &[
     "--default-process",
     "--diagnostic-port",
     "--send-timeout",
+    "--configuration-file-path",
+    "--level",
     "-o",
     "--output",
 ];
-const FLAGS: &[&str] = &["--no-auth", "--temp-apikey", "--no-metrics", "--force"];
+const FLAGS: &[&str] = &[
+    "--no-auth",
+    "--temp-apikey",
+    "--no-metrics",
+    "--force",
+    "--show-sources",
+];
 
 pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
     let p = parse_os(rest, VALUES, FLAGS)?;
@@ -47,23 +57,26 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         p.expect_positionals(&["generatekey"])?;
         return generate_key(&p);
     }
+    if p.positionals
+        .first()
+        .map(|s| s == "config")
+        .unwrap_or(false)
+    {
+        p.expect_positionals(&["config", "show"])?;
+        return config::show(&p);
+    }
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;
-    let urls = p
-        .value_text("--urls")?
-        .or(p.value_text("-u")?)
-        .unwrap_or(DEFAULT_URLS);
-    let api_addrs = parse_urls("--urls", urls)?;
+    // dotnet-monitor's configuration (settings.json, DotnetMonitor_ variables, key-per-file),
+    // serve's flags over it.
+    let conf = config::resolve(&p)?;
+    let api_addrs = parse_urls("urls", &conf.urls)?;
     // dotnet-monitor's `--no-metrics` (Metrics:Enabled false): no listener, no collection.
-    let metrics_enabled = !p.flag("--no-metrics");
+    let metrics_enabled = conf.metrics_enabled;
     let metrics_addrs = if !metrics_enabled {
         Vec::new()
     } else {
-        let m = p
-            .value_text("--metricUrls")?
-            .or(p.value_text("--metrics-urls")?)
-            .unwrap_or(DEFAULT_METRICS_URLS);
-        parse_urls("--metricUrls", m)?
+        parse_urls("Metrics:Endpoints (--metricUrls)", &conf.metrics_urls)?
     };
     let auth_choices = [
         p.flag("--no-auth"),
@@ -87,22 +100,10 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         Auth::Key(verifier)
     } else if let Some(f) = p.value_path("--api-key-file")? {
         Auth::Key(read_key_file(&f)?)
+    } else if let Some(v) = conf.api_key.clone() {
+        Auth::Key(v)
     } else {
         Auth::Unconfigured
-    };
-    let dump_temp_folder = p.value_path("--dump-temp-folder")?;
-    // dotnet-monitor's GlobalCounter:IntervalSeconds (default 5).
-    let counter_interval = match p.value_os("--counter-interval") {
-        None => 5.0,
-        Some(v) => {
-            let d = args::duration("--counter-interval", v)?;
-            if d < std::time::Duration::from_secs(1) || d > std::time::Duration::from_secs(86_400) {
-                return Err(CliError::Usage(
-                    "--counter-interval is from 1 s to a day".into(),
-                ));
-            }
-            d.as_secs_f64()
-        }
     };
     let mut options = Options::default();
     if let Some(v) = p.value_os("--send-timeout") {
@@ -112,19 +113,18 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         }
         options.send_timeout = d;
     }
-    if let Some(list) = p.value_text("--egress")? {
-        options.egress = dsipc_serve::parse_egress(list).map_err(CliError::Usage)?;
-    }
-    if let Some(f) = p.value_text("--default-process")? {
-        options.default_process =
-            Some(dsipc_serve::DefaultFilter::parse(f).map_err(CliError::Usage)?);
-    }
+    options.egress = conf.egress;
+    options.default_process = conf.default_filter;
     options.auth = auth;
     options.tmpdir = common.tmpdir.clone();
-    options.diagnostic_port = p.value_path("--diagnostic-port")?;
-    options.dump_temp_folder = dump_temp_folder;
+    if let Some((path, max)) = conf.listen {
+        options.diagnostic_port = Some(path);
+        options.max_runtimes = max;
+    }
+    options.dump_temp_folder = conf.dump_temp_folder;
     options.metrics = metrics_enabled;
-    options.counter_interval = counter_interval;
+    options.metrics_counters = conf.metrics_counters;
+    options.counter_interval = conf.counter_interval;
     let listeners: usize = api_addrs
         .iter()
         .chain(metrics_addrs.iter())

@@ -24,6 +24,7 @@
 
 mod api;
 pub mod auth;
+pub mod config;
 mod dump;
 mod error;
 mod fds;
@@ -42,6 +43,7 @@ mod server;
 mod session;
 
 pub use error::ServeError;
+pub use livemetrics::valid_name as valid_counter_name;
 pub use operations::{parse_egress, Egress};
 pub use procs::DefaultFilter;
 pub use server::{

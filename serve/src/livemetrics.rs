@@ -185,7 +185,9 @@ fn configuration(body: &[u8]) -> Result<CounterSet, ApiError> {
     CounterSet::parse(&spec.join(",")).map_err(|e| ApiError::invalid("Providers", e.to_string()))
 }
 
-fn valid_name(s: &str) -> bool {
+/// Whether `s` can name a counter provider, meter or counter (not empty, at most 1,024
+/// bytes, no `[`, `]` or `,`, which the counters syntax uses).
+pub fn valid_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 1024 && !s.contains(['[', ']', ','])
 }
 

@@ -43,7 +43,7 @@ pub fn parse_egress(list: &str) -> Result<Vec<Egress>, String> {
         if name.is_empty() || dir.is_empty() {
             return Err(format!("--egress {:?}: wants NAME=DIR", item));
         }
-        if out.iter().any(|e| e.name == name) {
+        if out.iter().any(|e| e.name.eq_ignore_ascii_case(name)) {
             return Err(format!("--egress names {:?} twice", name));
         }
         out.push(Egress {
@@ -404,6 +404,8 @@ mod tests {
         assert!(parse_egress("a").is_err());
         assert!(parse_egress("=x").is_err());
         assert!(parse_egress("a=x;a=y").is_err());
+        // Names are case-insensitive, as dotnet-monitor's provider names.
+        assert!(parse_egress("a=x;A=y").is_err());
     }
 
     #[test]

@@ -330,17 +330,27 @@ const MULTIPLE: &str =
 /// dotnet-monitor's words when a request names no process there is.
 const NONE: &str = "Unable to discover a target process.";
 
-/// dotnet-monitor's `DefaultProcess` filter (`--default-process KEY=VALUE`): `ProcessId`
-/// and `ProcessName` match exactly (a name case-insensitively), `CommandLine` as a
-/// case-insensitive substring.
+/// One of dotnet-monitor's `DefaultProcess:Filters` (or `--default-process KEY=VALUE`):
+/// case-insensitive, the whole value or (`MatchType: Contains`) a substring. The flag's
+/// `ProcessName` is exact, its `CommandLine` a substring.
 #[derive(Clone, Debug)]
 pub enum DefaultFilter {
     /// `ProcessId=PID`.
     ProcessId(u32),
-    /// `ProcessName=NAME`.
-    ProcessName(String),
-    /// `CommandLine=TEXT`.
-    CommandLine(String),
+    /// `ProcessName=NAME`: exactly (case-insensitively), or as a part with `contains`.
+    ProcessName {
+        /// The name.
+        name: String,
+        /// Whether a part of the name matches.
+        contains: bool,
+    },
+    /// `CommandLine=TEXT`: `text` lowercased, the whole line or (with `contains`) a part.
+    CommandLine {
+        /// The text, lowercased.
+        text: String,
+        /// Whether a part of the command line matches.
+        contains: bool,
+    },
 }
 
 impl DefaultFilter {
@@ -358,8 +368,14 @@ impl DefaultFilter {
                 .parse()
                 .map(DefaultFilter::ProcessId)
                 .map_err(|_| format!("--default-process {:?}: not a process id", text)),
-            "processname" | "name" => Ok(DefaultFilter::ProcessName(v.to_string())),
-            "commandline" => Ok(DefaultFilter::CommandLine(v.to_ascii_lowercase())),
+            "processname" | "name" => Ok(DefaultFilter::ProcessName {
+                name: v.to_string(),
+                contains: false,
+            }),
+            "commandline" => Ok(DefaultFilter::CommandLine {
+                text: v.to_ascii_lowercase(),
+                contains: true,
+            }),
             _ => Err(format!(
                 "--default-process {:?}: the key is ProcessId, ProcessName or CommandLine",
                 text
@@ -370,8 +386,23 @@ impl DefaultFilter {
     fn matches(&self, r: &Runtime) -> bool {
         match self {
             DefaultFilter::ProcessId(p) => r.pid == *p,
-            DefaultFilter::ProcessName(n) => r.name.eq_ignore_ascii_case(n),
-            DefaultFilter::CommandLine(c) => r.info.command_line.to_ascii_lowercase().contains(c),
+            DefaultFilter::ProcessName { name, contains } => {
+                let have = r.name.to_ascii_lowercase();
+                let want = name.to_ascii_lowercase();
+                if *contains {
+                    have.contains(&want)
+                } else {
+                    have == want
+                }
+            }
+            DefaultFilter::CommandLine { text, contains } => {
+                let have = r.info.command_line.to_ascii_lowercase();
+                if *contains {
+                    have.contains(text.as_str())
+                } else {
+                    have == *text
+                }
+            }
         }
     }
 }
@@ -383,8 +414,9 @@ pub struct Discovery {
     /// Listen mode (`--diagnostic-port PATH`): the runtimes connected to serve's reverse
     /// port, instead of their own sockets.
     pub pool: Option<Arc<RuntimePool>>,
-    /// `--default-process`; without it the default is the only runtime there is.
-    pub default_filter: Option<DefaultFilter>,
+    /// `DefaultProcess:Filters` (`--default-process`), all matching; without any the
+    /// default is the only runtime there is.
+    pub default_filter: Vec<DefaultFilter>,
     /// What each runtime answered when first listed (ProcessInfo does not change while a
     /// runtime lives), so a listing asks only runtimes it has not seen.
     pub cache: Mutex<HashMap<(u32, String), Runtime>>,
@@ -464,7 +496,7 @@ impl Discovery {
     pub fn default_of<'a>(&self, all: &'a [Runtime]) -> Result<&'a Runtime, ApiError> {
         let mut found = all
             .iter()
-            .filter(|r| self.default_filter.as_ref().map_or(true, |f| f.matches(r)));
+            .filter(|r| self.default_filter.iter().all(|f| f.matches(r)));
         match (found.next(), found.next()) {
             (Some(r), None) => Ok(r),
             (None, _) => Err(ApiError::bad_request(NONE)),

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dsipc_trace::counters::CounterSet;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use tokio::sync::Semaphore;
@@ -49,13 +50,20 @@ pub struct Options {
     /// Listen mode: the path of a diagnostic port runtimes connect to
     /// (`DOTNET_DiagnosticPorts=PATH`), instead of their own sockets.
     pub diagnostic_port: Option<PathBuf>,
-    /// Which runtime is the default process (`None`: the only one there is).
-    pub default_process: Option<DefaultFilter>,
+    /// Which runtime is the default process: the one every filter matches
+    /// (dotnet-monitor's `DefaultProcess:Filters`; none: the only runtime there is).
+    pub default_process: Vec<DefaultFilter>,
     /// Where runtimes write dumps before they are sent (`None`: a private folder serve
     /// makes and removes at the end).
     pub dump_temp_folder: Option<PathBuf>,
+    /// At most this many runtimes connected to the diagnostic port at once
+    /// (`DiagnosticPort:MaxConnections`; always under what the descriptor limit allows).
+    pub max_runtimes: Option<usize>,
     /// Whether the default process's counters are collected for `/metrics`.
     pub metrics: bool,
+    /// What `/metrics` collects (dotnet-monitor's `Metrics:Providers` and `Meters`;
+    /// System.Runtime by default).
+    pub metrics_counters: CounterSet,
     /// Seconds between two counter publications (dotnet-monitor's
     /// GlobalCounter:IntervalSeconds, 5).
     pub counter_interval: f64,
@@ -71,9 +79,11 @@ impl Default for Options {
             auth: Auth::Unconfigured,
             tmpdir: None,
             diagnostic_port: None,
-            default_process: None,
+            default_process: Vec::new(),
             dump_temp_folder: None,
+            max_runtimes: None,
             metrics: true,
+            metrics_counters: CounterSet::default(),
             counter_interval: 5.0,
             egress: Vec::new(),
             send_timeout: http::SEND_TIMEOUT,
@@ -180,7 +190,8 @@ impl Server {
                             source,
                         }
                     })?;
-                pool.set_max_runtimes(fds::pool_bound(nofile, listeners));
+                let bound = fds::pool_bound(nofile, listeners);
+                pool.set_max_runtimes(options.max_runtimes.map_or(bound, |m| m.min(bound)));
                 let pool = Arc::new(pool);
                 tasks.push(tokio::spawn(report_full_pool(Arc::clone(&pool), nofile)));
                 tasks.push(tokio::spawn(procs::resume_connected_runtimes(Arc::clone(
@@ -209,7 +220,7 @@ impl Server {
             auth,
             dump_dir: storage.path.clone(),
             metrics: metrics::Metrics::new(
-                dsipc_trace::counters::CounterSet::default(),
+                options.metrics_counters,
                 options.counter_interval,
                 options.metrics,
             ),

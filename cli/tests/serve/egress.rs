@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::common::serve::{fake, shapes, Serve};
 
 /// Polls `GET /operations/{id}` (bounded) until its status is one of `states`.
-fn wait_operation(serve: &Serve, location: &str, states: &[&str]) -> Value {
+pub(crate) fn wait_operation(serve: &Serve, location: &str, states: &[&str]) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let a = serve.curl_url(location, &[]);

@@ -9,6 +9,7 @@
 mod clients;
 #[path = "../common/mod.rs"]
 mod common;
+mod config;
 mod dying_runtimes;
 mod egress;
 mod listen_mode;

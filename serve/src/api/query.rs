@@ -133,7 +133,7 @@ impl Params {
     pub(crate) fn egress<'a>(&self, egress: &'a [Egress]) -> Result<Option<&'a Egress>, ApiError> {
         match self.get("egressProvider") {
             None | Some("") => Ok(None),
-            Some(p) => match egress.iter().find(|e| e.name == p) {
+            Some(p) => match egress.iter().find(|e| e.name.eq_ignore_ascii_case(p)) {
                 Some(e) => Ok(Some(e)),
                 None => Err(ApiError::invalid(
                     "egressProvider",
