@@ -159,7 +159,8 @@ impl Counter {
                 {
                     return;
                 }
-                let sample = Role::of(&m) == Role::Sample;
+                let clr = dsipc::nettrace::clr::ClrProvider::from_name(&m.provider_name);
+                let sample = Role::of_event(clr, m.event_id) == Role::Sample;
                 self.metadata.insert(m.metadata_id, sample);
             }
             // The analyzer's stack-frame limit.
