@@ -1,6 +1,8 @@
 //! Counter samples decoded per second on one core, through the counters `Decoder` (owned
 //! `CounterEvent`s, the API the CLI calls), from the recorded streams of
-//! `tests/data/counters`. Uses only what every tree since the decoder's has, so that
+//! `tests/data/counters`; and, for the parse underneath every analysis, `LiveCounter`'s
+//! events per second over `tests/data/nettrace/net8.0.4-busy.nettrace` (what `dsipc trace`
+//! runs on every byte). Uses only what every tree since the decoder's has, so that
 //! `scripts/bench-counters-decode.sh` runs this same file in an older tree beside this one.
 //! Prints figures; asserts nothing.
 //!
@@ -10,6 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Decoder, MetricsSession};
+use dsipc_trace::LiveCounter;
 
 /// Bytes handed to the decoder at a time (a socket read of a live session).
 const CHUNK: usize = 16 << 10;
@@ -76,5 +79,27 @@ fn main() {
         samples as f64 / t,
         t * 1e6 / samples as f64,
         bytes as f64 / t / 1e6
+    );
+
+    let busy =
+        std::fs::read(dir.join("../nettrace/net8.0.4-busy.nettrace")).expect("the busy capture");
+    let start = Instant::now();
+    let (mut events, mut passes) = (0u64, 0u64);
+    while start.elapsed() < budget {
+        let mut live = LiveCounter::new();
+        for c in busy.chunks(CHUNK) {
+            let _ = live.feed(c);
+        }
+        let _ = live.finish();
+        events += live.counts().events;
+        passes += 1;
+    }
+    let t = start.elapsed().as_secs_f64();
+    println!(
+        "LiveCounter over net8.0.4-busy x {} passes, {:.2} s on one thread: {:.1} ns per event ({:.0} MB/s)",
+        passes,
+        t,
+        t * 1e9 / events as f64,
+        (busy.len() as u64 * passes) as f64 / t / 1e6
     );
 }
