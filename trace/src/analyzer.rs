@@ -379,12 +379,12 @@ impl TraceSink for TraceAnalyzer {
 
     fn item(&mut self, item: &Item<'_>, cx: &TraceContext<'_>) {
         match item {
-            Item::Metadata(m) => match cx.metadata.get(m.metadata_id) {
+            Item::Metadata(m) => match cx.metadata().get(m.metadata_id) {
                 Some(info) => self.define(m.metadata_id, || Arc::clone(info)),
                 // The shared table is full.
                 None => {
                     self.metadata_limit = Some(LimitExceeded::MetadataRecords {
-                        limit: cx.max_metadata.min(self.limits.max_metadata),
+                        limit: cx.max_metadata().min(self.limits.max_metadata),
                     })
                 }
             },

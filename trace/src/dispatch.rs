@@ -54,38 +54,90 @@ pub struct EventInfo {
 impl EventInfo {
     /// Decodes `m` once, for every consumer of the stream.
     pub fn from_record(m: &MetadataRecord<'_>) -> EventInfo {
+        let provider = crate::metadata::lossy(m.provider_name);
+        Self::with_provider(m, provider, ClrProvider::from_name(&m.provider_name))
+    }
+
+    fn with_provider(m: &MetadataRecord<'_>, provider: String, clr: Option<ClrProvider>) -> Self {
         EventInfo {
-            meta: EventMetadata::from_record(m),
+            meta: EventMetadata::with_provider(m, provider),
             layout: if m.fields_malformed {
                 None
             } else {
                 Some(EventLayout::new(&m.fields))
             },
-            clr: ClrProvider::from_name(&m.provider_name),
+            clr,
         }
     }
 }
 
-/// What every sink sees beside an item: the shared metadata table, the clock, the parser.
-pub struct TraceContext<'a> {
-    /// Metadata id -> the record (already holding a record that just arrived).
-    pub metadata: &'a MetadataTable<Arc<EventInfo>>,
-    /// The trace's clock, once its header came.
-    pub clock: Option<TraceClock>,
-    /// The trace header, once seen.
-    pub info: Option<&'a TraceInfo>,
-    /// The parser (offset, format, V4/V5 activity ids of the current event).
-    pub parser: &'a NettraceParser,
-    /// The most records the table holds (a record past it is dropped: not in `metadata`).
-    pub max_metadata: usize,
+/// The last provider a record named, decoded: records come in runs of one provider (the
+/// runtime's), so most take their provider's name and kind from here.
+#[derive(Debug, Default)]
+struct LastProvider {
+    raw: Vec<u8>,
+    name: String,
+    clr: Option<ClrProvider>,
 }
 
-impl TraceContext<'_> {
+impl LastProvider {
+    /// The name and runtime provider of `m`'s provider.
+    fn of(&mut self, m: &MetadataRecord<'_>) -> (String, Option<ClrProvider>) {
+        let raw = m.provider_name.as_bytes();
+        if self.raw != raw {
+            // Names are bounded by the record (itself within one block).
+            self.raw.clear();
+            self.raw.extend_from_slice(raw);
+            self.name.clear();
+            crate::metadata::push_lossy(m.provider_name, &mut self.name);
+            self.clr = ClrProvider::from_name(&m.provider_name);
+        }
+        (self.name.clone(), self.clr)
+    }
+}
+
+/// What every sink sees beside an item: the shared metadata table, the clock, the parser.
+/// Two references: it is built for every event.
+pub struct TraceContext<'a> {
+    shared: &'a Shared,
+    parser: &'a NettraceParser,
+}
+
+impl<'a> TraceContext<'a> {
+    /// Metadata id -> the record (already holding a record that just arrived).
+    #[inline]
+    pub fn metadata(&self) -> &'a MetadataTable<Arc<EventInfo>> {
+        &self.shared.metadata
+    }
+
+    /// The trace's clock, once its header came.
+    #[inline]
+    pub fn clock(&self) -> Option<&'a TraceClock> {
+        self.shared.clock.as_ref()
+    }
+
+    /// The trace header, once seen.
+    pub fn info(&self) -> Option<&'a TraceInfo> {
+        self.shared.info.as_ref()
+    }
+
+    /// The parser (offset, format, V4/V5 activity ids of the current event).
+    #[inline]
+    pub fn parser(&self) -> &'a NettraceParser {
+        self.parser
+    }
+
+    /// The most records the table holds (a record past it is dropped: not in
+    /// [`metadata`](Self::metadata)).
+    pub fn max_metadata(&self) -> usize {
+        self.shared.max_metadata
+    }
+
     /// The wall time of the event timestamp `ts` on the trace's clock (the Unix epoch before
     /// the header).
     #[inline]
     pub fn time(&self, ts: i64) -> SystemTime {
-        match &self.clock {
+        match &self.shared.clock {
             Some(c) => c.time(ts),
             None => UNIX_EPOCH,
         }
@@ -178,10 +230,13 @@ struct Shared {
     metadata_dropped: u64,
     clock: Option<TraceClock>,
     info: Option<TraceInfo>,
+    last_provider: LastProvider,
 }
 
 impl Shared {
-    #[inline]
+    /// Events are nearly every item: their path is inlined into the stream's parse loop, the
+    /// rest is not.
+    #[inline(always)]
     fn item<S: TraceSink + ?Sized>(
         &mut self,
         item: &Item<'_>,
@@ -191,11 +246,8 @@ impl Shared {
         if let Item::Event(e) = item {
             let info = self.metadata.get(e.metadata_id).map(|i| &**i);
             let cx = TraceContext {
-                metadata: &self.metadata,
-                clock: self.clock,
-                info: self.info.as_ref(),
+                shared: self,
                 parser,
-                max_metadata: self.max_metadata,
             };
             sink.event(e, info, &cx);
             return;
@@ -223,8 +275,9 @@ impl Shared {
                 // The parser validated the record: it decodes.
                 if let Ok(m) = m.record() {
                     if self.metadata.has_room_for(m.metadata_id, self.max_metadata) {
-                        self.metadata
-                            .insert(m.metadata_id, Arc::new(EventInfo::from_record(&m)));
+                        let (provider, clr) = self.last_provider.of(&m);
+                        let info = EventInfo::with_provider(&m, provider, clr);
+                        self.metadata.insert(m.metadata_id, Arc::new(info));
                     } else {
                         self.metadata_dropped += 1;
                     }
@@ -234,11 +287,8 @@ impl Shared {
             _ => {}
         }
         let cx = TraceContext {
-            metadata: &self.metadata,
-            clock: self.clock,
-            info: self.info.as_ref(),
+            shared: self,
             parser,
-            max_metadata: self.max_metadata,
         };
         sink.item(item, &cx);
         if flush {
@@ -280,6 +330,7 @@ impl TraceDispatcher {
                 metadata_dropped: 0,
                 clock: None,
                 info: None,
+                last_provider: LastProvider::default(),
             },
         }
     }
@@ -320,11 +371,8 @@ impl TraceDispatcher {
             .stream
             .finish_with_parser(|item, parser| shared.item(item, parser, &mut *sink));
         let cx = TraceContext {
-            metadata: &self.shared.metadata,
-            clock: self.shared.clock,
-            info: self.shared.info.as_ref(),
+            shared: &self.shared,
             parser: self.stream.parser(),
-            max_metadata: self.shared.max_metadata,
         };
         sink.end(&end, &cx);
         end

@@ -55,7 +55,7 @@ impl EventLayout {
                 | TypeCode::RelLoc
                 | TypeCode::DataLoc => self.flat = false,
                 code => self.fields.push(LayoutField {
-                    name: f.name.chars_lossy().collect::<String>().into_boxed_str(),
+                    name: crate::metadata::lossy(f.name).into_boxed_str(),
                     code,
                     depth,
                 }),

@@ -106,7 +106,7 @@ struct Counter {
 }
 
 impl TraceSink for Counter {
-    #[inline]
+    #[inline(always)]
     fn event(&mut self, e: &Event<'_>, info: Option<&EventInfo>, _: &TraceContext<'_>) {
         self.events += 1;
         self.lost.on_event(e.capture_thread_id, e.sequence_number);

@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use dsipc::nettrace::{Event, Item, PayloadFields, TraceStr, Value as V};
+use dsipc::nettrace::{Event, Item, PayloadFields, Value as V};
 
 use super::events::{Fields, Interpreter, Outcome, Value};
 use super::limit::{Admit, SeriesLimits};
@@ -168,32 +168,13 @@ fn value(v: V<'_>, text: &mut String) -> Value {
     match v {
         V::String(s) => {
             let a = text.len() as u32;
-            match s.as_utf8() {
-                Some(u) => text.push_str(u),
-                None => push_utf16(s, text),
-            }
+            crate::metadata::push_lossy(s, text);
             Value::Str(a, text.len() as u32)
         }
         v => match v.as_f64() {
             Some(n) => Value::Num(n),
             None => Value::Other,
         },
-    }
-}
-
-/// Appends the UTF-16 string `s` to `text`: ASCII (every counter name, unit, tag and number
-/// the runtimes write) unit by unit, anything else lossily through the core's decoder.
-#[inline]
-fn push_utf16(s: TraceStr<'_>, text: &mut String) {
-    let bytes = s.as_bytes();
-    let ascii = bytes.len() % 2 == 0 && bytes.chunks_exact(2).all(|u| u[1] == 0 && u[0] < 0x80);
-    if ascii {
-        text.reserve(bytes.len() / 2);
-        for u in bytes.chunks_exact(2) {
-            text.push(char::from(u[0]));
-        }
-    } else {
-        text.extend(s.chars_lossy());
     }
 }
 
@@ -217,7 +198,7 @@ fn flatten(
             continue;
         }
         names.push(LayoutField {
-            name: f.name.chars_lossy().collect::<String>().into_boxed_str(),
+            name: crate::metadata::lossy(f.name).into_boxed_str(),
             code: f.ty.code,
             depth: 0,
         });
@@ -279,7 +260,7 @@ impl TraceSink for CounterSink {
 
     fn item(&mut self, item: &Item<'_>, cx: &TraceContext<'_>) {
         if let Item::Metadata(m) = item {
-            if !cx.metadata.contains(m.metadata_id) {
+            if !cx.metadata().contains(m.metadata_id) {
                 self.stats.metadata_dropped += 1;
             }
         }

@@ -404,7 +404,7 @@ impl TraceSink for HeapBuilder {
         }
         match item {
             Item::Metadata(m) => {
-                if let Some(info) = cx.metadata.get(m.metadata_id) {
+                if let Some(info) = cx.metadata().get(m.metadata_id) {
                     let role = Role::of(info.clr, info.meta.event_id, info.meta.version);
                     self.roles.insert(m.metadata_id, role);
                 }

@@ -249,7 +249,7 @@ impl TraceSink for LogSink {
         let time = cx.time(e.timestamp);
         let at = Where {
             thread: e.thread_id,
-            activity: cx.parser.activity_ids(),
+            activity: cx.parser().activity_ids(),
             offset: e.offset,
         };
         let result = fields.and_then(|f| match kind {
@@ -279,7 +279,7 @@ impl TraceSink for LogSink {
 
     fn item(&mut self, item: &Item<'_>, cx: &TraceContext<'_>) {
         if let Item::Metadata(m) = item {
-            if !cx.metadata.contains(m.metadata_id) {
+            if !cx.metadata().contains(m.metadata_id) {
                 self.stats.metadata_dropped += 1;
             }
         }
