@@ -195,6 +195,13 @@ impl<S: TraceSink> TraceSink for [S] {
     }
 }
 
+/// No consumer: the stream is parsed for its end alone (whole, cut short, or malformed at an
+/// offset: what [`TraceDispatcher::finish`] returns).
+impl TraceSink for () {
+    #[inline]
+    fn event(&mut self, _: &Event<'_>, _: Option<&EventInfo>, _: &TraceContext<'_>) {}
+}
+
 macro_rules! tuple_sink {
     ($($s:ident . $i:tt),+) => {
         /// Each member in turn.

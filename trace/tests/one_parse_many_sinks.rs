@@ -201,5 +201,14 @@ fn one_stream_feeds_counters_and_a_profile_to_a_cut_end() {
     assert!(whole.stats.truncated);
     for slice in [1, 7, 4096, cut.len()] {
         assert_eq!(together(cut, slice), whole, "slices of {}", slice);
+        // The end alone, without any analysis: the same decision.
+        let mut d = TraceDispatcher::new();
+        for c in cut.chunks(slice) {
+            d.feed(c, &mut ()).expect("parses");
+        }
+        assert_eq!(d.finish(&mut ()).map_err(|e| e.to_string()), whole.end);
     }
+    let mut d = TraceDispatcher::new();
+    d.feed(&bytes, &mut ()).expect("parses");
+    assert_eq!(d.finish(&mut ()), Ok(()));
 }
