@@ -111,6 +111,18 @@ impl<'a> Value<'a> {
             _ => None,
         }
     }
+
+    /// Reads a value of type `code` at `pos` of `payload` and returns it with the position
+    /// after it, as the field walker does; `None` for the types whose values need their
+    /// field description (objects and the array kinds). For a caller that keeps a payload
+    /// layout of its own, decoded once from the metadata.
+    pub fn read_scalar(
+        code: TypeCode,
+        payload: &'a [u8],
+        pos: usize,
+    ) -> Option<Result<(Value<'a>, usize), FieldError>> {
+        read_scalar(code, payload, pos, payload.len())
+    }
 }
 
 /// A field: its name and value.
@@ -318,51 +330,10 @@ pub(crate) fn read_value<'a>(
     pos: usize,
     end: usize,
 ) -> Result<(Value<'a>, usize), FieldError> {
-    macro_rules! fixed {
-        ($n:expr, $f:expr) => {{
-            let e = need(pos, $n, end)?;
-            let mut a = [0u8; $n];
-            a.copy_from_slice(&payload[pos..e]);
-            #[allow(clippy::redundant_closure_call)]
-            Ok(($f(a), e))
-        }};
+    if let Some(r) = read_scalar(ty.code, payload, pos, end) {
+        return r;
     }
     match ty.code {
-        TypeCode::Boolean => fixed!(4, |a| Value::Boolean(u32::from_le_bytes(a) != 0)),
-        TypeCode::Char => fixed!(2, |a| Value::Char(u16::from_le_bytes(a))),
-        TypeCode::SByte => fixed!(1, |a: [u8; 1]| Value::I8(a[0] as i8)),
-        TypeCode::Byte => fixed!(1, |a: [u8; 1]| Value::U8(a[0])),
-        TypeCode::Utf8CodeUnit => fixed!(1, |a: [u8; 1]| Value::Utf8CodeUnit(a[0])),
-        TypeCode::Int16 => fixed!(2, |a| Value::I16(i16::from_le_bytes(a))),
-        TypeCode::UInt16 => fixed!(2, |a| Value::U16(u16::from_le_bytes(a))),
-        TypeCode::Int32 => fixed!(4, |a| Value::I32(i32::from_le_bytes(a))),
-        TypeCode::UInt32 => fixed!(4, |a| Value::U32(u32::from_le_bytes(a))),
-        TypeCode::Int64 => fixed!(8, |a| Value::I64(i64::from_le_bytes(a))),
-        TypeCode::UInt64 => fixed!(8, |a| Value::U64(u64::from_le_bytes(a))),
-        TypeCode::Single => fixed!(4, |a| Value::F32(f32::from_le_bytes(a))),
-        TypeCode::Double => fixed!(8, |a| Value::F64(f64::from_le_bytes(a))),
-        TypeCode::DateTime => fixed!(8, |a| Value::DateTime(u64::from_le_bytes(a))),
-        TypeCode::Guid => fixed!(16, |a| Value::Guid(Guid(a))),
-        TypeCode::String => {
-            let mut i = pos;
-            while i + 1 < end {
-                if payload[i] == 0 && payload[i + 1] == 0 {
-                    return Ok((Value::String(TraceStr::utf16(&payload[pos..i])), i + 2));
-                }
-                i += 2;
-            }
-            Err(FieldError::UnterminatedString { offset: pos })
-        }
-        TypeCode::VarInt | TypeCode::VarUInt => {
-            let (v, n) = read_varuint(&payload[pos.min(end)..end], 64)
-                .ok_or(FieldError::BadVarint { offset: pos })?;
-            let value = if ty.code == TypeCode::VarInt {
-                Value::VarInt(zigzag(v))
-            } else {
-                Value::VarUInt(v)
-            };
-            Ok((value, pos + n))
-        }
         TypeCode::Object => {
             let mut p = pos;
             for f in ty.fields.iter() {
@@ -448,6 +419,92 @@ pub(crate) fn read_value<'a>(
                 _ => Err(FieldError::BadLocation { offset: pos }),
             }
         }
+        // Scalars were read above.
+        c => Err(FieldError::UnknownType {
+            offset: pos,
+            code: c.code(),
+        }),
+    }
+}
+
+/// Reads a value of the scalar type `code` at `pos` of `payload` (not past `end`); returns it
+/// and the position after it. `None` for the types whose values need their description
+/// (objects, arrays, RelLoc, DataLoc).
+#[inline]
+fn read_scalar(
+    code: TypeCode,
+    payload: &[u8],
+    pos: usize,
+    end: usize,
+) -> Option<Result<(Value<'_>, usize), FieldError>> {
+    match code {
+        TypeCode::Object
+        | TypeCode::Array
+        | TypeCode::FixedLengthArray
+        | TypeCode::RelLoc
+        | TypeCode::DataLoc => None,
+        _ => Some(scalar(code, payload, pos, end)),
+    }
+}
+
+/// [`read_scalar`] of a scalar type.
+#[inline]
+fn scalar(
+    code: TypeCode,
+    payload: &[u8],
+    pos: usize,
+    end: usize,
+) -> Result<(Value<'_>, usize), FieldError> {
+    macro_rules! fixed {
+        ($n:expr, $f:expr) => {{
+            let e = need(pos, $n, end)?;
+            let mut a = [0u8; $n];
+            a.copy_from_slice(&payload[pos..e]);
+            #[allow(clippy::redundant_closure_call)]
+            Ok(($f(a), e))
+        }};
+    }
+    match code {
+        TypeCode::Boolean => fixed!(4, |a| Value::Boolean(u32::from_le_bytes(a) != 0)),
+        TypeCode::Char => fixed!(2, |a| Value::Char(u16::from_le_bytes(a))),
+        TypeCode::SByte => fixed!(1, |a: [u8; 1]| Value::I8(a[0] as i8)),
+        TypeCode::Byte => fixed!(1, |a: [u8; 1]| Value::U8(a[0])),
+        TypeCode::Utf8CodeUnit => fixed!(1, |a: [u8; 1]| Value::Utf8CodeUnit(a[0])),
+        TypeCode::Int16 => fixed!(2, |a| Value::I16(i16::from_le_bytes(a))),
+        TypeCode::UInt16 => fixed!(2, |a| Value::U16(u16::from_le_bytes(a))),
+        TypeCode::Int32 => fixed!(4, |a| Value::I32(i32::from_le_bytes(a))),
+        TypeCode::UInt32 => fixed!(4, |a| Value::U32(u32::from_le_bytes(a))),
+        TypeCode::Int64 => fixed!(8, |a| Value::I64(i64::from_le_bytes(a))),
+        TypeCode::UInt64 => fixed!(8, |a| Value::U64(u64::from_le_bytes(a))),
+        TypeCode::Single => fixed!(4, |a| Value::F32(f32::from_le_bytes(a))),
+        TypeCode::Double => fixed!(8, |a| Value::F64(f64::from_le_bytes(a))),
+        TypeCode::DateTime => fixed!(8, |a| Value::DateTime(u64::from_le_bytes(a))),
+        TypeCode::Guid => fixed!(16, |a| Value::Guid(Guid(a))),
+        TypeCode::String => {
+            let mut i = pos;
+            while i + 1 < end {
+                if payload[i] == 0 && payload[i + 1] == 0 {
+                    return Ok((Value::String(TraceStr::utf16(&payload[pos..i])), i + 2));
+                }
+                i += 2;
+            }
+            Err(FieldError::UnterminatedString { offset: pos })
+        }
+        TypeCode::VarInt | TypeCode::VarUInt => {
+            let (v, n) = read_varuint(&payload[pos.min(end)..end], 64)
+                .ok_or(FieldError::BadVarint { offset: pos })?;
+            let value = if code == TypeCode::VarInt {
+                Value::VarInt(zigzag(v))
+            } else {
+                Value::VarUInt(v)
+            };
+            Ok((value, pos + n))
+        }
         TypeCode::Unknown(code) => Err(FieldError::UnknownType { offset: pos, code }),
+        // Types that need their description: see `read_scalar`.
+        c => Err(FieldError::UnknownType {
+            offset: pos,
+            code: c.code(),
+        }),
     }
 }

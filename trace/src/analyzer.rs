@@ -1,8 +1,11 @@
 //! One pass over a trace's items: metadata, symbols, samples and lost events together.
 
 use dsipc::nettrace::clr::{self, ClrProvider};
-use dsipc::nettrace::{Event, Item, KeyValues, MetadataRecord, TraceHeader};
+use std::sync::Arc;
 
+use dsipc::nettrace::{Event, Item, KeyValues, TraceHeader};
+
+use super::dispatch::{EventInfo, TraceContext, TraceSink};
 use super::lost::LostEvents;
 use super::metadata::{EventMetadata, MetadataTable};
 use super::profile::{LimitExceeded, Profile, ProfileBuilder, ProfileLimits, SampleKind};
@@ -24,12 +27,17 @@ pub(crate) enum Role {
 }
 
 impl Role {
-    /// The role of the events `m` describes.
-    pub(crate) fn of(m: &MetadataRecord<'_>) -> Role {
-        match ClrProvider::from_name(&m.provider_name) {
-            Some(ClrProvider::SampleProfiler) if m.event_id == clr::THREAD_SAMPLE => Role::Sample,
+    /// The role of the events `info` describes.
+    pub(crate) fn of(info: &EventInfo) -> Role {
+        Role::of_event(info.clr, info.meta.event_id)
+    }
+
+    /// The role of the event `event_id` of `clr` (a runtime provider, or `None`).
+    pub(crate) fn of_event(clr: Option<ClrProvider>, event_id: u32) -> Role {
+        match clr {
+            Some(ClrProvider::SampleProfiler) if event_id == clr::THREAD_SAMPLE => Role::Sample,
             Some(p @ (ClrProvider::Runtime | ClrProvider::Rundown))
-                if (143..=154).contains(&m.event_id) =>
+                if (143..=154).contains(&event_id) =>
             {
                 Role::Symbols(p)
             }
@@ -42,7 +50,8 @@ impl Role {
 struct Entry {
     role: Role,
     events: u64,
-    meta: Box<EventMetadata>,
+    /// Shared with the other sinks of a [`TraceDispatcher`](crate::TraceDispatcher).
+    meta: Arc<EventInfo>,
 }
 
 /// Bounds on what an analysis keeps (see [`ProfileLimits`] for the profile's): past one, the
@@ -133,29 +142,9 @@ impl TraceAnalyzer {
             Item::Trace(h) => self.on_header(h),
             Item::Metadata(m) => {
                 // The parser validated the record: it decodes.
-                let m = match m.record() {
-                    Ok(m) => m,
-                    Err(_) => return,
-                };
-                if !self
-                    .metadata
-                    .has_room_for(m.metadata_id, self.limits.max_metadata)
-                {
-                    self.metadata_limit = Some(LimitExceeded::MetadataRecords {
-                        limit: self.limits.max_metadata,
-                    });
-                    return;
+                if let Ok(m) = m.record() {
+                    self.define(m.metadata_id, || Arc::new(EventInfo::from_record(&m)));
                 }
-                let meta = EventMetadata::from_record(&m);
-                let role = Role::of(&m);
-                self.metadata.insert(
-                    m.metadata_id,
-                    Entry {
-                        meta: Box::new(meta),
-                        role,
-                        events: 0,
-                    },
-                );
             }
             Item::Stacks(b) => {
                 for s in b.iter() {
@@ -173,6 +162,26 @@ impl TraceAnalyzer {
             }
             _ => {}
         }
+    }
+
+    /// Defines `id` as the record `info` gives, within the metadata limit.
+    fn define(&mut self, id: u32, info: impl FnOnce() -> Arc<EventInfo>) {
+        if !self.metadata.has_room_for(id, self.limits.max_metadata) {
+            self.metadata_limit = Some(LimitExceeded::MetadataRecords {
+                limit: self.limits.max_metadata,
+            });
+            return;
+        }
+        let meta = info();
+        let role = Role::of(&meta);
+        self.metadata.insert(
+            id,
+            Entry {
+                meta,
+                role,
+                events: 0,
+            },
+        );
     }
 
     fn on_header(&mut self, h: &TraceHeader<'_>) {
@@ -213,7 +222,7 @@ impl TraceAnalyzer {
             Role::Symbols(p) => self.on_symbols(p, i, e),
             Role::Other => {}
         }
-        Some(&*self.metadata.at(i).meta)
+        Some(&self.metadata.at(i).meta.meta)
     }
 
     /// A runtime or rundown event that may name a method or a module.
@@ -223,7 +232,7 @@ impl TraceAnalyzer {
             Some(info) => info.pointer_size,
             None => 8,
         };
-        let m = &self.metadata.at(i).meta;
+        let m = &self.metadata.at(i).meta.meta;
         // Most rundown records name methods no sample hit. Their fixed head (MethodID u64,
         // ModuleID u64, MethodStartAddress u64, MethodSize u32) tells the range: skip those
         // before the full decode (which scans three strings).
@@ -327,7 +336,7 @@ impl TraceAnalyzer {
     pub fn provider_counts(&self) -> Vec<ProviderCount> {
         let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
         for e in self.metadata.values() {
-            *by.entry(e.meta.provider.as_str()).or_insert(0) += e.events;
+            *by.entry(e.meta.meta.provider.as_str()).or_insert(0) += e.events;
         }
         by.into_iter()
             .map(|(p, n)| ProviderCount {
@@ -356,5 +365,30 @@ impl TraceAnalyzer {
     /// Resolves the samples' frames and returns the profile (see [`ProfileBuilder::finish`]).
     pub fn finish_profile(self, managed_only: bool) -> Profile {
         self.profile.finish(managed_only)
+    }
+}
+
+/// The profile (symbols, samples, lost events, counts) as one sink of a
+/// [`TraceDispatcher`](crate::TraceDispatcher): the records come decoded from the shared
+/// table.
+impl TraceSink for TraceAnalyzer {
+    #[inline]
+    fn event(&mut self, e: &Event<'_>, _: Option<&EventInfo>, _: &TraceContext<'_>) {
+        self.on_event(e);
+    }
+
+    fn item(&mut self, item: &Item<'_>, cx: &TraceContext<'_>) {
+        match item {
+            Item::Metadata(m) => match cx.metadata().get(m.metadata_id) {
+                Some(info) => self.define(m.metadata_id, || Arc::clone(info)),
+                // The shared table is full.
+                None => {
+                    self.metadata_limit = Some(LimitExceeded::MetadataRecords {
+                        limit: cx.max_metadata().min(self.limits.max_metadata),
+                    })
+                }
+            },
+            other => self.on_other(other),
+        }
     }
 }

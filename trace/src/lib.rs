@@ -19,6 +19,9 @@
 //! - [`LostEvents`]: events lost, from gaps in each capture thread's sequence numbers;
 //! - [`TraceStream`]: the one stream driver (receive buffer + parser, one block limit, one
 //!   truncation rule) every caller feeds;
+//! - [`TraceDispatcher`]: one [`TraceStream`] handing each item to any number of
+//!   [`TraceSink`]s (counters, logs, heap, profile, lost events) that share one metadata
+//!   table ([`EventInfo`]: each record and its [`EventLayout`] decoded once) and one clock;
 //! - [`TraceAnalyzer`]: all of the above fed from the core parser's items in one pass;
 //! - [`LiveProfile`]: a stream fed to an analyzer, for profiles built while a trace arrives;
 //! - [`StackSnapshot`]: every thread's latest sample, resolved (`dsipc stack`, as
@@ -45,9 +48,11 @@ mod analyzer;
 pub struct ReadmeDoctests;
 
 pub mod counters;
+mod dispatch;
 pub mod format;
 mod hash;
 pub mod heap;
+mod layout;
 mod live;
 pub mod logs;
 mod lost;
@@ -61,6 +66,8 @@ mod symbols;
 mod time;
 
 pub use analyzer::{AnalyzerLimits, ProviderCount, TraceAnalyzer, TraceInfo};
+pub use dispatch::{EventInfo, TraceContext, TraceDispatcher, TraceSink, DEFAULT_MAX_METADATA};
+pub use layout::{EventLayout, LayoutField};
 pub use live::{LiveCounter, LiveCounts, LiveProfile};
 pub use lost::{LostEvents, MAX_CAPTURE_THREADS};
 pub use metadata::{EventMetadata, MetadataTable};

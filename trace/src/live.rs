@@ -1,4 +1,4 @@
-//! A CPU profile built while a trace arrives: [`TraceStream`] feeding a [`TraceAnalyzer`],
+//! A CPU profile built while a trace arrives: a [`TraceDispatcher`] feeding a [`TraceAnalyzer`],
 //! for `dsipc trace --format`, the tokio `top` example, or an agent of your own. Memory:
 //! one block of the stream plus distinct metadata, methods and stacks, never its length.
 
@@ -8,8 +8,8 @@ use crate::analyzer::Role;
 use crate::format::ProfileMeta;
 use crate::hash::FxHashMap;
 use crate::{
-    AnalyzerLimits, LostEvents, MetadataTable, Profile, StackSnapshot, StreamError, TraceAnalyzer,
-    TraceStream,
+    AnalyzerLimits, EventInfo, LostEvents, Profile, StackSnapshot, StreamError, TraceAnalyzer,
+    TraceContext, TraceDispatcher, TraceSink, TraceStream,
 };
 
 /// Counters of what was parsed so far.
@@ -23,10 +23,11 @@ pub struct LiveCounts {
     pub lost: u64,
 }
 
-/// An incremental analysis of a nettrace stream fed in slices of any size.
+/// An incremental analysis of a nettrace stream fed in slices of any size: a
+/// [`TraceDispatcher`] feeding a [`TraceAnalyzer`].
 #[derive(Default)]
 pub struct LiveProfile {
-    stream: TraceStream,
+    dispatcher: TraceDispatcher,
     analyzer: TraceAnalyzer,
 }
 
@@ -39,19 +40,13 @@ impl LiveProfile {
     /// Parses `data`, the next bytes of the stream. After an error (returned, and kept for
     /// [`error`](Self::error)) bytes are only counted.
     pub fn feed(&mut self, data: &[u8]) -> Result<(), StreamError> {
-        let analyzer = &mut self.analyzer;
-        self.stream.feed(data, |item| {
-            analyzer.on_item(item);
-        })
+        self.dispatcher.feed(data, &mut self.analyzer)
     }
 
     /// The stream is over: `Ok` only if it ended with its end-of-stream object (the profile
     /// covers what was parsed either way).
     pub fn finish(&mut self) -> Result<(), StreamError> {
-        let analyzer = &mut self.analyzer;
-        self.stream.finish(|item| {
-            analyzer.on_item(item);
-        })
+        self.dispatcher.finish(&mut self.analyzer)
     }
 
     /// What was parsed so far.
@@ -65,12 +60,12 @@ impl LiveProfile {
 
     /// The error that stopped parsing (naming its offset), if any.
     pub fn error(&self) -> Option<StreamError> {
-        self.stream.error()
+        self.dispatcher.stream().error()
     }
 
     /// The stream driver (bytes fed, buffer peak, end of stream seen).
     pub fn stream(&self) -> &TraceStream {
-        &self.stream
+        self.dispatcher.stream()
     }
 
     /// The analyzer (header, counts per provider, methods).
@@ -96,12 +91,11 @@ impl LiveProfile {
 }
 
 /// What [`LiveCounter`] keeps: the counts of a [`TraceAnalyzer`] with default limits, without
-/// what only a profile needs (symbols, stacks, per-provider tables).
+/// what only a profile needs (symbols, stacks, per-provider tables); the records come from
+/// the dispatcher's table (its limit is the analyzer's default).
 #[derive(Default)]
 struct Counter {
     limits: AnalyzerLimits,
-    /// Metadata id -> is it a SampleProfiler sample.
-    metadata: MetadataTable<bool>,
     lost: LostEvents,
     events: u64,
     samples: u64,
@@ -111,24 +105,39 @@ struct Counter {
     limited: bool,
 }
 
-impl Counter {
-    #[inline]
-    fn on_item(&mut self, item: &Item<'_>) {
-        match item {
-            Item::Event(e) => self.on_event(e),
-            other => self.on_other(other),
-        }
-    }
-
-    #[inline]
-    fn on_event(&mut self, e: &Event<'_>) {
+impl TraceSink for Counter {
+    #[inline(always)]
+    fn event(&mut self, e: &Event<'_>, info: Option<&EventInfo>, _: &TraceContext<'_>) {
         self.events += 1;
         self.lost.on_event(e.capture_thread_id, e.sequence_number);
-        if self.metadata.get(e.metadata_id) == Some(&true) {
+        if info.map_or(false, |i| Role::of(i) == Role::Sample) {
             self.on_sample(e.thread_id);
         }
     }
 
+    /// As [`TraceAnalyzer::on_item`] does for everything but events and metadata.
+    #[inline(never)]
+    fn item(&mut self, item: &Item<'_>, _: &TraceContext<'_>) {
+        match item {
+            // The analyzer's stack-frame limit.
+            Item::Stacks(b)
+                if !self.limited
+                    && b.iter()
+                        .any(|s| s.len() > self.limits.profile.max_stack_frames) =>
+            {
+                self.limited = true;
+            }
+            Item::SequencePoint(sp) => {
+                for t in sp.threads() {
+                    self.lost.on_sequence_point(t.thread_id, t.sequence_number);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Counter {
     #[inline(never)]
     fn on_sample(&mut self, thread: u64) {
         if self.limited {
@@ -143,44 +152,6 @@ impl Counter {
         }
         self.samples += 1;
     }
-
-    /// As [`TraceAnalyzer::on_item`] does for everything but events.
-    #[inline(never)]
-    fn on_other(&mut self, item: &Item<'_>) {
-        match item {
-            Item::Metadata(m) => {
-                let m = match m.record() {
-                    Ok(m) => m,
-                    Err(_) => return,
-                };
-                if !self
-                    .metadata
-                    .has_room_for(m.metadata_id, self.limits.max_metadata)
-                {
-                    return;
-                }
-                let sample = Role::of(&m) == Role::Sample;
-                self.metadata.insert(m.metadata_id, sample);
-            }
-            // The analyzer's stack-frame limit.
-            Item::Stacks(b)
-                if !self.limited
-                    && b.iter()
-                        .any(|s| s.len() > self.limits.profile.max_stack_frames) =>
-            {
-                self.limited = true;
-            }
-            Item::SequencePoint(sp) => {
-                for t in sp.threads() {
-                    self.lost.on_sequence_point(t.thread_id, t.sequence_number);
-                }
-                if sp.flushes_metadata() {
-                    self.metadata.clear();
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 /// The counts of a nettrace stream fed in slices of any size (what `dsipc trace` shows
@@ -189,7 +160,7 @@ impl Counter {
 /// block of the stream, the metadata ids, capture and sampled threads.
 #[derive(Default)]
 pub struct LiveCounter {
-    stream: TraceStream,
+    dispatcher: TraceDispatcher,
     counter: Counter,
 }
 
@@ -202,14 +173,12 @@ impl LiveCounter {
     /// Parses `data`, the next bytes of the stream. After an error (returned, and kept for
     /// [`error`](Self::error)) bytes are only counted.
     pub fn feed(&mut self, data: &[u8]) -> Result<(), StreamError> {
-        let counter = &mut self.counter;
-        self.stream.feed(data, |item| counter.on_item(item))
+        self.dispatcher.feed(data, &mut self.counter)
     }
 
     /// The stream is over: `Ok` only if it ended with its end-of-stream object.
     pub fn finish(&mut self) -> Result<(), StreamError> {
-        let counter = &mut self.counter;
-        self.stream.finish(|item| counter.on_item(item))
+        self.dispatcher.finish(&mut self.counter)
     }
 
     /// What was parsed so far.
@@ -223,11 +192,11 @@ impl LiveCounter {
 
     /// The error that stopped parsing (naming its offset), if any.
     pub fn error(&self) -> Option<StreamError> {
-        self.stream.error()
+        self.dispatcher.stream().error()
     }
 
     /// The stream driver (bytes fed, buffer peak, end of stream seen).
     pub fn stream(&self) -> &TraceStream {
-        &self.stream
+        self.dispatcher.stream()
     }
 }

@@ -1,6 +1,6 @@
 //! The metadata registry: metadata id -> what the events under that id are.
 
-use dsipc::nettrace::{Format, MetadataRecord, NettraceError};
+use dsipc::nettrace::{Format, MetadataRecord, NettraceError, TraceStr};
 
 use super::hash::FxHashMap;
 
@@ -34,10 +34,15 @@ pub struct EventMetadata {
 impl EventMetadata {
     /// An owned copy of a metadata record the core parsed.
     pub fn from_record(m: &MetadataRecord<'_>) -> EventMetadata {
+        Self::with_provider(m, lossy(m.provider_name))
+    }
+
+    /// [`from_record`](Self::from_record) with the provider's name decoded already.
+    pub(crate) fn with_provider(m: &MetadataRecord<'_>, provider: String) -> EventMetadata {
         EventMetadata {
-            provider: m.provider_name.to_string(),
+            provider,
             event_id: m.event_id,
-            name: m.event_name.to_string(),
+            name: lossy(m.event_name),
             keywords: m.keywords,
             version: m.version,
             level: m.level,
@@ -53,6 +58,34 @@ impl EventMetadata {
     pub fn record(&self) -> Result<MetadataRecord<'_>, NettraceError> {
         MetadataRecord::parse(&self.raw, self.format, 0)
     }
+}
+
+/// Appends `s` to `text`: UTF-8 as it is, ASCII UTF-16 (provider, event, counter and field
+/// names, units, tags, numbers: what the runtimes write) unit by unit, anything else lossily
+/// through the core's decoder.
+#[inline]
+pub(crate) fn push_lossy(s: TraceStr<'_>, text: &mut String) {
+    if let Some(u) = s.as_utf8() {
+        text.push_str(u);
+        return;
+    }
+    let bytes = s.as_bytes();
+    let ascii = bytes.len() % 2 == 0 && bytes.chunks_exact(2).all(|u| u[1] == 0 && u[0] < 0x80);
+    if ascii {
+        text.reserve(bytes.len() / 2);
+        for u in bytes.chunks_exact(2) {
+            text.push(char::from(u[0]));
+        }
+    } else {
+        text.extend(s.chars_lossy());
+    }
+}
+
+/// `s` as a `String` (see [`push_lossy`]).
+pub(crate) fn lossy(s: TraceStr<'_>) -> String {
+    let mut out = String::new();
+    push_lossy(s, &mut out);
+    out
 }
 
 /// Metadata ids below this are looked up in a flat index (runtimes number records from 1).

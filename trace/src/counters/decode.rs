@@ -1,22 +1,14 @@
 //! The nettrace stream of a counters session, decoded with [`dsipc::nettrace`] into
-//! counter events.
+//! counter events: a [`TraceDispatcher`] feeding one [`CounterSink`].
 
-use crate::TraceClock;
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use dsipc::nettrace::{Format, Item, MetadataRecord, PayloadFields, Value as V};
+use crate::TraceDispatcher;
 
-use crate::{MetadataTable, TraceStream};
-
-use super::events::{Fields, Interpreter, Outcome, Value};
-use super::limit::{Admit, SeriesLimits};
-use super::{CounterEvent, CountersConfig};
+use super::{CounterEvent, CounterSink, CountersConfig};
 
 /// Most distinct metadata records kept (a counters session needs a few dozen).
 pub(crate) const MAX_METADATA: usize = 4096;
-/// Deepest nesting of objects flattened.
-const MAX_DEPTH: u32 = 8;
 
 /// What the decoder saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,113 +37,42 @@ pub struct DecodeStats {
     pub truncated: bool,
 }
 
-#[derive(Debug)]
-struct Meta {
-    /// Shared, not copied, by every event of the record.
-    provider: Arc<str>,
-    name: Arc<str>,
-    raw: Vec<u8>,
-    format: Format,
-    interesting: bool,
-}
-
-/// Decodes a counters session's stream, fed in chunks of any size.
+/// Decodes a counters session's stream, fed in chunks of any size: a [`TraceDispatcher`]
+/// feeding one [`CounterSink`], its samples handed out as owned [`CounterEvent`]s.
 #[derive(Debug)]
 pub struct Decoder {
-    /// The one stream driver (receive buffer, parser, block limit, truncation rule).
-    stream: TraceStream,
-    /// Everything items update: apart from `stream`, so that the stream can hand items to it.
-    state: State,
-}
-
-#[derive(Debug)]
-struct State {
-    interp: Interpreter,
-    stats: DecodeStats,
-    limits: SeriesLimits,
-    metadata: MetadataTable<Meta>,
-    clock: Option<TraceClock>,
-    latest: Option<SystemTime>,
-}
-
-/// The fields of a payload by name, nested objects flattened into the list (EventCounters
-/// carry one Object field `Payload`); `None` if the payload does not match its description.
-fn flatten(walk: PayloadFields<'_>, depth: u32) -> Option<Fields> {
-    let mut out = Vec::new();
-    flatten_into(walk, depth, &mut out)?;
-    Some(out)
-}
-
-fn flatten_into(walk: PayloadFields<'_>, depth: u32, out: &mut Fields) -> Option<()> {
-    for f in walk {
-        let f = f.ok()?;
-        let name: String = f.name.chars_lossy().collect();
-        let value = match f.value {
-            V::Object(o) => {
-                if depth >= MAX_DEPTH {
-                    return None;
-                }
-                flatten_into(o.fields(), depth + 1, out)?;
-                continue;
-            }
-            V::String(s) => Value::Str(s.chars_lossy().collect()),
-            v => match v.as_f64() {
-                Some(n) => Value::Num(n),
-                None => Value::Other,
-            },
-        };
-        out.push((name, value));
-    }
-    Some(())
+    dispatcher: TraceDispatcher,
+    sink: CounterSink,
 }
 
 impl Decoder {
     /// A decoder for the session `config` describes (its counters and Metrics session).
     pub fn new(config: &CountersConfig) -> Decoder {
-        let (session_id, client_id) = match &config.metrics {
-            Some(super::MetricsSession::Shared { client_id }) => (
-                Some(super::SHARED_SESSION_ID.to_string()),
-                Some(client_id.clone()),
-            ),
-            Some(super::MetricsSession::Private { session_id }) => (Some(session_id.clone()), None),
-            None => (None, None),
-        };
         Decoder {
-            stream: TraceStream::new(),
-            state: State {
-                interp: Interpreter::new(
-                    config.counters.clone(),
-                    session_id,
-                    client_id,
-                    config.interval_secs,
-                ),
-                stats: DecodeStats::default(),
-                limits: SeriesLimits::new(config.max_time_series, config.max_histograms),
-                metadata: MetadataTable::new(),
-                clock: None,
-                latest: None,
-            },
+            dispatcher: TraceDispatcher::with_max_metadata(MAX_METADATA),
+            sink: CounterSink::new(config),
         }
     }
 
     /// What was seen so far.
     pub fn stats(&self) -> &DecodeStats {
-        &self.state.stats
+        self.sink.stats()
     }
 
     /// Feeds the next stream bytes; events go to `out` as soon as their block is whole.
     /// A stream that cannot be parsed is reported in [`DecodeStats::stream_error`] and the
     /// rest of it discarded; a payload that cannot be decoded is counted and skipped.
     pub fn feed(&mut self, data: &[u8], out: &mut dyn FnMut(CounterEvent)) {
-        self.state.stats.bytes += data.len() as u64;
-        if self.state.stats.stream_error.is_some() {
+        let stats = self.sink.stats_mut();
+        stats.bytes += data.len() as u64;
+        if stats.stream_error.is_some() {
             return;
         }
-        let state = &mut self.state;
-        if let Err(e) = self.stream.feed(data, |item| state.item(item, out)) {
-            state.stats.stream_error = Some(e.to_string());
+        if let Err(e) = self.dispatcher.feed(data, &mut self.sink) {
+            self.sink.stats_mut().stream_error = Some(e.to_string());
         }
-        state.release(out);
+        self.sink.release_latest();
+        self.hand_out(out);
     }
 
     /// When EventCounter samples held back for Meter data of their provider (for a second
@@ -161,158 +82,32 @@ impl Decoder {
     /// sends nothing (until its next publication, an interval later) calls
     /// [`release_due`](Self::release_due) then.
     pub fn held_until(&self) -> Option<SystemTime> {
-        self.state.interp.held_due()
+        self.sink.held_until()
     }
 
     /// Hands out the held samples due by `now` (the runtime's trace clock is the wall clock
     /// of its machine), as dotnet-counters hands out its buffered EventCounter payloads
     /// once the delay passed by the clock.
     pub fn release_due(&mut self, now: SystemTime, out: &mut dyn FnMut(CounterEvent)) {
-        let state = &mut self.state;
-        for ev in state.interp.release(Some(now)) {
-            state.emit(ev, out);
-        }
+        self.sink.release_due(now);
+        self.hand_out(out);
     }
 
     /// End of stream: hands out what is still held back, and notes a stream that ended
     /// without its end marker (truncated) or could not be parsed.
     pub fn finish(&mut self, out: &mut dyn FnMut(CounterEvent)) {
-        let state = &mut self.state;
-        if state.stats.stream_error.is_none() {
-            match self.stream.finish(|item| state.item(item, out)) {
-                Ok(()) => {}
-                Err(e) if e.is_truncation() => state.stats.truncated = true,
-                Err(e) => state.stats.stream_error = Some(e.to_string()),
-            }
+        if self.sink.stats().stream_error.is_none() {
+            // The sink notes how the stream ended and releases what it holds.
+            let _ = self.dispatcher.finish(&mut self.sink);
+        } else {
+            self.sink.finish();
         }
-        for ev in state.interp.release(None) {
-            state.emit(ev, out);
-        }
-    }
-}
-
-impl State {
-    fn item(&mut self, item: &Item<'_>, out: &mut dyn FnMut(CounterEvent)) {
-        match item {
-            Item::Trace(h) => self.clock = Some(TraceClock::new(h)),
-            Item::Metadata(m) => {
-                if let Ok(m) = m.record() {
-                    self.on_metadata(&m);
-                }
-            }
-            Item::Event(e) => {
-                self.stats.events += 1;
-                let meta = match self.metadata.get(e.metadata_id) {
-                    Some(m) if m.interesting => m,
-                    _ => {
-                        self.stats.ignored += 1;
-                        return;
-                    }
-                };
-                let fields = match MetadataRecord::parse(&meta.raw, meta.format, 0) {
-                    Ok(rec) if !rec.fields_malformed => flatten(rec.fields.walk(e.payload), 0),
-                    _ => None,
-                };
-                // Reference counts, not string copies: the borrow of `self.metadata` must
-                // end before `on_fields` takes `self`.
-                let provider = Arc::clone(&meta.provider);
-                let name = Arc::clone(&meta.name);
-                self.on_fields(&provider, &name, fields, e.timestamp, out);
-            }
-            _ => {}
-        }
+        self.hand_out(out);
     }
 
-    fn emit(&mut self, ev: CounterEvent, out: &mut dyn FnMut(CounterEvent)) {
-        if let CounterEvent::Sample(s) = &ev {
-            match self.limits.admit(s) {
-                Admit::Yes => {}
-                Admit::No(notice) => {
-                    self.stats.over_limit += 1;
-                    if let Some(n) = notice {
-                        self.stats.notices += 1;
-                        out(CounterEvent::Notice(n));
-                    }
-                    return;
-                }
-                Admit::TooLarge => {
-                    self.stats.malformed += 1;
-                    return;
-                }
-            }
-        }
-        match &ev {
-            CounterEvent::Sample(_) => self.stats.samples += 1,
-            CounterEvent::Notice(_) => self.stats.notices += 1,
-        }
-        out(ev);
-    }
-
-    fn on_metadata(&mut self, m: &MetadataRecord<'_>) {
-        let id = m.metadata_id;
-        if !self.metadata.has_room_for(id, MAX_METADATA) {
-            self.stats.metadata_dropped += 1;
-            return;
-        }
-        let provider: Arc<str> = m.provider_name.chars_lossy().collect::<String>().into();
-        let name: Arc<str> = m.event_name.chars_lossy().collect::<String>().into();
-        let interesting = &*name == "EventCounters" || &*provider == super::METRICS_PROVIDER;
-        self.metadata.insert(
-            id,
-            Meta {
-                provider,
-                name,
-                // Only counter events need their field descriptions kept.
-                raw: if interesting {
-                    m.raw.to_vec()
-                } else {
-                    Vec::new()
-                },
-                format: m.format,
-                interesting,
-            },
-        );
-    }
-
-    fn on_fields(
-        &mut self,
-        provider: &str,
-        name: &str,
-        fields: Option<Fields>,
-        timestamp: i64,
-        out: &mut dyn FnMut(CounterEvent),
-    ) {
-        let time = match &self.clock {
-            Some(c) => c.time(timestamp),
-            None => UNIX_EPOCH,
-        };
-        if self.latest.map_or(true, |l| time > l) {
-            self.latest = Some(time);
-        }
-        // Held-back samples that are due go first, so samples come out in time order.
-        self.release(out);
-        let fields = match fields {
-            Some(f) => f,
-            None => {
-                self.stats.malformed += 1;
-                return;
-            }
-        };
-        match self.interp.event(provider, name, &fields, time) {
-            Outcome::Events(evs) => {
-                for ev in evs {
-                    self.emit(ev, out);
-                }
-            }
-            Outcome::Ignored => self.stats.ignored += 1,
-            Outcome::Malformed => self.stats.malformed += 1,
-        }
-    }
-
-    fn release(&mut self, out: &mut dyn FnMut(CounterEvent)) {
-        let latest = self.latest;
-        for ev in self.interp.release(latest) {
-            self.emit(ev, out);
+    fn hand_out(&mut self, out: &mut dyn FnMut(CounterEvent)) {
+        for ev in self.sink.drain() {
+            out(ev.to_counter_event());
         }
     }
 }

@@ -4,10 +4,9 @@
 //! Known series are remembered by a 64-bit hash, so the set costs 8 bytes per series
 //! whatever the names; a collision only lets a new series pass as known.
 
-use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
-
-use super::{CounterKind, Notice, Sample};
+use super::series::Series;
+use super::{CounterKind, Notice};
+use crate::hash::FxHashMap;
 
 /// The most bytes of provider, name, display name, unit and tags one sample may carry
 /// (larger ones are malformed: no real counter comes near it).
@@ -29,24 +28,11 @@ pub(crate) enum Admit {
 pub(crate) struct SeriesLimits {
     max_series: usize,
     max_histograms: usize,
-    series: HashSet<u64>,
-    histograms: HashSet<u64>,
+    /// The keys are hashes already (see [`Series`]).
+    series: FxHashMap<u64, ()>,
+    histograms: FxHashMap<u64, ()>,
     series_noticed: bool,
     histograms_noticed: bool,
-}
-
-fn hash_of(s: &Sample, with_series: bool) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    s.provider.hash(&mut h);
-    s.name.hash(&mut h);
-    if with_series {
-        s.tags.hash(&mut h);
-        match s.kind {
-            CounterKind::Percentile(q) => q.to_bits().hash(&mut h),
-            k => std::mem::discriminant(&k).hash(&mut h),
-        }
-    }
-    h.finish()
 }
 
 impl SeriesLimits {
@@ -55,40 +41,37 @@ impl SeriesLimits {
         SeriesLimits {
             max_series: max_series as usize,
             max_histograms: max_histograms as usize,
-            series: HashSet::new(),
-            histograms: HashSet::new(),
+            series: FxHashMap::default(),
+            histograms: FxHashMap::default(),
             series_noticed: false,
             histograms_noticed: false,
         }
     }
 
-    /// Whether `s` may be handed on.
-    pub(crate) fn admit(&mut self, s: &Sample) -> Admit {
-        let text = s.provider.len()
-            + s.name.len()
-            + s.display_name.len()
-            + s.unit.len()
-            + s.tags.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-        if text > MAX_SERIES_TEXT {
+    /// Whether a sample of `s` may be handed on.
+    #[inline]
+    pub(crate) fn admit(&mut self, s: &Series) -> Admit {
+        if s.text > MAX_SERIES_TEXT {
             return Admit::TooLarge;
         }
+        let (series, histogram) = s.keys;
         if let CounterKind::Percentile(_) = s.kind {
-            let h = hash_of(s, false);
-            if !self.histograms.contains(&h) {
+            let h = histogram;
+            if !self.histograms.contains_key(&h) {
                 if self.histograms.len() >= self.max_histograms {
                     let first = !std::mem::replace(&mut self.histograms_noticed, true);
                     return Admit::No(first.then_some(Notice::HistogramLimitReached));
                 }
-                self.histograms.insert(h);
+                self.histograms.insert(h, ());
             }
         }
-        let h = hash_of(s, true);
-        if !self.series.contains(&h) {
+        let h = series;
+        if !self.series.contains_key(&h) {
             if self.series.len() >= self.max_series {
                 let first = !std::mem::replace(&mut self.series_noticed, true);
                 return Admit::No(first.then_some(Notice::TimeSeriesLimitReached));
             }
-            self.series.insert(h);
+            self.series.insert(h, ());
         }
         Admit::Yes
     }
@@ -97,22 +80,22 @@ impl SeriesLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counters::series::{SampleSpec, SeriesTable};
     use crate::counters::Source;
-    use std::time::SystemTime;
+    use std::sync::Arc;
 
-    fn sample(name: &str, tag: &str, kind: CounterKind) -> Sample {
-        Sample {
-            timestamp: SystemTime::UNIX_EPOCH,
-            provider: "P".into(),
-            name: name.into(),
-            display_name: name.into(),
-            unit: String::new(),
+    fn sample(name: &str, tag: &str, kind: CounterKind) -> Arc<Series> {
+        let tags = format!("k={}", tag);
+        SeriesTable::new(0, 1.0).get(&SampleSpec {
+            provider: "P",
+            name,
+            display_name: name,
+            unit: "",
             kind,
-            value: 1.0,
-            tags: vec![("k".into(), tag.into())],
-            interval_secs: 1.0,
+            tags: &tags,
+            tag_separator: '=',
             source: Source::Meter,
-        }
+        })
     }
 
     #[test]

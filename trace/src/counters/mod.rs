@@ -3,15 +3,20 @@
 //! shows them.
 //!
 //! [`CountersConfig`] says what to ask for (providers, interval, Metrics session);
-//! [`Decoder`] turns the session's stream, fed in chunks of any size, into [`CounterEvent`]s.
+//! [`Decoder`] turns the session's stream, fed in chunks of any size, into [`CounterEvent`]s;
+//! [`CounterSink`] is the same decoding as one sink of a [`TraceDispatcher`](crate::TraceDispatcher)
+//! (beside a profile, logs...), handing out [`SeriesSample`]s that share their [`Series`].
 //! The adapters run the session (dsipc-std's `CounterSession`) and feed it here.
 
 mod config;
 mod decode;
 mod events;
+mod fields;
 pub mod files;
 mod heard;
 mod limit;
+mod series;
+mod sink;
 mod spec;
 
 use std::time::SystemTime;
@@ -23,6 +28,8 @@ pub use config::{
 pub use decode::{DecodeStats, Decoder};
 pub use heard::Heard;
 pub use limit::MAX_SERIES_TEXT;
+pub use series::{Series, SeriesEvent, SeriesSample};
+pub use sink::CounterSink;
 pub use spec::{CounterSet, ProviderCounters, SpecError, MAX_PROVIDERS};
 
 /// What a sample measures.

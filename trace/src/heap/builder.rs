@@ -8,7 +8,7 @@ use super::bulk::*;
 use super::pause;
 use super::{HeapError, HeapGraph, HeapLimits, HeapRoot, HeapType, RootKind, Walk};
 use crate::hash::FxHashMap;
-use crate::{LostEvents, MetadataTable};
+use crate::{EventInfo, LostEvents, MetadataTable, TraceContext, TraceSink};
 
 /// The role of a metadata record for the heap builder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +25,29 @@ enum Role {
     RootCwt,
     RootStatic,
     Other,
+}
+
+impl Role {
+    /// The role of the event `event_id` (`version`) of `clr` (a runtime provider, or `None`).
+    fn of(clr: Option<ClrProvider>, event_id: u32, version: u32) -> Role {
+        if clr != Some(ClrProvider::Runtime) {
+            return Role::Other;
+        }
+        match event_id {
+            clr::GC_START => Role::GcStart(version),
+            clr::GC_STOP => Role::GcStop(version),
+            clr::GC_SUSPEND_EE_START => Role::SuspendBegin,
+            clr::GC_SUSPEND_EE_STOP => Role::SuspendEnd,
+            clr::GC_RESTART_EE_STOP => Role::RestartEnd,
+            BULK_TYPE => Role::Type,
+            BULK_NODE => Role::Node,
+            BULK_EDGE => Role::Edge,
+            BULK_ROOT_EDGE => Role::RootEdge,
+            BULK_ROOT_CWT => Role::RootCwt,
+            BULK_ROOT_STATIC => Role::RootStatic,
+            _ => Role::Other,
+        }
+    }
 }
 
 /// Builds a heap graph from the items of a heap-dump trace (see the module docs).
@@ -119,30 +142,11 @@ impl HeapBuilder {
                 self.qpc_frequency = h.qpc_frequency;
             }
             Item::Metadata(m) => {
-                let m = match m.record() {
-                    Ok(m) => m,
-                    Err(_) => return,
-                };
-                let role = if ClrProvider::from_name(&m.provider_name) == Some(ClrProvider::Runtime)
-                {
-                    match m.event_id {
-                        clr::GC_START => Role::GcStart(m.version),
-                        clr::GC_STOP => Role::GcStop(m.version),
-                        clr::GC_SUSPEND_EE_START => Role::SuspendBegin,
-                        clr::GC_SUSPEND_EE_STOP => Role::SuspendEnd,
-                        clr::GC_RESTART_EE_STOP => Role::RestartEnd,
-                        BULK_TYPE => Role::Type,
-                        BULK_NODE => Role::Node,
-                        BULK_EDGE => Role::Edge,
-                        BULK_ROOT_EDGE => Role::RootEdge,
-                        BULK_ROOT_CWT => Role::RootCwt,
-                        BULK_ROOT_STATIC => Role::RootStatic,
-                        _ => Role::Other,
-                    }
-                } else {
-                    Role::Other
-                };
-                self.roles.insert(m.metadata_id, role);
+                if let Ok(m) = m.record() {
+                    let clr = ClrProvider::from_name(&m.provider_name);
+                    let role = Role::of(clr, m.event_id, m.version);
+                    self.roles.insert(m.metadata_id, role);
+                }
             }
             Item::SequencePoint(sp) => {
                 for t in sp.threads() {
@@ -152,17 +156,20 @@ impl HeapBuilder {
                     self.roles.clear();
                 }
             }
-            Item::Event(e) => {
-                self.lost.on_event(e.capture_thread_id, e.sequence_number);
-                if let Some(&role) = self.roles.get(e.metadata_id) {
-                    if role != Role::Other {
-                        if let Err(err) = self.on_event(role, e) {
-                            self.error = Some(err);
-                        }
-                    }
+            Item::Event(e) => self.event(e),
+            _ => {}
+        }
+    }
+
+    #[inline]
+    fn event(&mut self, e: &Event<'_>) {
+        self.lost.on_event(e.capture_thread_id, e.sequence_number);
+        if let Some(&role) = self.roles.get(e.metadata_id) {
+            if role != Role::Other {
+                if let Err(err) = self.on_event(role, e) {
+                    self.error = Some(err);
                 }
             }
-            _ => {}
         }
     }
 
@@ -379,4 +386,30 @@ fn type_name(t: &BulkType<'_>, types: &[HeapType], index: &FxHashMap<u64, u32>) 
         _ => &name[..],
     };
     format!("{}<{}>", base, args.join(","))
+}
+
+/// The heap walk as one sink of a [`TraceDispatcher`](crate::TraceDispatcher): each record's
+/// role comes from the shared table's decoded record.
+impl TraceSink for HeapBuilder {
+    #[inline]
+    fn event(&mut self, e: &Event<'_>, _: Option<&EventInfo>, _: &TraceContext<'_>) {
+        if self.error.is_none() {
+            self.event(e);
+        }
+    }
+
+    fn item(&mut self, item: &Item<'_>, cx: &TraceContext<'_>) {
+        if self.error.is_some() {
+            return;
+        }
+        match item {
+            Item::Metadata(m) => {
+                if let Some(info) = cx.metadata().get(m.metadata_id) {
+                    let role = Role::of(info.clr, info.meta.event_id, info.meta.version);
+                    self.roles.insert(m.metadata_id, role);
+                }
+            }
+            other => self.on_item(other),
+        }
+    }
 }

@@ -37,7 +37,7 @@ pub use retained::RetainedStat;
 
 use std::fmt;
 
-use crate::{StreamError, TraceStream};
+use crate::{StreamError, TraceDispatcher, TraceStream};
 
 /// Bounds on what a [`HeapBuilder`] keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,11 +250,11 @@ pub struct TypeStat {
     pub bytes: u64,
 }
 
-/// A heap-dump stream fed in slices of any size: a [`TraceStream`] feeding a
+/// A heap-dump stream fed in slices of any size: a [`TraceDispatcher`] feeding a
 /// [`HeapBuilder`].
 #[derive(Debug, Default)]
 pub struct HeapStream {
-    stream: TraceStream,
+    dispatcher: TraceDispatcher,
     builder: HeapBuilder,
 }
 
@@ -267,15 +267,14 @@ impl HeapStream {
     /// With `limits`.
     pub fn with_limits(limits: HeapLimits) -> Self {
         HeapStream {
-            stream: TraceStream::new(),
+            dispatcher: TraceDispatcher::new(),
             builder: HeapBuilder::with_limits(limits),
         }
     }
 
     /// Parses `data`, the next bytes of the stream.
     pub fn feed(&mut self, data: &[u8]) -> Result<(), HeapError> {
-        let b = &mut self.builder;
-        self.stream.feed(data, |item| b.on_item(item))?;
+        self.dispatcher.feed(data, &mut self.builder)?;
         match self.builder.error() {
             Some(e) => Err(e.clone()),
             None => Ok(()),
@@ -285,8 +284,7 @@ impl HeapStream {
     /// The stream is over: `Ok` if it ended with its end-of-stream object and every heap
     /// event decoded.
     pub fn finish(&mut self) -> Result<(), HeapError> {
-        let b = &mut self.builder;
-        self.stream.finish(|item| b.on_item(item))?;
+        self.dispatcher.finish(&mut self.builder)?;
         match self.builder.error() {
             Some(e) => Err(e.clone()),
             None => Ok(()),
@@ -300,7 +298,7 @@ impl HeapStream {
 
     /// The stream driver.
     pub fn stream(&self) -> &TraceStream {
-        &self.stream
+        self.dispatcher.stream()
     }
 
     /// The graph, whatever the stream's end (see [`HeapBuilder::finish`]).

@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use dsipc::nettrace::{Format, Item, MetadataRecord, NettraceParser, Value as V};
+use dsipc::nettrace::{Event, Item, Value as V};
 use dsipc::wire::Guid;
 
 use super::json::{parse_object, JsonError};
@@ -15,7 +15,7 @@ use super::{
     ACTIVITY_JSON_STOP, FORMATTED_MESSAGE, MAX_METADATA, MAX_OPEN_SCOPES, MAX_SCOPE_BYTES,
     MAX_SCOPE_DEPTH, MAX_STRING, MESSAGE_JSON, PROVIDER,
 };
-use crate::{MetadataTable, StreamError, TraceClock, TraceStream};
+use crate::{EventInfo, StreamError, TraceContext, TraceDispatcher, TraceSink};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -23,13 +23,6 @@ enum Kind {
     MessageJson,
     ScopeStart,
     ScopeStop,
-}
-
-#[derive(Debug)]
-struct Meta {
-    kind: Option<Kind>,
-    raw: Vec<u8>,
-    format: Format,
 }
 
 /// An open scope on a thread (events without activity ids).
@@ -96,17 +89,20 @@ fn scope_bytes(values: &LogValues) -> usize {
             .sum::<usize>()
 }
 
-/// Decodes a logging session's nettrace stream, fed in chunks of any size, into entries.
+/// Decodes a logging session's nettrace stream, fed in chunks of any size, into entries: a
+/// [`TraceDispatcher`] feeding one [`LogSink`].
 #[derive(Debug)]
 pub struct LogDecoder {
-    stream: TraceStream,
-    state: State,
+    dispatcher: TraceDispatcher,
+    sink: LogSink,
 }
 
+/// Log entries decoded from a stream's items, as one sink of a [`TraceDispatcher`] (beside
+/// counters, a profile...): take them with [`drain`](Self::drain) after each feed. Each
+/// event's fields are read through its record's layout, decoded once per metadata id.
+/// Memory: the open scopes (bounded), the entries of the bytes fed since the last drain.
 #[derive(Debug)]
-struct State {
-    metadata: MetadataTable<Meta>,
-    clock: Option<TraceClock>,
+pub struct LogSink {
     stats: LogStats,
     last_formatted: String,
     /// Open scopes by thread, innermost last (events without activity ids).
@@ -116,6 +112,8 @@ struct State {
     activities: HashMap<Guid, Arc<ActivityScope>>,
     /// The bytes of the scopes held (at most [`MAX_SCOPE_BYTES`]).
     scope_bytes: Arc<AtomicUsize>,
+    /// Entries ready to hand out.
+    ready: Vec<LogEntry>,
 }
 
 impl Default for LogDecoder {
@@ -124,51 +122,82 @@ impl Default for LogDecoder {
     }
 }
 
+impl Default for LogSink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LogSink {
+    /// A sink waiting for the stream's first item.
+    pub fn new() -> LogSink {
+        LogSink {
+            stats: LogStats::default(),
+            last_formatted: String::new(),
+            scopes: HashMap::new(),
+            open_scopes: 0,
+            activities: HashMap::new(),
+            scope_bytes: Arc::new(AtomicUsize::new(0)),
+            ready: Vec::new(),
+        }
+    }
+
+    /// What was seen so far (`bytes` is counted by [`LogDecoder`] only).
+    pub fn stats(&self) -> &LogStats {
+        &self.stats
+    }
+
+    /// The bytes the scopes held take now (at most [`MAX_SCOPE_BYTES`]).
+    pub fn scope_bytes(&self) -> usize {
+        self.scope_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Takes the entries ready, in order.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, LogEntry> {
+        self.ready.drain(..)
+    }
+}
+
 impl LogDecoder {
     /// A decoder waiting for the stream's first byte.
     pub fn new() -> LogDecoder {
         LogDecoder {
-            stream: TraceStream::new(),
-            state: State {
-                metadata: MetadataTable::new(),
-                clock: None,
-                stats: LogStats::default(),
-                last_formatted: String::new(),
-                scopes: HashMap::new(),
-                open_scopes: 0,
-                activities: HashMap::new(),
-                scope_bytes: Arc::new(AtomicUsize::new(0)),
-            },
+            dispatcher: TraceDispatcher::with_max_metadata(MAX_METADATA),
+            sink: LogSink::new(),
         }
     }
 
     /// The bytes the scopes held take now (at most [`MAX_SCOPE_BYTES`]): their values'
     /// text and slots.
     pub fn scope_bytes(&self) -> usize {
-        self.state.scope_bytes.load(Ordering::Relaxed)
+        self.sink.scope_bytes()
     }
 
     /// What was seen so far.
     pub fn stats(&self) -> &LogStats {
-        &self.state.stats
+        &self.sink.stats
     }
 
     /// Feeds the next stream bytes; entries go to `out` as soon as their block is whole. A
     /// stream that cannot be parsed is an error naming its offset (and later bytes are only
     /// counted); a malformed event is counted and skipped.
     pub fn feed(&mut self, data: &[u8], out: &mut dyn FnMut(LogEntry)) -> Result<(), StreamError> {
-        self.state.stats.bytes += data.len() as u64;
-        let state = &mut self.state;
-        self.stream
-            .feed_with_parser(data, |item, parser| state.item(item, parser, out))
+        self.sink.stats.bytes += data.len() as u64;
+        let r = self.dispatcher.feed(data, &mut self.sink);
+        for e in self.sink.drain() {
+            out(e);
+        }
+        r
     }
 
     /// End of stream: `Ok` only if it ended with its end-of-stream object
     /// ([`StreamError::Truncated`] if it just stopped).
     pub fn finish(&mut self, out: &mut dyn FnMut(LogEntry)) -> Result<(), StreamError> {
-        let state = &mut self.state;
-        self.stream
-            .finish_with_parser(|item, parser| state.item(item, parser, out))
+        let r = self.dispatcher.finish(&mut self.sink);
+        for e in self.sink.drain() {
+            out(e);
+        }
+        r
     }
 }
 
@@ -205,84 +234,59 @@ fn kind_of(provider: &str, event_id: u32) -> Option<Kind> {
     }
 }
 
-impl State {
-    fn item(&mut self, item: &Item<'_>, parser: &NettraceParser, out: &mut dyn FnMut(LogEntry)) {
-        match item {
-            Item::Trace(h) => self.clock = Some(TraceClock::new(h)),
-            Item::Metadata(m) => {
-                if let Ok(m) = m.record() {
-                    self.on_metadata(&m);
-                }
+impl TraceSink for LogSink {
+    fn event(&mut self, e: &Event<'_>, info: Option<&EventInfo>, cx: &TraceContext<'_>) {
+        self.stats.events += 1;
+        let info = match info {
+            Some(i) => i,
+            None => return,
+        };
+        let kind = match kind_of(&info.meta.provider, info.meta.event_id) {
+            Some(k) => k,
+            None => return,
+        };
+        let fields = read_fields(info, e.payload, e.offset);
+        let time = cx.time(e.timestamp);
+        let at = Where {
+            thread: e.thread_id,
+            activity: cx.parser().activity_ids(),
+            offset: e.offset,
+        };
+        let result = fields.and_then(|f| match kind {
+            Kind::FormattedMessage => {
+                self.on_formatted(f);
+                Ok(())
             }
-            Item::Event(e) => {
-                self.stats.events += 1;
-                let (kind, fields) = match self.metadata.get(e.metadata_id) {
-                    Some(Meta {
-                        kind: Some(kind),
-                        raw,
-                        format,
-                    }) => (*kind, read_fields(raw, *format, e.payload, e.offset)),
-                    _ => return,
-                };
-                let time = match &self.clock {
-                    Some(c) => c.time(e.timestamp),
-                    None => UNIX_EPOCH,
-                };
-                let at = Where {
-                    thread: e.thread_id,
-                    activity: parser.activity_ids(),
-                    offset: e.offset,
-                };
-                let result = fields.and_then(|f| match kind {
-                    Kind::FormattedMessage => {
-                        self.on_formatted(f);
-                        Ok(())
-                    }
-                    Kind::MessageJson => {
-                        let entry = self.on_message_json(f, time, &at)?;
-                        if let Some(entry) = entry {
-                            self.stats.entries += 1;
-                            out(entry);
-                        }
-                        Ok(())
-                    }
-                    Kind::ScopeStart => self.on_scope_start(f, &at),
-                    Kind::ScopeStop => {
-                        self.on_scope_stop(f, &at);
-                        Ok(())
-                    }
-                });
-                if let Err(m) = result {
-                    self.stats.malformed += 1;
-                    self.stats.last_malformed = Some(m);
+            Kind::MessageJson => {
+                let entry = self.on_message_json(f, time, &at)?;
+                if let Some(entry) = entry {
+                    self.stats.entries += 1;
+                    self.ready.push(entry);
                 }
+                Ok(())
             }
-            _ => {}
+            Kind::ScopeStart => self.on_scope_start(f, &at),
+            Kind::ScopeStop => {
+                self.on_scope_stop(f, &at);
+                Ok(())
+            }
+        });
+        if let Err(m) = result {
+            self.stats.malformed += 1;
+            self.stats.last_malformed = Some(m);
         }
     }
 
-    fn on_metadata(&mut self, m: &MetadataRecord<'_>) {
-        let id = m.metadata_id;
-        if !self.metadata.has_room_for(id, MAX_METADATA) {
-            self.stats.metadata_dropped += 1;
-            return;
+    fn item(&mut self, item: &Item<'_>, cx: &TraceContext<'_>) {
+        if let Item::Metadata(m) = item {
+            if !cx.metadata().contains(m.metadata_id) {
+                self.stats.metadata_dropped += 1;
+            }
         }
-        let provider: String = m.provider_name.chars_lossy().collect();
-        let kind = kind_of(&provider, m.event_id);
-        self.metadata.insert(
-            id,
-            Meta {
-                kind,
-                raw: if kind.is_some() {
-                    m.raw.to_vec()
-                } else {
-                    Vec::new()
-                },
-                format: m.format,
-            },
-        );
     }
+}
 
+impl LogSink {
     fn on_formatted(&mut self, f: Fields) {
         // dotnet-monitor: an empty message takes the event name's place.
         let message = match f.formatted {
@@ -560,64 +564,75 @@ impl State {
     }
 }
 
-/// Reads the fields of a logging event (by name, any order).
-fn read_fields(
-    raw: &[u8],
-    format: Format,
-    payload: &[u8],
-    offset: u64,
-) -> Result<Fields, Malformed> {
-    let rec = match MetadataRecord::parse(raw, format, 0) {
-        Ok(r) if !r.fields_malformed => r,
-        _ => return Err(Malformed::Payload { offset }),
-    };
+/// Reads the fields of a logging event (by name, any order; top-level fields only): through
+/// the record's layout, or with the core's walker for a layout with arrays.
+fn read_fields(info: &EventInfo, payload: &[u8], offset: u64) -> Result<Fields, Malformed> {
+    let bad = Malformed::Payload { offset };
+    let layout = info.layout.as_ref().ok_or(bad.clone())?;
     let mut f = Fields::default();
+    if layout.is_flat() {
+        let mut first: Option<Malformed> = None;
+        let read = layout.read(payload, |field, value| {
+            if field.depth == 0 && first.is_none() {
+                if let Err(m) = take(&mut f, &field.name, value, offset) {
+                    first = Some(m);
+                }
+            }
+        });
+        // The first problem in payload order.
+        return match (first, read) {
+            (Some(m), _) => Err(m),
+            (None, Err(_)) => Err(bad),
+            (None, Ok(())) => Ok(f),
+        };
+    }
+    let rec = info.meta.record().map_err(|_| bad.clone())?;
     for field in rec.fields.walk(payload) {
-        let field = field.map_err(|_| Malformed::Payload { offset })?;
-        let name = field.name;
-        let text = |field_name: &'static str| -> Result<Option<String>, Malformed> {
-            match field.value {
-                V::String(s) => {
-                    let units = s.as_bytes().len() / 2;
-                    if units > MAX_STRING {
-                        return Err(Malformed::TooLong {
-                            offset,
-                            field: field_name,
-                            len: units,
-                        });
-                    }
-                    Ok(Some(s.chars_lossy().collect()))
-                }
-                _ => Ok(None),
-            }
-        };
-        let int = || -> Option<i64> {
-            match field.value {
-                V::String(s) if s.as_bytes().len() <= 64 => {
-                    s.chars_lossy().collect::<String>().trim().parse().ok()
-                }
-                v => v.as_i64(),
-            }
-        };
-        if name.eq_str("Level") {
-            f.level = int();
-        } else if name.eq_str("LoggerName") {
-            f.logger = text("LoggerName")?;
-        } else if name.eq_str("EventId") {
-            f.event_id = int();
-        } else if name.eq_str("EventName") {
-            f.event_name = text("EventName")?;
-        } else if name.eq_str("FormattedMessage") {
-            f.formatted = text("FormattedMessage")?;
-        } else if name.eq_str("ExceptionJson") {
-            f.exception_json = text("ExceptionJson")?;
-        } else if name.eq_str("ArgumentsJson") {
-            f.arguments_json = text("ArgumentsJson")?;
-        } else if name.eq_str("ID") {
-            f.id = int();
-        }
+        let field = field.map_err(|_| bad.clone())?;
+        let name: String = field.name.chars_lossy().collect();
+        take(&mut f, &name, field.value, offset)?;
     }
     Ok(f)
+}
+
+/// Keeps the field `name` of value `value` if it is one the decoder reads.
+fn take(f: &mut Fields, name: &str, value: V<'_>, offset: u64) -> Result<(), Malformed> {
+    let text = |field_name: &'static str| -> Result<Option<String>, Malformed> {
+        match value {
+            V::String(s) => {
+                let units = s.as_bytes().len() / 2;
+                if units > MAX_STRING {
+                    return Err(Malformed::TooLong {
+                        offset,
+                        field: field_name,
+                        len: units,
+                    });
+                }
+                Ok(Some(s.chars_lossy().collect()))
+            }
+            _ => Ok(None),
+        }
+    };
+    let int = || -> Option<i64> {
+        match value {
+            V::String(s) if s.as_bytes().len() <= 64 => {
+                s.chars_lossy().collect::<String>().trim().parse().ok()
+            }
+            v => v.as_i64(),
+        }
+    };
+    match name {
+        "Level" => f.level = int(),
+        "LoggerName" => f.logger = text("LoggerName")?,
+        "EventId" => f.event_id = int(),
+        "EventName" => f.event_name = text("EventName")?,
+        "FormattedMessage" => f.formatted = text("FormattedMessage")?,
+        "ExceptionJson" => f.exception_json = text("ExceptionJson")?,
+        "ArgumentsJson" => f.arguments_json = text("ArgumentsJson")?,
+        "ID" => f.id = int(),
+        _ => {}
+    }
+    Ok(())
 }
 
 /// An exception's text as dotnet-monitor's LoggerException prints it: its

@@ -54,7 +54,7 @@ mod json;
 mod template;
 mod writers;
 
-pub use decoder::LogDecoder;
+pub use decoder::{LogDecoder, LogSink};
 pub use writers::{universal_sortable, LogFormat};
 
 /// The provider's name.
