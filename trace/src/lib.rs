@@ -45,6 +45,7 @@ mod analyzer;
 pub struct ReadmeDoctests;
 
 pub mod counters;
+pub mod exceptions;
 pub mod format;
 mod hash;
 pub mod heap;
