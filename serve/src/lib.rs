@@ -26,6 +26,7 @@ mod api;
 pub mod auth;
 mod dump;
 mod error;
+mod exceptions;
 mod fds;
 pub mod http;
 mod json;
