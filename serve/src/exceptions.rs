@@ -19,8 +19,10 @@
 //! rundown, started once the long one runs (so that between them every method is named) and
 //! stopped at once. ReadyToRun methods first run after that rundown have no load event of
 //! their own, so an answer holding exceptions with unnamed frames, thrown after the last
-//! rundown started, runs another rundown first (at most one at a time per process; it
-//! costs the runtime well under a second). Frames are named when an answer is written, so a
+//! rundown started, runs another rundown first (at most one at a time per process, and one
+//! per [`RUNDOWN_INTERVAL`]: frames first run since may stay `[Native Frames]` until the
+//! next). Stubs (IL stubs, reflection's invoke stubs) have no method record at all and
+//! stay unnamed. Frames are named when an answer is written, so a
 //! later rundown names the frames of exceptions kept before it.
 //!
 //! **History.** The last [`TOP_LEVEL_LIMIT`] exceptions per process (dotnet-monitor's
@@ -68,6 +70,12 @@ const BUFFER_MB: u32 = 16;
 /// The rundown session's buffer: a rundown writes one record per loaded method (a few MiB
 /// for a large application), and EventPipe drops what overflows, so 64 MiB.
 const RUNDOWN_BUFFER_MB: u32 = 64;
+/// Least time between two rundowns asked by answers: a rundown costs the runtime a walk over
+/// every loaded method (for a large application a few MiB of events and a few hundred ms of
+/// one core), so a client asking in a loop costs it a few percent of a core at most; and in
+/// a process that has run a while, code first run in the last 10 s (whose ReadyToRun
+/// frames only a rundown names) is rare.
+const RUNDOWN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 /// Most filters in one `include` or `exclude` list (a request body is at most 64 KiB
 /// anyway; each filter is checked against every exception kept).
 const MAX_FILTERS: usize = 256;
@@ -247,11 +255,15 @@ impl Exceptions {
 const RUNTIME_PROVIDER: &str = "Microsoft-Windows-DotNETRuntime";
 
 /// True if an exception kept has unnamed frames and was received after the latest rundown
-/// started (an earlier one would not name them either).
+/// started (an earlier one would not name them either), and that rundown started at least
+/// [`RUNDOWN_INTERVAL`] ago.
 fn needs_rundown(c: &Collector) -> bool {
     let mut h = lock(c);
     let h = &mut *h;
     let since = h.rundown_started;
+    if since.map_or(false, |s| s.elapsed() < RUNDOWN_INTERVAL) {
+        return false;
+    }
     let (decoder, kept) = (&mut h.decoder, &h.kept);
     kept.iter().any(|(_, at, x)| {
         since.map_or(true, |s| *at > s) && !x.ips.is_empty() && !decoder.is_resolved(&x.ips)
