@@ -78,12 +78,19 @@ fn first_chance_exceptions_of_a_real_runtime_with_their_thread_and_stack() {
         assert!(!frames
             .windows(2)
             .any(|w| w[0] == StackFrame::Native && w[1] == StackFrame::Native));
-        assert!(
-            matches!(frames[0], StackFrame::Method(_)),
-            "{}: {:?}",
-            name,
-            frames
-        );
+        // EventPipe walks managed frames: on .NET 8 the throwing method is on top, named by
+        // its JIT event (a generic instantiation); on Core 3.1 it is ReadyToRun code, which
+        // only a rundown names (and this capture has none).
+        if name.starts_with("net8") {
+            assert!(
+                matches!(frames[0], StackFrame::Method(_)),
+                "{}: {:?}",
+                name,
+                frames
+            );
+        } else {
+            assert_eq!(frames[0], StackFrame::Native, "{}: {:?}", name, frames);
+        }
         let mut text = String::new();
         ExceptionFormat::Text.write(1, &thrown[format], "", &frames, &mut text);
         eprintln!("{}:\n{}", name, text);

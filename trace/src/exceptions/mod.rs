@@ -16,9 +16,11 @@
 //! from any other stream given to [`ExceptionDecoder::feed_symbols`] (a short rundown
 //! session run beside a long one), and resolves addresses when asked, not when the event
 //! comes: a frame unnamed at the throw is named once a later rundown covers it. A run of
-//! addresses no record covers is one [`StackFrame::Native`] frame (`[Native Frames]`);
-//! unnamed addresses above the first named frame (the runtime's throw helpers) are dropped,
-//! so that the top frame is the throwing method, as dotnet-monitor's filters expect.
+//! addresses no record covers is one [`StackFrame::Native`] frame (`[Native Frames]`).
+//! EventPipe walks managed frames only, so with every method named the top frame is the
+//! throwing method, as dotnet-monitor's filters expect. .NET Core 3.1's rundown names
+//! jitted methods only, not ReadyToRun code: there a ReadyToRun frame is named once tiered
+//! compilation rejits its method (after 30 calls), and stays `[Native Frames]` before.
 //!
 //! Bounds: a string field longer than [`MAX_STRING`] UTF-16 units is cut there; a stack
 //! holds at most [`MAX_FRAMES`] addresses; the stacks of one sequence-point window at most
@@ -281,9 +283,9 @@ impl ExceptionDecoder {
         stream.finish(|item| window.item(item, symbols, stats, None))
     }
 
-    /// The frames of `ips` (innermost first) as the methods known now name them: unnamed
-    /// addresses above the first named one dropped, each later run of them one
-    /// [`StackFrame::Native`]; one `Native` frame when none is named.
+    /// The frames of `ips` (innermost first) as the methods known now name them, each run
+    /// of unnamed addresses one [`StackFrame::Native`] (an unnamed top stays: the throwing
+    /// method is not known, and filters on the top frame must not match its caller).
     pub fn resolve(&mut self, ips: &[u64]) -> Vec<StackFrame> {
         let mut frames = Vec::new();
         for &ip in ips {
@@ -294,14 +296,11 @@ impl ExceptionDecoder {
             {
                 Some(m) => frames.push(StackFrame::Method(m)),
                 None => {
-                    if !frames.is_empty() && frames.last() != Some(&StackFrame::Native) {
+                    if frames.last() != Some(&StackFrame::Native) {
                         frames.push(StackFrame::Native);
                     }
                 }
             }
-        }
-        if frames.is_empty() && !ips.is_empty() {
-            frames.push(StackFrame::Native);
         }
         frames
     }

@@ -243,22 +243,33 @@ impl ExceptionFilter {
     /// exception type only; an exclude filter too (`exclude` is true here for that list).
     fn matches(&self, x: &ThrownException, top: Option<&StackFrame>, exclude: bool) -> bool {
         let mut any = false;
-        if let Some(StackFrame::Method(m)) = top {
+        // The top frame's (method, module, class), as the JSON shows them: an unnamed run
+        // is `[Native Frames]` with empty module and class.
+        let names = match top {
+            Some(StackFrame::Method(m)) => Some((
+                m.method.as_str(),
+                m.module.as_deref().unwrap_or(""),
+                m.type_name.as_str(),
+            )),
+            Some(StackFrame::Native) => Some((NATIVE_FRAMES, "", "")),
+            None => None,
+        };
+        if let Some((method, module, class)) = names {
             if let Some(v) = given(&self.method_name) {
                 any = true;
-                if v != m.method {
+                if v != method {
                     return false;
                 }
             }
             if let Some(v) = given(&self.module_name) {
                 any = true;
-                if !module_matches(v, m.module.as_deref().unwrap_or("")) {
+                if !module_matches(v, module) {
                     return false;
                 }
             }
             if let Some(v) = given(&self.class_name) {
                 any = true;
-                if v != m.type_name {
+                if v != class {
                     return false;
                 }
             }
@@ -401,7 +412,9 @@ mod tests {
         // An empty filter includes everything and excludes nothing.
         assert!(include(vec![ExceptionFilter::default()]).shows(&x, &f));
         assert!(exclude(vec![ExceptionFilter::default()]).shows(&x, &f));
-        // Without frames, only the type is checked.
+        // Without frames, only the type is checked; an unnamed top frame matches no method
+        // or module.
         assert!(include(vec![by(Some("Get"), None, None)]).shows(&x, &[]));
+        assert!(!include(vec![by(None, None, Some("App"))]).shows(&x, &f[1..]));
     }
 }
