@@ -350,3 +350,69 @@ async fn exceptions_history_of_a_net8_runtime_in_dotnet_monitors_formats() {
 async fn exceptions_history_of_a_netcore31_runtime_in_dotnet_monitors_formats() {
     exceptions_of_a_runtime_throwing_in_a_loop("netcore31").await;
 }
+
+/// The exceptions sessions `rt` was asked for so far (CollectTracing requests whose buffer
+/// is the exceptions session's 16 MiB, not the rundown's 64).
+fn exceptions_sessions(rt: &dsipc_testkit::FakeRuntime) -> usize {
+    rt.received()
+        .iter()
+        .filter(|r| {
+            r.command
+                .map_or(false, |c| format!("{:?}", c).starts_with("CollectTracing"))
+                && r.bytes.get(20..24) == Some(&16u32.to_le_bytes()[..])
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_exceptions_session_per_runtime_until_it_ends() {
+    let dir = TempDir::new("dsipc-sv-exc-fake").unwrap();
+    let capture: &'static [u8] = Box::leak(
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/data/nettrace/net8.0.4-busy.nettrace"),
+        )
+        .expect("the committed capture")
+        .into_boxed_slice(),
+    );
+    // A session's stream lasts about a second (4 KiB every 20 ms), then ends as when the
+    // runtime exits.
+    let mut spec = dsipc_testkit::StreamSpec::content(capture);
+    spec.chunk = 4096;
+    spec.pause = Duration::from_millis(20);
+    let me = std::process::id();
+    let rt = dsipc_testkit::Config::new()
+        .like_net8_0_4()
+        .pid(u64::from(me))
+        .key(dsipc_std::unix::start_key(me).expect("start key"))
+        .listen_in(dir.path())
+        .stream(spec)
+        .start()
+        .expect("fake runtime");
+    let mut options = Options::default();
+    options.auth = Auth::Off;
+    options.tmpdir = Some(dir.path().to_path_buf());
+    options.metrics = false;
+    let mut server = Server::new(options, 1).expect("server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    server.serve_api(listener);
+    let path = format!("/exceptions?pid={}", me);
+    // Asked three times while its session runs: one session.
+    for _ in 0..3 {
+        let a = request(addr, "GET", &path, Some("application/x-ndjson"), "").await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    assert_eq!(exceptions_sessions(&rt), 1);
+    // Its stream ended (the rundown's and the session's): the next ask starts another.
+    let ended = tokio::task::block_in_place(|| rt.wait_streams(2, Duration::from_secs(30)));
+    assert!(ended.len() >= 2, "{:?}", ended);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while exceptions_sessions(&rt) < 2 {
+        assert!(Instant::now() < deadline, "no second session within 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let a = request(addr, "GET", &path, None, "").await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    assert_eq!(exceptions_sessions(&rt), 2);
+}

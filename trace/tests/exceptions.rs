@@ -146,3 +146,26 @@ fn a_cut_stream_is_a_truncation_and_keeps_what_came() {
     assert!(out.len() < whole.len());
     assert_eq!(&whole[..out.len()], &out[..]);
 }
+
+#[test]
+fn corrupted_streams_are_errors_or_fewer_exceptions_never_a_panic() {
+    // Every 997th byte flipped in turn (a deterministic spread over headers, metadata,
+    // stacks and payloads): the decoder returns an error naming an offset or decodes what
+    // parses, with every string and stack within its bound.
+    let bytes = capture(RUNTIMES[0]);
+    for at in (0..bytes.len()).step_by(997) {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0xA5;
+        let mut d = ExceptionDecoder::new();
+        let mut out = Vec::new();
+        let fed = d.feed(&bad, &mut |x| out.push(x));
+        if fed.is_ok() {
+            let _ = d.finish(&mut |x| out.push(x));
+        }
+        for x in &out {
+            assert!(x.message.encode_utf16().count() <= dsipc_trace::exceptions::MAX_STRING);
+            assert!(x.ips.len() <= dsipc_trace::exceptions::MAX_FRAMES);
+            let _ = d.resolve(&x.ips);
+        }
+    }
+}

@@ -314,8 +314,10 @@ impl ExceptionDecoder {
 /// UTF-16 of a payload string, cut at [`MAX_STRING`] units.
 fn bounded(s: &dsipc::nettrace::TraceStr<'_>) -> String {
     let mut out = String::new();
-    for (n, c) in s.chars_lossy().enumerate() {
-        if n >= MAX_STRING {
+    let mut units = 0;
+    for c in s.chars_lossy() {
+        units += c.len_utf16();
+        if units > MAX_STRING {
             break;
         }
         out.push(c);
