@@ -360,8 +360,8 @@ pub(super) async fn route(
 
 /// An `ExceptionsConfiguration` body: `include` and `exclude`, each a list (or null) of
 /// filters whose members are strings or null; member names ignore case, as ASP.NET binds
-/// them.
-fn parse_configuration(body: &[u8]) -> Result<ExceptionsConfiguration, ApiError> {
+/// them. (Also the `CollectExceptions` action's `Filters`, given as JSON.)
+pub(crate) fn parse_configuration(body: &[u8]) -> Result<ExceptionsConfiguration, ApiError> {
     let obj = json_object(body, "ExceptionsConfiguration")?;
     let list = |name: &str| -> Result<Vec<ExceptionFilter>, ApiError> {
         let items = match member(&obj, name) {

@@ -30,6 +30,20 @@ impl ExceptionFormat {
         }
     }
 
+    /// The format dotnet-monitor's `ExceptionFormat` value `name` names (`PlainText`,
+    /// `NewlineDelimitedJson`, `JsonSequence`; ignoring case, as its configuration binds
+    /// enums), for the `CollectExceptions` action's `Format`.
+    pub fn from_name(name: &str) -> Option<ExceptionFormat> {
+        [
+            ("PlainText", ExceptionFormat::Text),
+            ("NewlineDelimitedJson", ExceptionFormat::NdJson),
+            ("JsonSequence", ExceptionFormat::JsonSeq),
+        ]
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name.trim()))
+        .map(|&(_, f)| f)
+    }
+
     /// The extension dotnet-monitor gives its file (`{time}_{pid}.exceptions.{ext}`).
     pub fn extension(self) -> &'static str {
         match self {
@@ -326,6 +340,23 @@ mod tests {
             }),
             StackFrame::Native,
         ]
+    }
+
+    #[test]
+    fn formats_by_dotnet_monitors_names() {
+        assert_eq!(
+            ExceptionFormat::from_name("newlinedelimitedjson"),
+            Some(ExceptionFormat::NdJson)
+        );
+        assert_eq!(
+            ExceptionFormat::from_name("PlainText"),
+            Some(ExceptionFormat::Text)
+        );
+        assert_eq!(
+            ExceptionFormat::from_name("JsonSequence"),
+            Some(ExceptionFormat::JsonSeq)
+        );
+        assert_eq!(ExceptionFormat::from_name("Json"), None);
     }
 
     #[test]
