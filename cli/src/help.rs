@@ -65,7 +65,8 @@ application/problem+json; a kind of operation past its limit (3 traces, 3 stacks
 metrics, 1 dump, 1 gcdump at once) is 429. GET/POST /livemetrics stream counters as
 json-seq Metric records. With egressProvider=NAME an artifact goes to that provider: 202
 with Location: /operations/{id}; GET /operations, GET /operations/{id}, DELETE
-/operations/{id} (?stop=true ends a trace early, keeping it). Not yet offered: /exceptions,
+/operations/{id} (?stop=true ends a trace early, keeping it). GET/POST /exceptions: a
+process's last 20 first-chance exceptions, from its own events. Not yet offered:
 /parameters, /collectionrules (501).
 
   --urls URLS          where the API listens, ';'-separated http://HOST:PORT

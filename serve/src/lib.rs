@@ -27,6 +27,7 @@ pub mod auth;
 pub mod config;
 mod dump;
 mod error;
+mod exceptions;
 mod fds;
 pub mod http;
 mod json;

@@ -149,33 +149,8 @@ fn provider_arguments(spec: &str) -> String {
 /// application/x-ndjson, application/json-seq), then the first a wildcard covers; `None`
 /// without an `Accept` header or when nothing matches.
 fn negotiate(accept: Option<&str>) -> Option<LogFormat> {
-    let media: Vec<String> = accept?
-        .split(',')
-        .map(|m| {
-            m.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .filter(|m| !m.is_empty())
-        .collect();
     let offered = [LogFormat::Text, LogFormat::NdJson, LogFormat::JsonSeq];
-    for f in offered {
-        if media.iter().any(|m| m == f.content_type()) {
-            return Some(f);
-        }
-    }
-    for f in offered {
-        let kind = f.content_type().split('/').next().unwrap_or("");
-        if media
-            .iter()
-            .any(|m| m == "*/*" || *m == format!("{}/*", kind))
-        {
-            return Some(f);
-        }
-    }
-    None
+    super::api::negotiate(accept, &offered.map(LogFormat::content_type)).map(|i| offered[i])
 }
 
 fn level_value(v: &Value, member: &str) -> Result<Option<LogLevel>, ApiError> {

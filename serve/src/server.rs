@@ -232,6 +232,7 @@ impl Server {
             stacks: Arc::new(Semaphore::new(api::MAX_STACKS)),
             live_metrics: Arc::new(Semaphore::new(api::MAX_LIVE_METRICS)),
             logs: Arc::new(Semaphore::new(logs::MAX_LOGS)),
+            exceptions: Default::default(),
             counter_interval: options.counter_interval,
             send_timeout: options.send_timeout,
         });

@@ -188,6 +188,8 @@ def main():
     ap.add_argument("--runtime", choices=sorted(RUNTIMES), required=True)
     ap.add_argument("--busy", action="store_true",
                     help="every ~50 ms: allocate, GC.Collect(), throw and catch a .NET exception")
+    ap.add_argument("--throw", action="store_true",
+                    help="every ~50 ms: throw and catch a .NET FormatException (Int32.Parse)")
     ap.add_argument("--regex", action="store_true",
                     help="spin in Regex backtracking (Regex.IsMatch of 'a'*22+'!' against "
                          "'^(a+)+$', seconds per call in RegexInterpreter) until exit")
@@ -344,6 +346,7 @@ def main():
             if len(keep) > 16:
                 del keep[:8]
             GC.Collect()
+        if args.busy or args.throw:
             try:
                 Int32.Parse("not a number")  # throws System.FormatException inside the CLR
             except Exception:

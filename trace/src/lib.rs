@@ -35,6 +35,8 @@
 //!   bytes; the `.gcdump` file), as dotnet-gcdump;
 //! - [`counters`]: EventCounters and System.Diagnostics.Metrics payloads decoded into typed
 //!   samples, as dotnet-counters shows them;
+//! - [`exceptions`]: first-chance exceptions from the runtime's `ExceptionThrown` events, their
+//!   stacks named by the symbol table, written as dotnet-monitor's `/exceptions` writes them;
 //! - [`logs`]: ILogger output (the `Microsoft-Extensions-Logging` provider) decoded into log
 //!   entries and written as dotnet-monitor's `/logs` writes them.
 //!
@@ -49,6 +51,7 @@ pub struct ReadmeDoctests;
 
 pub mod counters;
 mod dispatch;
+pub mod exceptions;
 pub mod format;
 mod hash;
 pub mod heap;

@@ -127,7 +127,7 @@ fn serve_bad_parameters_are_problem_details() {
         .assert_problem(400, "larger than");
     assert_eq!(serve.get("/nope").status, 404);
     serve
-        .get("/exceptions")
+        .get("/parameters")
         .assert_problem(501, "not implemented");
 }
 

@@ -101,6 +101,8 @@ pub struct Api {
     pub stacks: Arc<Semaphore>,
     pub live_metrics: Arc<Semaphore>,
     pub logs: Arc<Semaphore>,
+    /// Every process's first-chance exceptions (`/exceptions`, `CollectExceptions`).
+    pub exceptions: crate::exceptions::Exceptions,
     /// How long a streamed answer waits for its reader to take a chunk (`--send-timeout`).
     pub send_timeout: Duration,
     /// Seconds between two counter publications (`/metrics`, `/livemetrics`).
@@ -219,6 +221,33 @@ pub(super) fn timestamp() -> String {
 /// `{timestamp}_{pid}.{ext}`, dotnet-monitor's name for traces, gcdumps and stacks.
 pub(super) fn artifact_name(pid: u32, ext: &str) -> String {
     format!("{}_{}.{}", timestamp(), pid, ext)
+}
+
+/// The first of `offered` (content types, in the route's order of preference) that an
+/// `Accept` header asks for, as dotnet-monitor's routes negotiate: an exact match first,
+/// then the first a wildcard (`*/*`, `text/*`) covers; parameters (`;q=`) are ignored.
+/// `None` without an `Accept` header or when none is asked for.
+pub(super) fn negotiate(accept: Option<&str>, offered: &[&str]) -> Option<usize> {
+    let media: Vec<String> = accept?
+        .split(',')
+        .map(|m| {
+            m.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|m| !m.is_empty())
+        .collect();
+    if let Some(i) = offered.iter().position(|f| media.iter().any(|m| m == f)) {
+        return Some(i);
+    }
+    offered.iter().position(|f| {
+        let kind = f.split('/').next().unwrap_or("");
+        media
+            .iter()
+            .any(|m| m == "*/*" || *m == format!("{}/*", kind))
+    })
 }
 
 fn not_found() -> Response<Body> {

@@ -175,7 +175,10 @@ impl Api {
             (&Method::GET, "/livemetrics") | (&Method::POST, "/livemetrics") => {
                 crate::livemetrics::route(self, req, &params, &host).await
             }
-            (_, "/exceptions") | (_, "/parameters") | (_, "/collectionrules") => Err(ApiError {
+            (&Method::GET, "/exceptions") | (&Method::POST, "/exceptions") => {
+                crate::exceptions::route(self, req, &params, &host).await
+            }
+            (_, "/parameters") | (_, "/collectionrules") => Err(ApiError {
                 status: StatusCode::NOT_IMPLEMENTED,
                 detail: format!("{} is not implemented by dsipc serve yet.", path),
                 errors: Vec::new(),
