@@ -3,3 +3,5 @@
 //! folders), collection rules and egress. `dsipc serve` is a thin caller of this crate.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+pub mod egress;
