@@ -12,6 +12,8 @@ mod common;
 use common::*;
 use dsipc_serve::egress::azure::{AzureBlobClient, AzureBlobOptions};
 use dsipc_serve::egress::s3::S3Client;
+#[cfg(feature = "tls")]
+use dsipc_serve::egress::tls::Trust;
 use dsipc_serve::egress::{EgressError, Secret};
 
 // ---- S3 ----
@@ -247,4 +249,59 @@ async fn azure_a_wrong_key_fails_with_the_service_code_and_no_key() {
         other => panic!("{:?}", other),
     }
     assert!(!format!("{} {:?}", err, client).contains(wrong));
+}
+
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn azure_uploads_over_https_to_a_trusted_certificate_and_refuses_an_untrusted_one() {
+    let p = match peers() {
+        Some(p) => p,
+        None => return,
+    };
+    let dir = std::env::temp_dir().join(format!("dsipc-egress-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    read_back(&p, &["cert", dir.to_str().unwrap()]);
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let (_peer, blob, queue) = azurite_with(&p, Some((&cert, &key)));
+    let https = |trust: Trust| AzureBlobOptions {
+        account_uri: format!("https://127.0.0.1:{}/{}", blob, AZURITE_ACCOUNT),
+        trust,
+        ..azure_options(blob)
+    };
+    let untrusted = AzureBlobClient::new(https(Trust::default())).unwrap();
+    let err = untrusted
+        .upload(&artifact("tls.nettrace"), Pattern::new(10, 10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, EgressError::Tls { ref message, .. } if message.contains("UnknownIssuer")),
+        "{:?}",
+        err
+    );
+    let trusted = AzureBlobClient::new(https(Trust {
+        extra_roots_pem: std::fs::read_to_string(dir.join("ca.pem")).unwrap(),
+    }))
+    .unwrap();
+    let stored = trusted
+        .upload(&artifact("tls.nettrace"), Pattern::new(11, 5 * MIB))
+        .await
+        .unwrap();
+    assert_eq!(stored.blocks, 2);
+    assert!(
+        stored.blob_uri.starts_with("https://"),
+        "{}",
+        stored.blob_uri
+    );
+    let conn = connection_string(blob, queue).replace("http://", "https://");
+    let ca = dir.join("ca.pem");
+    let got = read_back_trusting(
+        &p,
+        Some(&ca),
+        &["blob", "get", &conn, "dumps", "artifacts/tls.nettrace"],
+    );
+    assert!(
+        got == expected(11, 5 * MIB),
+        "the blob read over https differs"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -143,6 +143,7 @@ async fn egress_to_an_endpoint_that_never_answers_times_out_after_the_bounded_re
     assert_eq!(count.load(Ordering::SeqCst), 2);
 }
 
+#[cfg(not(feature = "tls"))]
 #[tokio::test]
 async fn egress_to_an_https_endpoint_says_tls_is_not_built_in() {
     let err =

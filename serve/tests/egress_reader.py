@@ -5,9 +5,13 @@ scripts/egress-peers.sh installs. Raw bytes go to stdout for `get`; everything e
     s3 get|head ENDPOINT BUCKET KEY      s3 state ENDPOINT BUCKET
     blob get|head CONN CONTAINER NAME    blob list CONN CONTAINER
     queue receive CONN QUEUE             sas CONN
+    cert DIR      (ca.pem, and cert.pem and key.pem for 127.0.0.1 signed by it)
+
+With DSIPC_READER_CA=FILE, the Azure clients trust FILE for https:// endpoints.
 """
 import datetime
 import json
+import os
 import sys
 
 
@@ -45,7 +49,9 @@ def main(argv):
     elif kind == "blob":
         from azure.storage.blob import BlobServiceClient
 
-        container = BlobServiceClient.from_connection_string(argv[2]).get_container_client(argv[3])
+        verify = os.environ.get("DSIPC_READER_CA", True)
+        service = BlobServiceClient.from_connection_string(argv[2], connection_verify=verify)
+        container = service.get_container_client(argv[3])
         if verb == "get":
             stream = container.download_blob(argv[4])
             for chunk in stream.chunks():
@@ -74,6 +80,42 @@ def main(argv):
             permission=AccountSasPermissions(read=True, write=True, create=True, list=True,
                                              add=True),
             expiry=datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)))
+    elif kind == "cert":
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        # A private CA (ca.pem) and the server's certificate it signs (cert.pem, key.pem).
+        now = datetime.datetime.now(datetime.timezone.utc)
+
+        def build(subject, issuer, public_key, signing_key, ca):
+            b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                 .public_key(public_key).serial_number(x509.random_serial_number())
+                 .not_valid_before(now - datetime.timedelta(hours=1))
+                 .not_valid_after(now + datetime.timedelta(days=1))
+                 .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+            if not ca:
+                b = b.add_extension(x509.SubjectAlternativeName(
+                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            return b.sign(signing_key, hashes.SHA256())
+
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dsipc test CA")])
+        ca = build(ca_name, ca_name, ca_key.public_key(), ca_key, True)
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+        cert = build(name, ca_name, key.public_key(), ca_key, False)
+        for file, data in (("ca.pem", ca.public_bytes(serialization.Encoding.PEM)),
+                           ("cert.pem", cert.public_bytes(serialization.Encoding.PEM)),
+                           ("key.pem", key.private_bytes(
+                               serialization.Encoding.PEM,
+                               serialization.PrivateFormat.TraditionalOpenSSL,
+                               serialization.NoEncryption()))):
+            with open(os.path.join(verb, file), "wb") as f:
+                f.write(data)
     else:
         sys.exit("unknown command " + " ".join(argv))
 

@@ -14,6 +14,7 @@ use tokio::io::AsyncRead;
 use super::crypto::{base64, base64_decode, uri_encode, Utc};
 use super::http::{self, send, service_error, xml_escape, Call, Limits, Url};
 use super::sharedkey::shared_key;
+use super::tls::{Connector, Trust};
 use super::{check_metadata, fill, Artifact, EgressError, Secret};
 
 /// The default block size, 4 MiB: the memory one upload holds (one block at a time); at
@@ -55,6 +56,8 @@ pub struct AzureBlobOptions {
     pub block_size: usize,
     /// The bounds of each HTTP call.
     pub limits: Limits,
+    /// The certificates trusted for `https://` URIs besides the public roots.
+    pub trust: Trust,
 }
 
 impl Default for Secret {
@@ -93,6 +96,7 @@ enum Auth {
 struct Account {
     url: Url,
     auth: Auth,
+    connector: Connector,
 }
 
 /// An Azure Blob Storage client for one container (and its optional queue).
@@ -115,11 +119,13 @@ impl AzureBlobClient {
                 "AzureBlobStorage: ContainerName is required".into(),
             ));
         }
+        let connector = Connector::new(&options.trust)?;
         let blob = account(
             &options.account_uri,
             &options.shared_access_signature,
             &options.account_key,
             "AccountUri",
+            &connector,
         )?;
         let queue = match (options.queue_name.trim(), options.queue_account_uri.trim()) {
             ("", _) | (_, "") => None,
@@ -130,7 +136,13 @@ impl AzureBlobClient {
                     &options.queue_shared_access_signature
                 };
                 Some((
-                    account(uri, sas, &options.account_key, "QueueAccountUri")?,
+                    account(
+                        uri,
+                        sas,
+                        &options.account_key,
+                        "QueueAccountUri",
+                        &connector,
+                    )?,
                     name.to_string(),
                 ))
             }
@@ -400,7 +412,13 @@ impl AzureBlobClient {
 }
 
 /// The account of `uri`, authorized by `sas` if given, else by `key`.
-fn account(uri: &str, sas: &Secret, key: &Secret, option: &str) -> Result<Account, EgressError> {
+fn account(
+    uri: &str,
+    sas: &Secret,
+    key: &Secret,
+    option: &str,
+    connector: &Connector,
+) -> Result<Account, EgressError> {
     if uri.trim().is_empty() {
         return Err(EgressError::Options(format!(
             "AzureBlobStorage: {} is required",
@@ -452,7 +470,11 @@ fn account(uri: &str, sas: &Secret, key: &Secret, option: &str) -> Result<Accoun
         ));
     };
     url.query.clear();
-    Ok(Account { url, auth })
+    Ok(Account {
+        url,
+        auth,
+        connector: connector.clone(),
+    })
 }
 
 /// Sends one call to `account`, authorized by its SAS or signed with Shared Key.
@@ -506,7 +528,15 @@ async fn call(
         }
         extra
     };
-    send(&account.url, &call, limits, operation, &sign).await
+    send(
+        &account.connector,
+        &account.url,
+        &call,
+        limits,
+        operation,
+        &sign,
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -519,11 +549,13 @@ mod tests {
     #[test]
     fn accounts_come_from_the_host_or_the_emulator_path() {
         let key = Secret::new(AZURITE_KEY);
+        let c = Connector::new(&Trust::default()).unwrap();
         let a = account(
             "http://127.0.0.1:10000/devstoreaccount1",
             &Secret::default(),
             &key,
             "AccountUri",
+            &c,
         )
         .unwrap();
         assert_eq!(a.url.path, "/devstoreaccount1");
@@ -533,6 +565,7 @@ mod tests {
             &Secret::default(),
             &key,
             "AccountUri",
+            &c,
         )
         .unwrap();
         assert!(matches!(a.auth, Auth::Sas(ref s) if s.expose() == "sv=x&sig=S"));
@@ -541,18 +574,10 @@ mod tests {
             "http://acct.blob.core.windows.net",
             &Secret::default(),
             &Secret::new("not base64!"),
-            "AccountUri"
+            "AccountUri",
+            &c
         )
         .is_err());
-        assert!(matches!(
-            account(
-                "https://acct.blob.core.windows.net",
-                &Secret::default(),
-                &key,
-                "AccountUri"
-            ),
-            Err(EgressError::TlsNotBuiltIn { .. })
-        ));
     }
 
     #[test]

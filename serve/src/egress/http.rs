@@ -1,5 +1,5 @@
 //! The HTTP/1.1 client both egress clients send through: hyper 1.x over a tokio TCP
-//! connection, one connection per request (a part is megabytes: a new connection costs
+//! connection (TLS by [`super::tls`] for `https://`), one connection per request (a part is megabytes: a new connection costs
 //! little beside it, and no pool can go stale), with bounded waits, bounded retries and a
 //! bounded read of each answer.
 
@@ -11,6 +11,7 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::tls::Connector;
 use super::EgressError;
 
 /// The bounds of one upload's HTTP calls.
@@ -61,13 +62,15 @@ impl Limits {
 /// so a misbehaving endpoint cannot grow an upload's memory.
 const MAX_ANSWER: usize = 64 * 1024;
 
-/// An `http://` endpoint: host, port and base path (no trailing `/`), and its query (a SAS
-/// token), kept apart so that it is never shown.
+/// An `http://` or `https://` endpoint: host, port and base path (no trailing `/`), and
+/// its query (a SAS token), kept apart so that it is never shown.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Url {
+    /// `https://`.
+    pub tls: bool,
     /// The host name or address (IPv6 without brackets).
     pub host: String,
-    /// The port (80 when not given).
+    /// The port (80, or 443 for `https://`, when not given).
     pub port: u16,
     /// The path, without a trailing `/` (empty for the root).
     pub path: String,
@@ -93,21 +96,26 @@ impl std::fmt::Debug for Url {
 
 impl std::fmt::Display for Url {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}{}", self.authority(), self.path)
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{}://{}{}", scheme, self.authority(), self.path)
     }
 }
 
 impl Url {
-    /// Parses `http://host[:port][/path][?query]`; an `https://` URL is
-    /// [`EgressError::TlsNotBuiltIn`], anything else [`EgressError::Options`].
+    /// Parses `http[s]://host[:port][/path][?query]`; without the `tls` feature an
+    /// `https://` URL is [`EgressError::TlsNotBuiltIn`]; anything else
+    /// [`EgressError::Options`].
     pub fn parse(text: &str) -> Result<Url, EgressError> {
         let text = text.trim();
         let lower = text.to_ascii_lowercase();
-        let rest = if lower.starts_with("http://") {
-            &text[7..]
+        let (tls, rest) = if lower.starts_with("http://") {
+            (false, &text[7..])
         } else if lower.starts_with("https://") {
-            let shown = text.split('?').next().unwrap_or_default().to_string();
-            return Err(EgressError::TlsNotBuiltIn { endpoint: shown });
+            if !cfg!(feature = "tls") {
+                let shown = text.split('?').next().unwrap_or_default().to_string();
+                return Err(EgressError::TlsNotBuiltIn { endpoint: shown });
+            }
+            (true, &text[8..])
         } else {
             return Err(EgressError::Options(format!(
                 "{:?} is not an http:// URL",
@@ -123,6 +131,7 @@ impl Url {
             None => (rest, String::new()),
         };
         let bad = || EgressError::Options(format!("{:?}: no valid host[:port]", authority));
+        let default_port = if tls { 443 } else { 80 };
         if authority.contains('@') {
             return Err(EgressError::Options(
                 "credentials in a URL are not accepted: use the options' keys".into(),
@@ -131,7 +140,7 @@ impl Url {
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
             let end = v6.find(']').ok_or_else(bad)?;
             let port = match &v6[end + 1..] {
-                "" => 80,
+                "" => default_port,
                 p => p
                     .strip_prefix(':')
                     .and_then(|p| p.parse().ok())
@@ -141,13 +150,14 @@ impl Url {
         } else {
             match authority.rsplit_once(':') {
                 Some((h, p)) => (h.to_string(), p.parse().map_err(|_| bad())?),
-                None => (authority.to_string(), 80),
+                None => (authority.to_string(), default_port),
             }
         };
         if host.is_empty() {
             return Err(bad());
         }
         Ok(Url {
+            tls,
             host,
             port,
             path,
@@ -155,14 +165,14 @@ impl Url {
         })
     }
 
-    /// `host[:port]` as the `Host` header says it (the port omitted when 80).
+    /// `host[:port]` as the `Host` header says it (the port omitted when the scheme's).
     pub fn authority(&self) -> String {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
         };
-        if self.port == 80 {
+        if self.port == if self.tls { 443 } else { 80 } {
             host
         } else {
             format!("{}:{}", host, self.port)
@@ -207,6 +217,7 @@ impl Answer {
 /// Sends `call` to `url`'s host, retrying as [`Limits`] says; `sign` is asked for the
 /// headers of each try (a retry re-signs: a signature carries its time).
 pub(crate) async fn send(
+    connector: &Connector,
     url: &Url,
     call: &Call,
     limits: &Limits,
@@ -218,7 +229,7 @@ pub(crate) async fn send(
     let mut attempt = 1;
     loop {
         let extra = sign(call);
-        let result = once(url, call, &extra, limits, operation).await;
+        let result = once(connector, url, call, &extra, limits, operation).await;
         let retry = match &result {
             Ok(a) => a.status >= 500,
             Err(EgressError::Connect { .. })
@@ -236,6 +247,7 @@ pub(crate) async fn send(
 }
 
 async fn once(
+    connector: &Connector,
     url: &Url,
     call: &Call,
     extra: &[(String, String)],
@@ -259,13 +271,44 @@ async fn once(
         }
     };
     let _ = stream.set_nodelay(true);
+    #[cfg(feature = "tls")]
+    if url.tls {
+        // The handshake is part of connecting: the same bound.
+        let handshake = connector.handshake(&url.host, stream);
+        let tls = match tokio::time::timeout(limits.connect, handshake).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(EgressError::Timeout {
+                    operation: format!("{} (TLS handshake with {})", operation, address),
+                    seconds: limits.connect.as_secs(),
+                })
+            }
+        };
+        return exchange(TokioIo::new(tls), url, call, extra, limits, operation).await;
+    }
+    let _ = connector; // plain HTTP: the connector has nothing to do
+    exchange(TokioIo::new(stream), url, call, extra, limits, operation).await
+}
+
+/// One request and its answer over `io` (a TCP or TLS stream), within the call's bound.
+async fn exchange<T>(
+    io: T,
+    url: &Url,
+    call: &Call,
+    extra: &[(String, String)],
+    limits: &Limits,
+    operation: &str,
+) -> Result<Answer, EgressError>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     let bound = limits.call_bound(call.body.len());
     let exchange = async {
         let http = |e: hyper::Error| EgressError::Http {
             operation: operation.to_string(),
             message: e.to_string(),
         };
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
             .await
             .map_err(http)?;
         // The connection is driven beside the request; it ends when the answer is read and
@@ -392,6 +435,20 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "tls")]
+    #[test]
+    fn https_urls_default_to_port_443() {
+        let u = Url::parse("https://acct.blob.core.windows.net/?sig=SECRET").unwrap();
+        assert!(u.tls);
+        assert_eq!(
+            (u.port, u.authority().as_str()),
+            (443, "acct.blob.core.windows.net")
+        );
+        assert_eq!(u.to_string(), "https://acct.blob.core.windows.net");
+        assert_eq!(Url::parse("https://h:8443").unwrap().authority(), "h:8443");
+    }
+
+    #[cfg(not(feature = "tls"))]
     #[test]
     fn https_urls_are_a_typed_error_without_their_query() {
         match Url::parse("https://acct.blob.core.windows.net/?sig=SECRET") {
@@ -400,6 +457,10 @@ mod tests {
             }
             other => panic!("{:?}", other),
         }
+    }
+
+    #[test]
+    fn other_schemes_and_bad_authorities_are_refused() {
         assert!(matches!(
             Url::parse("ftp://x"),
             Err(EgressError::Options(_))

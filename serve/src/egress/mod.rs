@@ -8,8 +8,8 @@
 //! artifact is stored: S3's multipart upload is completed (or Azure's block list committed)
 //! only after the source's end, and aborted on any failure.
 //!
-//! Only `http://` endpoints are spoken (no TLS is built into this crate yet): an
-//! `https://` endpoint is answered with [`EgressError::TlsNotBuiltIn`].
+//! `https://` endpoints are spoken with rustls (the `tls` feature, on by default; see
+//! [`tls`]); a build without it answers them with [`EgressError::TlsNotBuiltIn`].
 
 pub mod azure;
 pub mod crypto;
@@ -17,6 +17,7 @@ pub mod http;
 pub mod s3;
 pub mod sharedkey;
 pub mod sigv4;
+pub mod tls;
 
 use std::fmt;
 
@@ -92,6 +93,13 @@ pub enum EgressError {
         /// The endpoint, without its query.
         endpoint: String,
     },
+    /// The TLS handshake failed (an untrusted or mismatched certificate, a protocol error).
+    Tls {
+        /// The server's name.
+        host: String,
+        /// rustls's description.
+        message: String,
+    },
     /// A TCP connection could not be made (after the retries of [`http::Limits`]).
     Connect {
         /// `host:port`.
@@ -140,10 +148,13 @@ impl fmt::Display for EgressError {
             EgressError::Options(m) => write!(f, "egress options: {}", m),
             EgressError::TlsNotBuiltIn { endpoint } => write!(
                 f,
-                "{} needs TLS, which this build of dsipc does not include: use an http:// \
-                 endpoint (a local S3-compatible server or Azurite, or a TLS-terminating proxy)",
+                "{} needs TLS, which this build of dsipc-serve leaves out (its `tls` \
+                 feature): use an http:// endpoint or a build with TLS",
                 endpoint
             ),
+            EgressError::Tls { host, message } => {
+                write!(f, "TLS with {} failed: {}", host, message)
+            }
             EgressError::Connect { address, error } => {
                 write!(f, "cannot connect to {}: {}", address, error)
             }

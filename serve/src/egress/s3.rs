@@ -12,6 +12,7 @@ use tokio::io::AsyncRead;
 use super::crypto::{sha256_hex, uri_encode, Utc};
 use super::http::{self, send, service_error, xml_escape, xml_text, Call, Limits, Url};
 use super::sigv4::{authorization, Scope, Signed};
+use super::tls::{Connector, Trust};
 use super::{check_metadata, fill, Artifact, EgressError, Secret};
 
 /// S3 requires every part but the last to hold at least 5 MiB.
@@ -47,6 +48,8 @@ pub struct S3Options {
     pub part_size: usize,
     /// The bounds of each HTTP call.
     pub limits: Limits,
+    /// The certificates trusted for an `https://` endpoint besides the public roots.
+    pub trust: Trust,
 }
 
 impl Default for S3Options {
@@ -60,6 +63,7 @@ impl Default for S3Options {
             force_path_style: false,
             part_size: 0,
             limits: Limits::default(),
+            trust: Trust::default(),
         }
     }
 }
@@ -95,6 +99,7 @@ pub struct S3Client {
     secret: Secret,
     part_size: usize,
     limits: Limits,
+    connector: Connector,
 }
 
 impl S3Client {
@@ -144,6 +149,7 @@ impl S3Client {
             secret: options.secret_access_key,
             part_size,
             limits: options.limits,
+            connector: Connector::new(&options.trust)?,
         })
     }
 
@@ -396,7 +402,15 @@ impl S3Client {
             // Virtual-hosted style: the connection still goes to the endpoint's host.
             target.path.clear();
         }
-        send(&target, call, &self.limits, operation, &sign).await
+        send(
+            &self.connector,
+            &target,
+            call,
+            &self.limits,
+            operation,
+            &sign,
+        )
+        .await
     }
 }
 
@@ -462,12 +476,21 @@ mod tests {
         let mut o = options();
         o.bucket.clear();
         assert!(matches!(S3Client::new(o), Err(EgressError::Options(_))));
+        // No endpoint: AWS's, over https.
         let mut o = options();
         o.endpoint.clear();
-        assert!(matches!(
-            S3Client::new(o),
-            Err(EgressError::TlsNotBuiltIn { .. })
-        ));
+        o.region = "eu-west-1".into();
+        match S3Client::new(o) {
+            #[cfg(feature = "tls")]
+            Ok(c) => {
+                assert!(!c.path_style);
+                assert_eq!(c.host(), "dumps.s3.eu-west-1.amazonaws.com");
+                assert_eq!(c.url.to_string(), "https://s3.eu-west-1.amazonaws.com");
+            }
+            #[cfg(not(feature = "tls"))]
+            Err(EgressError::TlsNotBuiltIn { .. }) => {}
+            other => panic!("{:?}", other),
+        }
     }
 
     #[test]

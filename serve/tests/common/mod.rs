@@ -245,9 +245,18 @@ pub fn moto(p: &Peers) -> (Peer, String) {
 
 /// Azurite in memory: (the peer, blob port, queue port).
 pub fn azurite(p: &Peers) -> (Peer, u16, u16) {
+    azurite_with(p, None)
+}
+
+/// Azurite in memory, over https with `tls`'s (cert.pem, key.pem) when given.
+pub fn azurite_with(p: &Peers, tls: Option<(&Path, &Path)>) -> (Peer, u16, u16) {
     let (blob, queue, table) = (free_port(), free_port(), free_port());
     let mut cmd = Command::new(&p.azurite);
     cmd.args(["--inMemoryPersistence", "--skipApiVersionCheck"]);
+    if let Some((cert, key)) = tls {
+        cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     for (service, port) in [("blob", blob), ("queue", queue), ("table", table)] {
         cmd.args([
             format!("--{}Host", service),
@@ -260,12 +269,12 @@ pub fn azurite(p: &Peers) -> (Peer, u16, u16) {
         cmd,
         &[
             format!(
-                "Blob service is successfully listening at http://127.0.0.1:{}",
-                blob
+                "Blob service is successfully listening at {}://127.0.0.1:{}",
+                scheme, blob
             ),
             format!(
-                "Queue service is successfully listening at http://127.0.0.1:{}",
-                queue
+                "Queue service is successfully listening at {}://127.0.0.1:{}",
+                scheme, queue
             ),
         ],
     );
@@ -285,7 +294,16 @@ pub fn connection_string(blob: u16, queue: u16) -> String {
 
 /// Runs the reader; its stdout.
 pub fn read_back(p: &Peers, args: &[&str]) -> Vec<u8> {
-    let out = Command::new(&p.python)
+    read_back_trusting(p, None, args)
+}
+
+/// Runs the reader, its Azure clients trusting `ca` for https://; its stdout.
+pub fn read_back_trusting(p: &Peers, ca: Option<&Path>, args: &[&str]) -> Vec<u8> {
+    let mut cmd = Command::new(&p.python);
+    if let Some(ca) = ca {
+        cmd.env("DSIPC_READER_CA", ca);
+    }
+    let out = cmd
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/egress_reader.py"))
         .args(args)
         .output()
