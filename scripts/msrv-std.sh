@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Proves that the std adapter (adapters/std), the tokio adapter (adapters/tokio), the
-# socket-file helpers (adapters/platform), the fake runtime (tests/testkit) and the CLI
-# (cli/, `serve` included) build with Rust 1.63 for Linux (all targets, tests
-# included), and that the CLI checks with Rust 1.63 for
+# socket-file helpers (adapters/platform), the fake runtime (tests/testkit), the CLI
+# (cli/, `serve` included) and dsipc-serve (serve/, with its default `tls`: rustls and
+# ring) build with Rust 1.63 for Linux (all targets, tests included), and that the CLI
+# and dsipc-serve check with Rust 1.63 for
 # x86_64-pc-windows-gnu when the Windows std is installed: Debian's rustc 1.63 + cargo 1.65
 # (scripts/install-windows-toolchain.sh installs them), offline from vendored crates.
 #
@@ -31,14 +32,14 @@ CARGO_OLD=/usr/bin/cargo
 [ -x "$RUSTC_163" ] && [ -x "$CARGO_OLD" ] \
     || { echo "msrv-std: needs Debian's rustc/cargo (scripts/install-windows-toolchain.sh)" >&2; exit 1; }
 
-rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli" "$W/trace"
+rm -rf "$W/src" "$W/adapters" "$W/tests" "$W/cli" "$W/trace" "$W/serve"
 mkdir -p "$W/adapters" "$W/tests"
 cp -r "$ROOT/src" "$W/"
 cp -r "$ROOT/adapters/std" "$ROOT/adapters/platform" "$ROOT/adapters/tokio" "$W/adapters/"
 # tests/data: the CLI's tests include captures from it.
 cp -r "$ROOT/tests/testkit" "$ROOT/tests/common" "$ROOT/tests/data" "$W/tests/"
-cp -r "$ROOT/cli" "$ROOT/trace" "$W/"
-rm -rf "$W/adapters/std/target" "$W/adapters/platform/target" "$W/adapters/tokio/target" "$W/tests/testkit/target" "$W/cli/target" "$W/trace/target"
+cp -r "$ROOT/cli" "$ROOT/trace" "$ROOT/serve" "$W/"
+rm -rf "$W/adapters/std/target" "$W/adapters/platform/target" "$W/adapters/tokio/target" "$W/tests/testkit/target" "$W/cli/target" "$W/trace/target" "$W/serve/target"
 python3 - "$ROOT/Cargo.toml" "$W/Cargo.toml" <<'EOF'
 import re, sys
 s = open(sys.argv[1]).read()
@@ -48,7 +49,7 @@ for section in (r"\[dev-dependencies\]", r"\[target\.'cfg\(unix\)'\.dev-dependen
     n = 1
     while n:
         s, n = re.subn(r"\n" + section + r"\n(?:[^\[\n][^\n]*\n|\n)*", "\n", s)
-s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "trace", "adapters/std", "adapters/platform", "adapters/tokio", "tests/testkit", "cli"]', s)
+s = re.sub(r"(?m)^members = \[.*\]$", 'members = [".", "trace", "adapters/std", "adapters/platform", "adapters/tokio", "tests/testkit", "cli", "serve"]', s)
 open(sys.argv[2], "w").write(s)
 EOF
 python3 - "$W/cli/Cargo.toml" <<'EOF'
@@ -98,10 +99,10 @@ HOST="$($RUSTC_163 -vV | sed -n 's/^host: //p')"
 echo "msrv-std: $($RUSTC_163 --version), $($CARGO_OLD --version)"
 t0=$(date +%s)
 RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml build --offline --locked \
-    -p dsipc-trace -p dsipc-std -p dsipc-platform -p dsipc-testkit -p dsipc-tokio -p dsipc-cli --all-targets --target "$HOST"
-echo "msrv-std: dsipc-trace, dsipc-std, dsipc-platform, dsipc-testkit, dsipc-tokio and dsipc-cli build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
+    -p dsipc-trace -p dsipc-std -p dsipc-platform -p dsipc-testkit -p dsipc-tokio -p dsipc-cli -p dsipc-serve --all-targets --target "$HOST"
+echo "msrv-std: dsipc-trace, dsipc-std, dsipc-platform, dsipc-testkit, dsipc-tokio, dsipc-cli and dsipc-serve build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
 if [ -d /usr/lib/rustlib/x86_64-pc-windows-gnu ]; then
     RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml check --offline --locked \
-        -p dsipc-std -p dsipc-cli -p dsipc-tokio --target x86_64-pc-windows-gnu
-    echo "msrv-std: dsipc-std, dsipc-cli and dsipc-tokio check with Rust 1.63 for x86_64-pc-windows-gnu"
+        -p dsipc-std -p dsipc-cli -p dsipc-tokio -p dsipc-serve --target x86_64-pc-windows-gnu
+    echo "msrv-std: dsipc-std, dsipc-cli, dsipc-tokio and dsipc-serve check with Rust 1.63 for x86_64-pc-windows-gnu"
 fi
