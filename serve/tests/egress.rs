@@ -37,6 +37,13 @@ async fn s3_streams_a_large_artifact_as_multipart_and_a_small_one_as_put_object(
         .await
         .unwrap();
     assert_eq!((small.size, small.parts), (1000, 1));
+    // An empty artifact is an empty object (one empty PutObject).
+    let empty = client
+        .upload(&artifact("empty.txt"), Pattern::new(0, 0))
+        .await
+        .unwrap();
+    assert_eq!((empty.size, empty.parts), (0, 1));
+    assert!(read_back(&p, &["s3", "get", &endpoint, "traces", "empty.txt"]).is_empty());
     let got = read_back(&p, &["s3", "get", &endpoint, "traces", "big.nettrace"]);
     assert!(got == expected(1, 20 * MIB), "the 20 MiB object differs");
     let got = read_back(&p, &["s3", "get", &endpoint, "traces", "small.gcdump"]);
@@ -142,6 +149,13 @@ async fn azure_streams_blocks_and_a_put_blob_with_prefix_metadata_and_queue_mess
         .unwrap();
     assert_eq!((small.size, small.blocks), (1000, 1));
     let conn = connection_string(blob, queue);
+    // An empty artifact is an empty blob (one empty Put Blob), and a queue message too.
+    let empty = client
+        .upload(&artifact("empty.txt"), Pattern::new(0, 0))
+        .await
+        .unwrap();
+    assert_eq!((empty.size, empty.blocks), (0, 1));
+    assert!(read_back(&p, &["blob", "get", &conn, "dumps", "artifacts/empty.txt"]).is_empty());
     let got = read_back(
         &p,
         &["blob", "get", &conn, "dumps", "artifacts/big.nettrace"],
@@ -164,7 +178,7 @@ async fn azure_streams_blocks_and_a_put_blob_with_prefix_metadata_and_queue_mess
     // dotnet-monitor's message: the blob's name (base64 on the wire).
     assert_eq!(
         read_json(&p, &["queue", "receive", &conn, "egress"]),
-        r#"["artifacts/big.nettrace", "artifacts/small.gcdump"]"#
+        r#"["artifacts/big.nettrace", "artifacts/small.gcdump", "artifacts/empty.txt"]"#
     );
 }
 

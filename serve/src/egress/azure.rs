@@ -60,12 +60,6 @@ pub struct AzureBlobOptions {
     pub trust: Trust,
 }
 
-impl Default for Secret {
-    fn default() -> Secret {
-        Secret::new("")
-    }
-}
-
 /// Where an artifact was stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AzureStored {

@@ -25,8 +25,9 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// A credential (account key, SAS token, secret access key): its `Debug` and `Display`
-/// never show the value, so that it cannot reach a log, an error or `/operations`.
-#[derive(Clone, PartialEq, Eq)]
+/// never show the value, so that it cannot reach a log, an error or `/operations`. The
+/// default is empty (not configured).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
