@@ -89,6 +89,30 @@ async fn s3_a_stream_failing_midway_aborts_the_upload_and_leaves_no_object() {
 }
 
 #[tokio::test]
+async fn s3_a_cancelled_upload_is_aborted_and_leaves_no_object() {
+    let p = match peers() {
+        Some(p) => p,
+        None => return,
+    };
+    let (_peer, endpoint) = moto(&p);
+    let client = S3Client::new(s3_options(&endpoint, "traces")).unwrap();
+    // One part is sent, then the stream goes quiet and the operation is cancelled.
+    let (reached, cancel) = tokio::sync::oneshot::channel();
+    let source = Pattern::new(12, 20 * MIB).stalling_at(9 * MIB, reached);
+    let err = client
+        .upload_until(&artifact("cancelled.nettrace"), source, async {
+            let _ = cancel.await;
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EgressError::Cancelled), "{:?}", err);
+    assert_eq!(
+        read_json(&p, &["s3", "state", &endpoint, "traces"]),
+        r#"{"keys": [], "uploads": []}"#
+    );
+}
+
+#[tokio::test]
 async fn s3_a_service_error_says_its_code_and_message() {
     let p = match peers() {
         Some(p) => p,
@@ -225,6 +249,32 @@ async fn azure_a_stream_failing_midway_commits_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(err, EgressError::Source(_)), "{:?}", err);
+    assert_eq!(
+        read_json(
+            &p,
+            &["blob", "list", &connection_string(blob, queue), "dumps"]
+        ),
+        r#"{"blobs": []}"#
+    );
+}
+
+#[tokio::test]
+async fn azure_a_cancelled_upload_commits_nothing() {
+    let p = match peers() {
+        Some(p) => p,
+        None => return,
+    };
+    let (_peer, blob, queue) = azurite(&p);
+    let client = AzureBlobClient::new(azure_options(blob)).unwrap();
+    let (reached, cancel) = tokio::sync::oneshot::channel();
+    let source = Pattern::new(13, 20 * MIB).stalling_at(5 * MIB, reached);
+    let err = client
+        .upload_until(&artifact("cancelled.nettrace"), source, async {
+            let _ = cancel.await;
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EgressError::Cancelled), "{:?}", err);
     assert_eq!(
         read_json(
             &p,

@@ -175,6 +175,34 @@ impl AzureBlobClient {
     pub async fn upload<R: AsyncRead + Unpin>(
         &self,
         artifact: &Artifact,
+        source: R,
+    ) -> Result<AzureStored, EgressError> {
+        self.upload_until(artifact, source, std::future::pending())
+            .await
+    }
+
+    /// [`AzureBlobClient::upload`], given up with [`EgressError::Cancelled`] when `cancel`
+    /// finishes first (an operation's DELETE): the block list is then never committed, so
+    /// no blob appears (the service discards uncommitted blocks within a week).
+    pub async fn upload_until<R, C>(
+        &self,
+        artifact: &Artifact,
+        source: R,
+        cancel: C,
+    ) -> Result<AzureStored, EgressError>
+    where
+        R: AsyncRead + Unpin,
+        C: std::future::Future<Output = ()>,
+    {
+        tokio::select! {
+            r = self.work(artifact, source) => r,
+            () = cancel => Err(EgressError::Cancelled),
+        }
+    }
+
+    async fn work<R: AsyncRead + Unpin>(
+        &self,
+        artifact: &Artifact,
         mut source: R,
     ) -> Result<AzureStored, EgressError> {
         check_metadata(&artifact.metadata)?;

@@ -136,6 +136,8 @@ pub enum EgressError {
     },
     /// The artifact's own stream failed; the upload was aborted.
     Source(std::io::Error),
+    /// The caller cancelled the upload (its `cancel` future finished); nothing was stored.
+    Cancelled,
     /// The artifact is larger than the service's limit for one object at this part size.
     TooLarge {
         /// The limit in bytes.
@@ -179,6 +181,7 @@ impl fmt::Display for EgressError {
                 Ok(())
             }
             EgressError::Source(e) => write!(f, "reading the artifact failed: {}", e),
+            EgressError::Cancelled => f.write_str("the upload was cancelled"),
             EgressError::TooLarge { limit } => write!(
                 f,
                 "the artifact exceeds {} bytes, the most one upload stores at this part size",

@@ -158,7 +158,55 @@ impl S3Client {
     pub async fn upload<R: AsyncRead + Unpin>(
         &self,
         artifact: &Artifact,
+        source: R,
+    ) -> Result<S3Stored, EgressError> {
+        self.upload_until(artifact, source, std::future::pending())
+            .await
+    }
+
+    /// [`S3Client::upload`], given up with [`EgressError::Cancelled`] when `cancel`
+    /// finishes first (an operation's DELETE). Whatever ends it early, a started multipart
+    /// upload is aborted before this returns: no part stays stored.
+    pub async fn upload_until<R, C>(
+        &self,
+        artifact: &Artifact,
+        source: R,
+        cancel: C,
+    ) -> Result<S3Stored, EgressError>
+    where
+        R: AsyncRead + Unpin,
+        C: std::future::Future<Output = ()>,
+    {
+        let mut upload_id = None;
+        let result = {
+            let work = self.work(artifact, source, &mut upload_id);
+            tokio::select! {
+                r = work => r,
+                () = cancel => Err(EgressError::Cancelled),
+            }
+        };
+        if let (Err(_), Some(upload_id)) = (&result, upload_id) {
+            // Nothing of the artifact may stay: the upload's parts are discarded. Its own
+            // failure is not reported over the first one (the cause), and a bucket
+            // lifecycle rule reaps what an unreachable endpoint keeps.
+            let abort = self.call(
+                Method::DELETE,
+                &artifact.name,
+                &[("uploadId", &upload_id)],
+                Vec::new(),
+                bytes::Bytes::new(),
+            );
+            let _ = self.send(&abort, "AbortMultipartUpload").await;
+        }
+        result
+    }
+
+    /// The upload itself; `upload_id` is set as soon as a multipart upload exists.
+    async fn work<R: AsyncRead + Unpin>(
+        &self,
+        artifact: &Artifact,
         mut source: R,
+        upload_id_out: &mut Option<String>,
     ) -> Result<S3Stored, EgressError> {
         check_metadata(&artifact.metadata)?;
         if artifact.name.is_empty() {
@@ -208,23 +256,9 @@ impl S3Client {
                 operation: "CreateMultipartUpload".into(),
                 message: "the answer holds no UploadId".into(),
             })?;
-        match self.parts(&key, &upload_id, buf, &mut source).await {
-            Ok((size, parts)) => Ok(stored(size, parts)),
-            Err(e) => {
-                // Nothing of the artifact may stay: the upload's parts are discarded. Its
-                // own failure is not reported over the first one (the cause), and a bucket
-                // lifecycle rule reaps what an unreachable endpoint keeps.
-                let abort = self.call(
-                    Method::DELETE,
-                    &key,
-                    &[("uploadId", &upload_id)],
-                    Vec::new(),
-                    bytes::Bytes::new(),
-                );
-                let _ = self.send(&abort, "AbortMultipartUpload").await;
-                Err(e)
-            }
-        }
+        *upload_id_out = Some(upload_id.clone());
+        let (size, parts) = self.parts(&key, &upload_id, buf, &mut source).await?;
+        Ok(stored(size, parts))
     }
 
     /// Uploads `first` and the rest of `source` as parts, then completes the upload.

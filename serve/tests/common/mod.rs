@@ -34,12 +34,15 @@ pub fn expected(seed: u64, len: u64) -> Vec<u8> {
 }
 
 /// `len` bytes of stream `seed` in chunks of at most 65,537 bytes (odd, so parts never
-/// line up with reads); with `fail_at`, an error instead of the byte at that offset.
+/// line up with reads); with `fail_at`, an error instead of the byte at that offset; with
+/// `stall_at`, a signal on its channel at that offset and no byte more, ever (a trace
+/// whose runtime went quiet).
 pub struct Pattern {
     seed: u64,
     pos: u64,
     len: u64,
     fail_at: Option<u64>,
+    stall_at: Option<(u64, Option<tokio::sync::oneshot::Sender<()>>)>,
 }
 
 impl Pattern {
@@ -49,7 +52,12 @@ impl Pattern {
             pos: 0,
             len,
             fail_at: None,
+            stall_at: None,
         }
+    }
+    pub fn stalling_at(mut self, at: u64, reached: tokio::sync::oneshot::Sender<()>) -> Pattern {
+        self.stall_at = Some((at, Some(reached)));
+        self
     }
     pub fn failing_at(mut self, at: u64) -> Pattern {
         self.fail_at = Some(at);
@@ -69,7 +77,17 @@ impl AsyncRead for Pattern {
                 "the trace session ended abnormally",
             )));
         }
-        let end = self.fail_at.unwrap_or(self.len).min(self.len);
+        let pos = self.pos;
+        if let Some((at, reached)) = &mut self.stall_at {
+            if *at == pos {
+                if let Some(tx) = reached.take() {
+                    let _ = tx.send(());
+                }
+                return Poll::Pending; // never woken: nothing more comes
+            }
+        }
+        let stall = self.stall_at.as_ref().map_or(self.len, |(at, _)| *at);
+        let end = self.fail_at.unwrap_or(self.len).min(self.len).min(stall);
         let n = (end - self.pos).min(65_537).min(buf.remaining() as u64);
         let (seed, pos) = (self.seed, self.pos);
         let chunk: Vec<u8> = (pos..pos + n).map(|i| byte_at(seed, i)).collect();
