@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Proves that the std adapter (adapters/std), the tokio adapter (adapters/tokio), the
-# socket-file helpers (adapters/platform), the fake runtime (tests/testkit), dsipc-serve and the CLI
-# (cli/, `serve` included) build with Rust 1.63 for Linux (all targets, tests
-# included), and that the CLI checks with Rust 1.63 for
+# socket-file helpers (adapters/platform), the fake runtime (tests/testkit), dsipc-recipes (recipes/), the CLI
+# (cli/, `serve` included) and dsipc-serve (serve/, with its default `tls`: rustls and
+# ring) build with Rust 1.63 for Linux (all targets, tests included), and that the CLI
+# and dsipc-serve check with Rust 1.63 for
 # x86_64-pc-windows-gnu when the Windows std is installed: Debian's rustc 1.63 + cargo 1.65
 # (scripts/install-windows-toolchain.sh installs them), offline from vendored crates.
 #
@@ -102,6 +103,6 @@ RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml build --offline --locked \
 echo "msrv-std: dsipc-trace, dsipc-std, dsipc-platform, dsipc-testkit, dsipc-tokio, dsipc-recipes, dsipc-serve and dsipc-cli build with Rust 1.63 for $HOST ($(( $(date +%s) - t0 ))s)"
 if [ -d /usr/lib/rustlib/x86_64-pc-windows-gnu ]; then
     RUSTC=$RUSTC_163 $CARGO_OLD --config vendor.toml check --offline --locked \
-        -p dsipc-std -p dsipc-cli -p dsipc-tokio --target x86_64-pc-windows-gnu
-    echo "msrv-std: dsipc-std, dsipc-cli and dsipc-tokio check with Rust 1.63 for x86_64-pc-windows-gnu"
+        -p dsipc-std -p dsipc-cli -p dsipc-tokio -p dsipc-serve --target x86_64-pc-windows-gnu
+    echo "msrv-std: dsipc-std, dsipc-cli, dsipc-tokio and dsipc-serve check with Rust 1.63 for x86_64-pc-windows-gnu"
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's whole test suite, from a fresh machine: installs what it needs (Debian
-# packages, a Python venv with real .NET 8.0.4 and .NET Core 3.1.23 runtimes, cargo tools),
+# packages, a Python venv with real .NET 8.0.4 and .NET Core 3.1.23 runtimes, the egress
+# peers (Azurite, moto), cargo tools),
 # then runs lints, every Rust test (including interop against the real runtimes), the
 # published packages' contents (cargo package) and dsipc-tokio on the newest tokio, the
 # Rust 1.63 build, the Windows build and tests under wine, and bounded fuzzing.
@@ -45,6 +46,12 @@ if [ -n "$SHARED_DIR" ]; then
 else
     echo "absent (a user's clone): the tests that need them print SKIPPED lines and are listed at the end"
 fi
+
+step "egress peers: Azurite (npm), moto's S3 server, boto3 and azure-storage-blob (PyPI)"
+# serve/tests/egress.rs starts them and reads back with their clients; here a missing peer
+# fails those tests instead of skipping them.
+scripts/egress-peers.sh
+export DSIPC_REQUIRE_EGRESS_PEERS=1
 
 step "lints (fmt, clippy, doc)"
 scripts/lint.sh fmt clippy core doc fuzz msrv

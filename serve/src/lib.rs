@@ -26,6 +26,7 @@ mod api;
 pub mod auth;
 pub mod config;
 mod dump;
+pub mod egress;
 mod error;
 mod exceptions;
 mod fds;
