@@ -44,6 +44,7 @@ pub mod rules;
 mod server;
 mod session;
 
+pub use egress::EgressTarget;
 pub use error::ServeError;
 pub use livemetrics::valid_name as valid_counter_name;
 pub use operations::{parse_egress, Egress};

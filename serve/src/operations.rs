@@ -18,19 +18,20 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 
 use super::models::{OperationError, OperationProcessInfo, OperationStatus, OperationSummary};
+use crate::egress::{self, EgressTarget};
 use crate::http::Body;
 use crate::json;
 
 /// Operations kept for `GET /operations` (the oldest finished ones go first).
 pub const MAX_OPERATIONS: usize = 1000;
 
-/// A file-system egress provider.
+/// An egress provider.
 #[derive(Clone, Debug)]
 pub struct Egress {
     /// Its name (`egressProvider=NAME`).
     pub name: String,
-    /// Its folder (created if missing).
-    pub dir: PathBuf,
+    /// Where it stores artifacts.
+    pub target: EgressTarget,
 }
 
 /// `NAME=DIR[;NAME=DIR...]`.
@@ -48,7 +49,7 @@ pub fn parse_egress(list: &str) -> Result<Vec<Egress>, String> {
         }
         out.push(Egress {
             name: name.to_string(),
-            dir: PathBuf::from(dir),
+            target: EgressTarget::FileSystem(PathBuf::from(dir)),
         });
     }
     Ok(out)
@@ -104,6 +105,8 @@ pub struct Operation {
     /// Ends the collection early, keeping what came (traces); `None`: not stoppable.
     stop: Option<Arc<Notify>>,
     cancel: Notify,
+    /// Set with `cancel`: an upload that then fails was cancelled.
+    cancelled: std::sync::atomic::AtomicBool,
     progress: Mutex<Progress>,
 }
 
@@ -191,11 +194,14 @@ impl Operations {
         self.list.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts sending `body` to `egress` as `file_name`; returns the operation.
+    /// Starts sending `body` (`content_type`) to `egress` as `file_name`; returns the
+    /// operation.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &self,
         egress: &Egress,
         file_name: &str,
+        content_type: &str,
         body: Body,
         process: ProcessRef,
         tags: Vec<String>,
@@ -209,6 +215,7 @@ impl Operations {
             tags,
             stop,
             cancel: Notify::new(),
+            cancelled: std::sync::atomic::AtomicBool::new(false),
             progress: Mutex::new(Progress {
                 state: State::Running,
                 resource: None,
@@ -233,18 +240,41 @@ impl Operations {
             list.push_back(Arc::clone(&op));
         }
         let task_op = Arc::clone(&op);
-        let dir = egress.dir.clone();
+        let target = egress.target.clone();
         let file_name = file_name.to_string();
+        let content_type = content_type.to_string();
         tokio::spawn(async move {
-            let outcome = tokio::select! {
-                r = write_file(body, &dir, &file_name) => Some(r),
-                _ = task_op.cancel.notified() => None,
+            let outcome = match &target {
+                EgressTarget::FileSystem(dir) => tokio::select! {
+                    r = write_file(body, dir, &file_name) => {
+                        Some(r.map(|p| Some(p.to_string_lossy().into_owned())))
+                    }
+                    _ = task_op.cancel.notified() => None,
+                },
+                cloud => {
+                    // The clients abort themselves when cancelled: nothing stays stored.
+                    let r = egress::upload(
+                        cloud,
+                        &file_name,
+                        &content_type,
+                        body,
+                        task_op.cancel.notified(),
+                    )
+                    .await;
+                    match r {
+                        Err(e) if task_op.cancelled.load(std::sync::atomic::Ordering::SeqCst) => {
+                            let _ = e;
+                            None
+                        }
+                        r => Some(r),
+                    }
+                }
             };
             let mut p = task_op.progress();
             match outcome {
-                Some(Ok(path)) => {
+                Some(Ok(resource)) => {
                     p.state = State::Succeeded;
-                    p.resource = Some(path.to_string_lossy().into_owned());
+                    p.resource = resource;
                 }
                 Some(Err(e)) => {
                     p.state = State::Failed;
@@ -292,6 +322,8 @@ impl Operations {
             p.state = State::Stopping;
             s.notify_one();
         } else {
+            op.cancelled
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             op.cancel.notify_one();
         }
         Ok(())
@@ -400,7 +432,7 @@ mod tests {
     fn egress_providers_parse_name_equals_dir() {
         let e = parse_egress("a=/tmp/x; b=rel").unwrap();
         assert_eq!(e.len(), 2);
-        assert_eq!(e[1].dir, PathBuf::from("rel"));
+        assert!(matches!(&e[1].target, EgressTarget::FileSystem(d) if d == &PathBuf::from("rel")));
         assert!(parse_egress("a").is_err());
         assert!(parse_egress("=x").is_err());
         assert!(parse_egress("a=x;a=y").is_err());

@@ -12,7 +12,7 @@ use dsipc_trace::counters::CounterSet;
 use crate::args::{self, Parsed};
 use crate::{print_out, CliError, CliResult};
 
-use dsipc_serve::{auth, DefaultFilter, Egress, DEFAULT_METRICS_URLS, DEFAULT_URLS};
+use dsipc_serve::{auth, DefaultFilter, Egress, EgressTarget, DEFAULT_METRICS_URLS, DEFAULT_URLS};
 
 /// dotnet-monitor's GlobalCounter:IntervalSeconds default.
 const DEFAULT_INTERVAL: f64 = 5.0;
@@ -115,11 +115,13 @@ pub fn load(p: &Parsed) -> Result<Loaded, CliError> {
     }
     if let Some(list) = p.value_text("--egress")? {
         for e in dsipc_serve::parse_egress(list).map_err(CliError::Usage)? {
-            cl.set(
-                format!("Egress:FileSystem:{}:DirectoryPath", e.name),
-                Some(e.dir.to_string_lossy().into_owned()),
-                flag("--egress"),
-            );
+            if let EgressTarget::FileSystem(dir) = &e.target {
+                cl.set(
+                    format!("Egress:FileSystem:{}:DirectoryPath", e.name),
+                    Some(dir.to_string_lossy().into_owned()),
+                    flag("--egress"),
+                );
+            }
         }
     }
     if let Some(f) = p.value_text("--default-process")? {
@@ -174,32 +176,12 @@ pub fn resolve(p: &Parsed) -> Result<Resolved, CliError> {
             interval
         )));
     }
-    let mut egress = Vec::new();
     for (name, o) in &s.egress.file_system {
-        if o.directory_path.is_empty() {
-            return Err(bad(ConfigError::Missing {
-                key: format!("Egress:FileSystem:{}:DirectoryPath", name),
-            }));
-        }
         if o.intermediate_directory_path.is_some() {
             eprintln!("dsipc: configuration: WARNING: Egress:FileSystem:{}:IntermediateDirectoryPath is not used: serve writes each artifact under a temporary name in DirectoryPath and renames it when whole", name);
         }
-        egress.push(Egress {
-            name: name.clone(),
-            dir: PathBuf::from(&o.directory_path),
-        });
     }
-    for (kind, names) in [
-        (
-            "AzureBlobStorage",
-            s.egress.azure_blob_storage.keys().collect::<Vec<_>>(),
-        ),
-        ("S3Storage", s.egress.s3_storage.keys().collect()),
-    ] {
-        for n in names {
-            eprintln!("dsipc: configuration: WARNING: Egress:{}:{} is read but serve cannot egress there yet: egressProvider={} is refused", kind, n, n);
-        }
-    }
+    let egress = config::egress_providers(&s.egress).map_err(bad)?;
     // dotnet-monitor keeps the first of two providers of one name (FileSystem first here).
     for name in s
         .egress

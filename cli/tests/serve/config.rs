@@ -268,7 +268,7 @@ fn serve_api_key_hash_from_the_configuration_authenticates() {
 }
 
 /// What serve reads and does not act on is said at start, and serve runs: an unknown key,
-/// a provider it cannot egress to yet, two providers of one name, Kestrel's TLS settings.
+/// two providers of one name, Kestrel's TLS settings.
 #[test]
 fn serve_configuration_warnings_are_said_and_serve_runs() {
     let dir = TempDir::new("dsipc-sv").unwrap();
@@ -297,7 +297,6 @@ fn serve_configuration_warnings_are_said_and_serve_runs() {
     for needle in [
         "Metrics:Enabeld (from ",
         "unknown key",
-        "Egress:S3Storage:Files is read but serve cannot egress there yet",
         "egress provider Files is named twice: Egress:FileSystem:files is the one used",
         "Kestrel is not used",
     ] {

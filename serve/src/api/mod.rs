@@ -181,7 +181,15 @@ impl Api {
         };
         let op = self
             .operations
-            .start(egress, &a.name, a.body, process, params.tags(), a.stop)
+            .start(
+                egress,
+                &a.name,
+                a.content_type,
+                a.body,
+                process,
+                params.tags(),
+                a.stop,
+            )
             .map_err(ApiError::internal)?;
         let mut r = Response::new(http::full(Bytes::new()));
         *r.status_mut() = StatusCode::ACCEPTED;

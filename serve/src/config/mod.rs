@@ -18,6 +18,7 @@
 //! ```
 
 mod bind;
+mod egress;
 mod error;
 mod secret;
 mod sections;
@@ -30,6 +31,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use bind::bind;
+pub use egress::egress_providers;
 pub use error::{ConfigError, Warning};
 pub use secret::{Secret, REDACTED};
 pub use sections::*;

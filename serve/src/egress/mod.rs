@@ -17,9 +17,13 @@ pub mod http;
 pub mod s3;
 pub mod sharedkey;
 pub mod sigv4;
+pub mod target;
 pub mod tls;
 
 use std::fmt;
+
+pub(crate) use target::upload;
+pub use target::EgressTarget;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
