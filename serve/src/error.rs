@@ -35,6 +35,10 @@ pub enum ServeError {
     },
     /// The OS's random source failed (keys and folder names come from it).
     Random(String),
+    /// The collection rules' configuration is wrong as a whole (`CollectionRules` or
+    /// `CollectionRuleDefaults` is not a section, a default has a wrong value); the error
+    /// names the key. A single rule that cannot run is reported on `/collectionrules`.
+    Configuration(crate::rules::RuleError),
 }
 
 impl fmt::Display for ServeError {
@@ -53,6 +57,7 @@ impl fmt::Display for ServeError {
                 write!(f, "dump folder {}: {}", path.display(), source)
             }
             ServeError::Random(e) => write!(f, "the OS's random source failed: {}", e),
+            ServeError::Configuration(e) => write!(f, "configuration: {}", e),
         }
     }
 }
@@ -62,7 +67,7 @@ impl std::error::Error for ServeError {
         match self {
             ServeError::Listen { source, .. } | ServeError::Storage { source, .. } => Some(source),
             ServeError::DiagnosticPort { source, .. } => Some(source),
-            ServeError::Random(_) => None,
+            ServeError::Random(_) | ServeError::Configuration(_) => None,
         }
     }
 }

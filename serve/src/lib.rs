@@ -24,6 +24,7 @@
 
 mod api;
 pub mod auth;
+mod collection;
 mod dump;
 mod error;
 mod fds;

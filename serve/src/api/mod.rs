@@ -10,10 +10,12 @@ mod error;
 mod query;
 mod router;
 mod routes;
+mod rules;
 
 pub use error::ApiError;
 pub(super) use error::ApiResult;
 pub use query::{query, Params};
+pub(crate) use routes::StackFormat;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -105,6 +107,8 @@ pub struct Api {
     pub send_timeout: Duration,
     /// Seconds between two counter publications (`/metrics`, `/livemetrics`).
     pub counter_interval: f64,
+    /// The collection rules and their state on each process (`None`: none configured).
+    pub rules: Option<Arc<crate::collection::Rules>>,
 }
 
 impl Api {

@@ -106,7 +106,7 @@ impl Api {
         ))
     }
 
-    pub(super) async fn trace(
+    pub(crate) async fn trace(
         &self,
         runtime: &Runtime,
         specs: Vec<ProviderSpec>,
@@ -138,7 +138,7 @@ impl Api {
         })
     }
 
-    pub(super) async fn stacks(
+    pub(crate) async fn stacks(
         &self,
         runtime: &Runtime,
         format: StackFormat,
@@ -193,7 +193,7 @@ impl Api {
         })
     }
 
-    pub(super) async fn gcdump(&self, runtime: &Runtime) -> Result<Artifact, ApiError> {
+    pub(crate) async fn gcdump(&self, runtime: &Runtime) -> Result<Artifact, ApiError> {
         let _permit = Api::permit(&self.gcdumps, "gcdump", MAX_GCDUMPS)?;
         let pid = runtime.pid;
         let client = runtime.client(GCDUMP_TIMEOUT);
@@ -223,7 +223,7 @@ impl Api {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum StackFormat {
+pub(crate) enum StackFormat {
     Json,
     Text,
     Speedscope,
