@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use dsipc_serve::{Auth, Egress, Options, Server};
-use dsipc_testkit::{Config, HostOptions, HostedRuntime, StreamSpec, TempDir};
+use dsipc_testkit::{Config, HostOptions, HostedRuntime, StreamEnd, StreamSpec, TempDir};
 use serde_json::{json, Value};
 
 mod common;
@@ -345,4 +345,42 @@ async fn cpu_usage_rule_fires_on_a_busy_net8_runtime_and_its_trace_lands() {
     .await;
     assert_eq!(one["lifetimeOccurrences"], 1, "{}", one);
     host.kill();
+}
+
+/// CollectTrace's StoppingEvent: a Startup rule's trace of System.Runtime (a recorded
+/// stream played over about two seconds) with a five-minute Duration is stopped at the
+/// first `EventCounters` event: the runtime gets StopTracing for it long before the stream
+/// would end by itself. (The fake runtime cuts its recorded stream where the stop finds it,
+/// mid-object, so the trace is not whole: this shows the stop, not the landing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collect_trace_stops_at_its_stopping_event() {
+    let dir = TempDir::new("dsipc-rules").unwrap();
+    let out = TempDir::new("dsipc-rules-out").unwrap();
+    let spec = StreamSpec {
+        pause: Duration::from_millis(50),
+        ..recorded_counters()
+    };
+    let whole = spec.content.unwrap().len() as u64;
+    let rt = fake(&dir, spec);
+    let rules = json!({
+        "UntilFirstCounters": {
+            "Trigger": { "Type": "Startup" },
+            "Actions": [{
+                "Type": "CollectTrace",
+                "Settings": {
+                    "Providers": [{ "Name": "System.Runtime", "Arguments": { "EventCounterIntervalSec": "1" } }],
+                    "StoppingEvent": { "ProviderName": "System.Runtime", "EventName": "EventCounters" },
+                    "Duration": "00:05:00",
+                    "Egress": "files"
+                }
+            }]
+        }
+    });
+    let (_server, _addr) = serve(dir.path(), out.path(), rules, 5.0).await;
+    let streams = tokio::task::spawn_blocking(move || rt.wait_streams(1, WAIT))
+        .await
+        .unwrap();
+    assert_eq!(streams.len(), 1, "{:?}", streams);
+    assert_eq!(streams[0].end, StreamEnd::Stopped, "{:?}", streams);
+    assert!(streams[0].bytes < whole, "{:?} of {}", streams, whole);
 }

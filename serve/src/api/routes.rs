@@ -114,6 +114,22 @@ impl Api {
         buffer_mb: u32,
         duration: Option<Duration>,
     ) -> Result<Artifact, ApiError> {
+        let sink = session::Nettrace::default();
+        self.trace_with(runtime, specs, rundown, buffer_mb, duration, sink)
+            .await
+    }
+
+    /// [`Api::trace`] with the stream going through `sink` (CollectTrace's StoppingEvent
+    /// reads it on the way).
+    pub(crate) async fn trace_with<S: session::Sink>(
+        &self,
+        runtime: &Runtime,
+        specs: Vec<ProviderSpec>,
+        rundown: bool,
+        buffer_mb: u32,
+        duration: Option<Duration>,
+        sink: S,
+    ) -> Result<Artifact, ApiError> {
         let permit = Api::permit(&self.traces, "trace", MAX_TRACES)?;
         let client = runtime.client(COMMAND_TIMEOUT);
         let providers: Vec<Provider<'_>> = specs.iter().map(ProviderSpec::as_provider).collect();
@@ -128,7 +144,7 @@ impl Api {
             self.send_timeout,
             pid,
             "trace",
-            session::Nettrace::default(),
+            sink,
         );
         Ok(Artifact {
             name: artifact_name(pid, "nettrace"),

@@ -18,6 +18,7 @@ use dsipc_trace::counters::CounterSet;
 use dsipc_trace::logs::{LogFormat, LogLevel};
 use tokio::task::JoinHandle;
 
+use super::stopping::{StopSlot, Stopping};
 use crate::api::{Api, ApiError, Artifact, StackFormat, COMMAND_TIMEOUT};
 use crate::operations::ProcessRef;
 use crate::procs::Runtime;
@@ -318,15 +319,25 @@ async fn trace(api: &Api, runtime: &Runtime, t: &CollectTrace) -> Result<Artifac
             profile.wants_rundown(),
         )
     };
-    api.trace(
-        runtime,
-        specs,
-        rundown,
-        t.buffer_size_megabytes,
-        Some(t.duration),
-    )
-    .await
-    .map_err(api_error)
+    let (buffer, duration) = (t.buffer_size_megabytes, Some(t.duration));
+    match &t.stopping_event {
+        None => api
+            .trace(runtime, specs, rundown, buffer, duration)
+            .await
+            .map_err(api_error),
+        Some(event) => {
+            let slot = Arc::new(StopSlot::default());
+            let sink = Stopping::new(event.clone(), Arc::clone(&slot));
+            let a = api
+                .trace_with(runtime, specs, rundown, buffer, duration, sink)
+                .await
+                .map_err(api_error)?;
+            if let Some(stop) = &a.stop {
+                slot.set(Arc::clone(stop));
+            }
+            Ok(a)
+        }
+    }
 }
 
 /// Sends `a` to the egress provider `e` names and waits until it landed: its path.

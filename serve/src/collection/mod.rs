@@ -12,14 +12,14 @@
 //! dotnet-monitor's pipeline does; neither blocks the API nor another rule.
 //!
 //! Not run (the rule is reported `Finished` with the reason on `/collectionrules`): the
-//! ASP.NET request triggers, CollectTrace's `StoppingEvent`, CollectExceptions and
-//! LoadProfiler.
+//! ASP.NET request triggers, CollectExceptions and LoadProfiler.
 //!
 //! [`session_plan`]: crate::rules::Engine::session_plan
 
 mod actions;
 mod counters;
 mod execute;
+mod stopping;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -92,12 +92,6 @@ fn unsupported(rule: &Rule) -> Option<RuleError> {
     for (i, a) in rule.actions.iter().enumerate() {
         let at = format!("{}:Actions:{}", base, i);
         match &a.settings {
-            ActionSettings::CollectTrace(t) if t.stopping_event.is_some() => {
-                return not(
-                    format!("{}:Settings:StoppingEvent", at),
-                    "CollectTrace's StoppingEvent".into(),
-                )
-            }
             ActionSettings::CollectExceptions { .. } | ActionSettings::LoadProfiler { .. } => {
                 return not(
                     format!("{}:Type", at),
@@ -150,9 +144,11 @@ impl Rules {
                 );
             }
         }
+        // The counters session's interval: as `/metrics` asks for it (at least the 0.1 s
+        // the runtime takes, at most a day, past which no trigger could ever be held).
         let secs = options.counter_interval;
-        let counter_interval = if secs.is_finite() && secs >= 1.0 {
-            Duration::from_secs_f64(secs)
+        let counter_interval = if secs.is_finite() && secs > 0.0 {
+            Duration::from_secs_f64(secs.clamp(dsipc_trace::counters::MIN_INTERVAL_SECS, 86_400.0))
         } else {
             crate::rules::engine::DEFAULT_COUNTER_INTERVAL
         };
