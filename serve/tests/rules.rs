@@ -384,3 +384,89 @@ async fn collect_trace_stops_at_its_stopping_event() {
     assert_eq!(streams[0].end, StreamEnd::Stopped, "{:?}", streams);
     assert!(streams[0].bytes < whole, "{:?} of {}", streams, whole);
 }
+
+/// StoppingEvent on a real .NET 8 runtime: a trace of System.Runtime with a five-minute
+/// Duration stops at the runtime's first `EventCounters` event and lands whole (the runtime
+/// ends a stopped session cleanly) long before its Duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collect_trace_stopping_event_on_a_net8_runtime_lands_the_trace() {
+    let dir = TempDir::new("dsipc-rules").unwrap();
+    let out = TempDir::new("dsipc-rules-out").unwrap();
+    let mut opts = HostOptions::net8(240).env("TMPDIR", dir.path().as_os_str());
+    opts.args = vec!["--counters".into()];
+    let mut host = HostedRuntime::spawn(&opts)
+        .expect("a .NET 8 host (DSIPC_PYTHON, DSIPC_NET8_ROOT: see dsipc-runtimes.env)");
+    let pid = host.wait_ready(Duration::from_secs(90)).expect("READY").pid;
+    let rules = json!({
+        "UntilFirstCounters": {
+            "Filters": [{ "Key": "ProcessId", "Value": pid.to_string() }],
+            "Trigger": { "Type": "Startup" },
+            "Actions": [{
+                "Type": "CollectTrace",
+                "Settings": {
+                    "Providers": [{ "Name": "System.Runtime", "Arguments": { "EventCounterIntervalSec": "1" } }],
+                    "StoppingEvent": { "ProviderName": "System.Runtime", "EventName": "EventCounters" },
+                    "Duration": "00:05:00",
+                    "Egress": "files"
+                }
+            }]
+        }
+    });
+    let (_server, _addr) = serve(dir.path(), out.path(), rules, 5.0).await;
+    // Within WAIT (90 s): only a stopped trace lands before its five minutes.
+    let files = until("the stopped trace", || async {
+        let f = landed(out.path(), ".nettrace");
+        if f.is_empty() {
+            None
+        } else {
+            Some(f)
+        }
+    })
+    .await;
+    let bytes = std::fs::read(&files[0]).unwrap();
+    assert!(
+        bytes.ends_with(&[0x06, 0x01]),
+        "not a whole nettrace stream"
+    );
+    host.kill();
+}
+
+/// A counters session the runtime ends while it is still listed (the fake runtime's
+/// recorded stream runs out) starts again at the next look: the rule fires a second time on
+/// the stream played again (its action outlasts the first stream, so the second firing
+/// can only come from a new session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counters_session_the_runtime_ended_starts_again_at_the_next_look() {
+    let dir = TempDir::new("dsipc-rules").unwrap();
+    let out = TempDir::new("dsipc-rules-out").unwrap();
+    let _rt = fake(&dir, recorded_counters());
+    let rules = json!({
+        "BigWorkingSet": {
+            "Trigger": {
+                "Type": "EventCounter",
+                "Settings": {
+                    "ProviderName": "System.Runtime",
+                    "CounterName": "working-set",
+                    "GreaterThan": 1,
+                    "SlidingWindowDuration": "00:00:01"
+                }
+            },
+            "Actions": [{
+                "Type": "Execute",
+                "Settings": { "Path": "/bin/sh", "Arguments": "-c \"sleep 2\"" }
+            }],
+            "Limits": { "ActionCount": 2 }
+        }
+    });
+    let (_server, addr) = serve(dir.path(), out.path(), rules, 1.0).await;
+    let one = until("a second firing", || async {
+        let one = json_at(addr, "/collectionrules/BigWorkingSet").await;
+        if one["lifetimeOccurrences"] == 2 {
+            Some(one)
+        } else {
+            None
+        }
+    })
+    .await;
+    assert_eq!(one["actionCountLimit"], 2, "{}", one);
+}

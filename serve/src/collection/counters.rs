@@ -139,6 +139,12 @@ impl Session {
         }
     }
 
+    /// Whether the session started and then ended by itself (the runtime ended it; when it
+    /// is still listed, the session is started again at the next look, as `/metrics` does).
+    pub(super) fn ended_after_start(&self) -> bool {
+        self.task.is_finished() && lock(&self.stop).is_some()
+    }
+
     /// Ends the session at once (its runtime is gone, or serve stops).
     pub(super) fn abort(self) {
         self.task.abort();

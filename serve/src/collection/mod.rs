@@ -208,18 +208,38 @@ impl Rules {
                 self.add_process(api, r);
             }
         }
-        // Sessions no rule listens to any more (their rules finished) are stopped.
-        let idle: Vec<counters::Session> = {
+        // Sessions no rule listens to any more (their rules finished) are stopped; one the
+        // runtime ended while it is still listed starts again (one that could not start is
+        // not retried: its failure was said once).
+        let (idle, ended) = {
             let engine = lock(&self.engine);
             let mut tracked = lock(&self.tracked);
-            tracked
-                .iter_mut()
-                .filter(|(pid, t)| t.counters.is_some() && engine.session_plan(**pid).is_empty())
-                .filter_map(|(_, t)| t.counters.take())
-                .collect()
+            let mut idle = Vec::new();
+            let mut ended = Vec::new();
+            for (pid, t) in tracked.iter_mut() {
+                let plan = engine.session_plan(*pid);
+                if t.counters.is_some() && plan.is_empty() {
+                    idle.extend(t.counters.take());
+                } else if t.counters.as_ref().map_or(false, |s| s.ended_after_start()) {
+                    t.counters = None;
+                    ended.push((t.runtime.clone(), plan));
+                }
+            }
+            (idle, ended)
         };
         for s in idle {
             s.stop();
+        }
+        for (runtime, plan) in ended {
+            let session = counters::Session::start(api, self, &runtime, &plan);
+            match lock(&self.tracked).get_mut(&runtime.pid) {
+                Some(t) => t.counters = session,
+                None => {
+                    if let Some(s) = session {
+                        s.abort();
+                    }
+                }
+            }
         }
     }
 
