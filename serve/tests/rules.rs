@@ -470,3 +470,66 @@ async fn a_counters_session_the_runtime_ended_starts_again_at_the_next_look() {
     .await;
     assert_eq!(one["actionCountLimit"], 2, "{}", one);
 }
+
+/// SetEnvironmentVariable and GetEnvironmentVariable are the runtime's IPC commands: a
+/// Startup rule sets a variable, reads it back, and its Execute gets the value through
+/// `$(Actions.get.Value)`. An action that fails (a variable the runtime does not have)
+/// ends its rule's run, which still finishes as a Startup rule, and the API goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environment_variable_actions_and_a_failing_action() {
+    let dir = TempDir::new("dsipc-rules").unwrap();
+    let out = TempDir::new("dsipc-rules-out").unwrap();
+    let marker = out.path().join("value.txt");
+    let rt = fake(&dir, recorded_counters());
+    let rules = json!({
+        "SetAndGet": {
+            "Trigger": { "Type": "Startup" },
+            "Actions": [
+                {
+                    "Type": "SetEnvironmentVariable",
+                    "Settings": { "Name": "DSIPC_RULE_TEST", "Value": "from-the-rule" },
+                    "WaitForCompletion": true
+                },
+                {
+                    "Name": "get",
+                    "Type": "GetEnvironmentVariable",
+                    "Settings": { "Name": "DSIPC_RULE_TEST" }
+                },
+                {
+                    "Type": "Execute",
+                    "Settings": {
+                        "Path": "/bin/sh",
+                        "Arguments": format!("-c \"echo $(Actions.get.Value) > {}\"", marker.display())
+                    }
+                }
+            ]
+        },
+        "Failing": {
+            "Trigger": { "Type": "Startup" },
+            "Actions": [{ "Type": "GetEnvironmentVariable", "Settings": { "Name": "DSIPC_NOT_SET_ANYWHERE" } }]
+        }
+    });
+    let (_server, addr) = serve(dir.path(), out.path(), rules, 5.0).await;
+    let written = until("the Execute action's marker", || async {
+        std::fs::read_to_string(&marker)
+            .ok()
+            .filter(|t| t.ends_with('\n'))
+    })
+    .await;
+    assert_eq!(written, "from-the-rule\n");
+    assert!(rt
+        .environment()
+        .contains(&"DSIPC_RULE_TEST=from-the-rule".to_string()));
+    let all = until("both rules Finished", || async {
+        let all = json_at(addr, "/collectionrules").await;
+        if all["SetAndGet"]["state"] == "Finished" && all["Failing"]["state"] == "Finished" {
+            Some(all)
+        } else {
+            None
+        }
+    })
+    .await;
+    let failing = json_at(addr, "/collectionrules/Failing").await;
+    assert_eq!(failing["lifetimeOccurrences"], 1, "{} {}", all, failing);
+    assert_eq!(get(addr, "/processes").await.0, 200);
+}
