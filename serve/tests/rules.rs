@@ -533,3 +533,85 @@ async fn environment_variable_actions_and_a_failing_action() {
     assert_eq!(failing["lifetimeOccurrences"], 1, "{} {}", all, failing);
     assert_eq!(get(addr, "/processes").await.0, 200);
 }
+
+/// Every collecting action on a real .NET 8 runtime, run by one Startup rule through the
+/// routes' own collections: stacks, a gcdump, a dump, logs and live metrics each land in
+/// the egress folder under dotnet-monitor's names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_collecting_action_lands_its_artifact_from_a_net8_runtime() {
+    let dir = TempDir::new("dsipc-rules").unwrap();
+    let out = TempDir::new("dsipc-rules-out").unwrap();
+    let mut opts = HostOptions::net8(240).env("TMPDIR", dir.path().as_os_str());
+    opts.args = vec!["--counters".into(), "--sleeping-thread".into()];
+    let mut host = HostedRuntime::spawn(&opts)
+        .expect("a .NET 8 host (DSIPC_PYTHON, DSIPC_NET8_ROOT: see dsipc-runtimes.env)");
+    let pid = host.wait_ready(Duration::from_secs(90)).expect("READY").pid;
+    let egress = json!({ "Egress": "files" });
+    let with = |extra: Value| {
+        let mut s = egress.clone();
+        s.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        s
+    };
+    let rules = json!({
+        "Everything": {
+            "Filters": [{ "Key": "ProcessId", "Value": pid.to_string() }],
+            "Trigger": { "Type": "Startup" },
+            "Actions": [
+                { "Type": "CollectStacks", "Settings": with(json!({ "Format": "PlainText" })) },
+                { "Type": "CollectGCDump", "Settings": egress },
+                { "Type": "CollectDump", "Settings": with(json!({ "Type": "Mini" })) },
+                { "Type": "CollectLogs", "Settings": with(json!({ "Duration": "00:00:01" })) },
+                { "Type": "CollectLiveMetrics", "Settings": with(json!({ "Duration": "00:00:02" })) }
+            ]
+        }
+    });
+    let (_server, addr) = serve(dir.path(), out.path(), rules, 1.0).await;
+    let suffix = format!("_{}", pid);
+    for (what, ext) in [
+        ("stacks", format!("{}.stacks.txt", suffix)),
+        ("gcdump", format!("{}.gcdump", suffix)),
+        ("logs", format!("{}.txt", suffix)),
+        ("live metrics", format!("{}.metrics.json", suffix)),
+    ] {
+        let files = until(what, || async {
+            let f = landed(out.path(), &ext);
+            if f.is_empty() {
+                None
+            } else {
+                Some(f)
+            }
+        })
+        .await;
+        assert_eq!(files.len(), 1, "{}: {:?}", what, files);
+    }
+    let dump = until("the dump", || async {
+        std::fs::read_dir(out.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("core_")
+            })
+    })
+    .await;
+    assert!(std::fs::metadata(&dump).unwrap().len() > 1000);
+    let metrics = landed(out.path(), ".metrics.json");
+    let text = std::fs::read_to_string(&metrics[0]).unwrap();
+    assert!(text.contains("\"provider\":\"System.Runtime\""), "{}", text);
+    let one = until("the rule Finished", || async {
+        let one = json_at(addr, &format!("/collectionrules/Everything?pid={}", pid)).await;
+        if one["state"] == "Finished" {
+            Some(one)
+        } else {
+            None
+        }
+    })
+    .await;
+    assert_eq!(one["lifetimeOccurrences"], 1, "{}", one);
+    host.kill();
+}
