@@ -31,9 +31,9 @@ use tokio::task::JoinHandle;
 use crate::api::Api;
 use crate::procs::Runtime;
 use crate::rules::{
-    ActionSettings, CollectionRuleDescription, CollectionRuleDetailedDescription, Engine,
-    EngineOptions, ErrorKind, Event, LoadOptions, ProcessInfo, Rule, RuleDefaults, RuleError,
-    RuleSet, TriggerKind,
+    ActionSettings, CollectionRuleDescription, CollectionRuleDetailedDescription,
+    CollectionRuleState, Engine, EngineOptions, ErrorKind, Event, LoadOptions, ProcessInfo, Rule,
+    RuleDefaults, RuleError, RuleSet, TriggerKind,
 };
 use crate::{Options, ServeError};
 
@@ -295,11 +295,24 @@ impl Rules {
         for e in events {
             match e {
                 Event::Fire { pid, rule, .. } => self.fire(api, pid, &rule),
-                Event::Throttled { pid, rule } => eprintln!(
-                    "dsipc: serve: pid {}: collection rule {}: throttled (its ActionCount was reached within its ActionCountSlidingWindowDuration)",
-                    pid, rule
-                ),
-                Event::StateChanged { .. } => {}
+                // Said once as the rule enters the state, not at each held-back firing.
+                Event::Throttled { .. } => {}
+                Event::StateChanged {
+                    pid,
+                    rule,
+                    state,
+                    reason,
+                } => {
+                    if matches!(
+                        state,
+                        CollectionRuleState::Throttled | CollectionRuleState::Finished
+                    ) {
+                        eprintln!(
+                            "dsipc: serve: pid {}: collection rule {}: {}",
+                            pid, rule, reason
+                        );
+                    }
+                }
             }
         }
     }
