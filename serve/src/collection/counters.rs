@@ -170,6 +170,8 @@ fn wanted_percentile(engine: &Engine, meter: &str, instrument: &str, q: f64) -> 
 
 /// Hands sample `s` of `pid` to `engine` at `at`.
 pub(super) fn feed(engine: &mut Engine, pid: u32, s: &Sample, at: Duration) -> Vec<Event> {
+    // The runtime's own number: a day at most (longer than any window a trigger holds,
+    // and inside what a Duration takes); not a positive number, none.
     let interval = if s.interval_secs.is_finite() && s.interval_secs > 0.0 {
         Duration::from_secs_f64(s.interval_secs.min(86_400.0))
     } else {
