@@ -125,6 +125,17 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
     options.metrics = metrics_enabled;
     options.metrics_counters = conf.metrics_counters;
     options.counter_interval = conf.counter_interval;
+    // dotnet-monitor's collection rules, their templates and defaults, as configured.
+    let section = |key: &str| {
+        conf.loaded
+            .root
+            .get(key)
+            .filter(|s| s.exists())
+            .map(|s| s.to_json())
+    };
+    options.collection_rules = section("CollectionRules");
+    options.collection_rule_templates = section("Templates");
+    options.collection_rule_defaults = section("CollectionRuleDefaults");
     let listeners: usize = api_addrs
         .iter()
         .chain(metrics_addrs.iter())
@@ -137,7 +148,11 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {}", e)))?;
     let _in_runtime = rt.enter();
     let port = options.diagnostic_port.clone();
-    let server = Server::new(options, listeners).map_err(|e| CliError::Failed(e.to_string()))?;
+    let server = Server::new(options, listeners).map_err(|e| match e {
+        // A configuration error names its key: a usage error, exit 2, as the others.
+        dsipc_serve::ServeError::Configuration(_) => CliError::Usage(e.to_string()),
+        other => CliError::Failed(other.to_string()),
+    })?;
     if let Some(path) = port {
         // Listen mode: runtimes started with DOTNET_DiagnosticPorts=PATH connect to serve.
         eprintln!(

@@ -56,6 +56,10 @@ pub enum ServeError {
     },
     /// A thread, an async runtime or a listener failed.
     Io(io::Error),
+    /// The collection rules' configuration is wrong as a whole (`CollectionRules` or
+    /// `CollectionRuleDefaults` is not a section, a default has a wrong value); the error
+    /// names the key. A single rule that cannot run is reported on `/collectionrules`.
+    Configuration(crate::rules::RuleError),
 }
 
 impl fmt::Display for ServeError {
@@ -78,6 +82,7 @@ impl fmt::Display for ServeError {
             ServeError::Ipc { source, .. } => source.fmt(f),
             ServeError::SessionLost { pid } => write!(f, "pid {}: counters session lost", pid),
             ServeError::Io(e) => e.fmt(f),
+            ServeError::Configuration(e) => write!(f, "configuration: {}", e),
         }
     }
 }
@@ -92,7 +97,9 @@ impl std::error::Error for ServeError {
             ServeError::DiagnosticPort { source, .. } | ServeError::Ipc { source, .. } => {
                 Some(source)
             }
-            ServeError::Random(_) | ServeError::SessionLost { .. } => None,
+            ServeError::Random(_)
+            | ServeError::SessionLost { .. }
+            | ServeError::Configuration(_) => None,
         }
     }
 }

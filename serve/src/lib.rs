@@ -17,6 +17,10 @@
 //! # }
 //! ```
 //!
+//! Given dotnet-monitor's `CollectionRules` ([`Options::collection_rules`]), the server runs
+//! them on every runtime it discovers and answers `/collectionrules` ([`rules`] is their
+//! sans-IO engine).
+//!
 //! The pieces a service may use alone: [`prom`] (a Prometheus store of counter samples, its
 //! `/metrics` listener and the counters session feeding it), [`http`] (hyper listeners with
 //! bounded connections and request heads within a deadline).
@@ -24,6 +28,7 @@
 
 mod api;
 pub mod auth;
+mod collection;
 pub mod config;
 mod dump;
 pub mod egress;

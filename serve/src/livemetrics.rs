@@ -22,11 +22,12 @@ use super::api::{
     artifact_name, json_object, member, read_body, Api, ApiError, ApiResult, Artifact, Params,
 };
 use super::models::Metric;
+use super::procs::Runtime;
 use super::session::{self, Sink};
 use crate::json;
 
 /// dotnet-monitor's default counter providers.
-const DEFAULT_PROVIDERS: [&str; 3] = [
+pub(crate) const DEFAULT_PROVIDERS: [&str; 3] = [
     "System.Runtime",
     "Microsoft.AspNetCore.Hosting",
     "Grpc.AspNetCore.Server",
@@ -53,6 +54,19 @@ pub(super) async fn route(
             .map_err(|e| ApiError::internal(e.to_string()))?
     };
     let runtime = api.discovery.select(&selector).await?;
+    let artifact = collect(api, &runtime, counters, duration).await?;
+    api.deliver(artifact, &runtime, egress, params, host)
+}
+
+/// Starts a counters session on `runtime` for `counters`, its samples written as
+/// dotnet-monitor's `Metric` records for `duration` (`None`: until stopped): the artifact
+/// `/livemetrics` and CollectLiveMetrics send.
+pub(crate) async fn collect(
+    api: &Api,
+    runtime: &Runtime,
+    counters: CounterSet,
+    duration: Option<std::time::Duration>,
+) -> Result<Artifact, ApiError> {
     let permit = Api::permit(
         &api.live_metrics,
         "livemetrics",
@@ -75,18 +89,12 @@ pub(super) async fn route(
             decoder: Decoder::new(&config),
         },
     );
-    api.deliver(
-        Artifact {
-            name: artifact_name(runtime.pid, "metrics.json"),
-            content_type: "application/json-seq",
-            body,
-            stop: Some(stop),
-        },
-        &runtime,
-        egress,
-        params,
-        host,
-    )
+    Ok(Artifact {
+        name: artifact_name(runtime.pid, "metrics.json"),
+        content_type: "application/json-seq",
+        body,
+        stop: Some(stop),
+    })
 }
 
 /// The counters an EventMetricsConfiguration names.

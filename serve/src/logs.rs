@@ -14,7 +14,7 @@
 //! `text/plain`, `application/x-ndjson`, `application/json-seq`, then the first a wildcard
 //! covers, so `*/*` is text; no `Accept` or none of them is 406). The session runs
 //! `durationSeconds` (default 30, -1 until the client goes away or the operation is
-//! stopped), through [`session::stream`](super::session::stream): a bounded body channel,
+//! stopped), through [`session::stream`]: a bounded body channel,
 //! memory flat.
 //!
 //! At most [`MAX_LOGS`] logs sessions run at once (dotnet-monitor's limit).
@@ -33,6 +33,7 @@ use dsipc_trace::logs::{self as tl, LogDecoder, LogFormat, LogLevel};
 use super::api::{
     artifact_name, read_body, Api, ApiError, ApiResult, Artifact, Params, COMMAND_TIMEOUT,
 };
+use super::procs::Runtime;
 use super::session::{self, Sink};
 
 /// Logs sessions running at once (dotnet-monitor's default); one more is answered 429.
@@ -42,12 +43,15 @@ pub const DEFAULT_LOGS_SECONDS: i64 = 30;
 /// The session's circular buffer (dotnet-monitor's EventPipe pipelines' default).
 const BUFFER_MB: u32 = 256;
 
-/// What a request asks to collect.
+/// What a request (or a CollectLogs action) asks to collect.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Settings {
-    level: LogLevel,
-    filter_specs: Vec<(String, Option<LogLevel>)>,
-    use_app_filters: bool,
+pub(crate) struct Settings {
+    /// The level of categories `filter_specs` does not name.
+    pub(crate) level: LogLevel,
+    /// Per-category levels (`None`: the category's default).
+    pub(crate) filter_specs: Vec<(String, Option<LogLevel>)>,
+    /// Whether the application's own filters apply.
+    pub(crate) use_app_filters: bool,
 }
 
 /// Answers `GET /logs` and `POST /logs`.
@@ -83,12 +87,30 @@ pub(super) async fn route(
             },
         }
     };
-    let event_level = settings.level.event_level().ok_or_else(|| {
-        ApiError::bad_request("LogLevel None is not supported as the default log level.")
-    })?;
+    if settings.level.event_level().is_none() {
+        return Err(ApiError::bad_request(
+            "LogLevel None is not supported as the default log level.",
+        ));
+    }
     let runtime = api.discovery.select(&selector).await?;
     let format = negotiate(accept.as_deref())
         .ok_or_else(|| ApiError::with_status(StatusCode::NOT_ACCEPTABLE, ""))?;
+    let artifact = collect(api, &runtime, &settings, format, duration).await?;
+    api.deliver(artifact, &runtime, egress, params, host)
+}
+
+/// Starts a logs session on `runtime` for `settings`, its entries written in `format` for
+/// `duration` (`None`: until stopped): the artifact `/logs` and CollectLogs send.
+pub(crate) async fn collect(
+    api: &Api,
+    runtime: &Runtime,
+    settings: &Settings,
+    format: LogFormat,
+    duration: Option<std::time::Duration>,
+) -> Result<Artifact, ApiError> {
+    let event_level = settings.level.event_level().ok_or_else(|| {
+        ApiError::bad_request("LogLevel None is not supported as the default log level.")
+    })?;
     let permit = Api::permit(&api.logs, "logs", MAX_LOGS)?;
     let args = provider_arguments(&tl::filter_specs(
         &settings.filter_specs,
@@ -126,13 +148,12 @@ pub(super) async fn route(
         "logs",
         LogsSink::new(format, pid),
     );
-    let artifact = Artifact {
+    Ok(Artifact {
         name: artifact_name(pid, "txt"),
         content_type: format.content_type(),
         body,
         stop: Some(stop),
-    };
-    api.deliver(artifact, &runtime, egress, params, host)
+    })
 }
 
 /// The provider's argument string: `FilterSpecs=...`, the value quoted when it holds `;` or

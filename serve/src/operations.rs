@@ -108,6 +108,8 @@ pub struct Operation {
     /// Set with `cancel`: an upload that then fails was cancelled.
     cancelled: std::sync::atomic::AtomicBool,
     progress: Mutex<Progress>,
+    /// Becomes true when the operation is over (what [`Operation::finished`] waits for).
+    over: tokio::sync::watch::Sender<bool>,
 }
 
 impl Operation {
@@ -152,6 +154,28 @@ impl Operation {
             }),
             summary: self.summary(&p),
         })
+    }
+
+    /// Waits until the operation is over: where its artifact landed, or why it did not.
+    pub async fn finished(&self) -> Result<String, String> {
+        // Subscribed before looking: an end after the look wakes the wait.
+        let mut over = self.over.subscribe();
+        loop {
+            {
+                let p = self.progress();
+                match p.state {
+                    State::Succeeded => return Ok(p.resource.clone().unwrap_or_default()),
+                    State::Failed => {
+                        return Err(p.error.clone().unwrap_or_else(|| "failed".into()))
+                    }
+                    State::Cancelled => return Err("the operation was cancelled".into()),
+                    State::Running | State::Stopping => {}
+                }
+            }
+            if over.changed().await.is_err() {
+                return Err("the operation was dropped".into());
+            }
+        }
     }
 
     /// Whether it succeeded (`GET /operations/{id}` is then 201).
@@ -221,6 +245,7 @@ impl Operations {
                 resource: None,
                 error: None,
             }),
+            over: tokio::sync::watch::channel(false).0,
         });
         {
             let mut list = self.lock();
@@ -282,6 +307,8 @@ impl Operations {
                 }
                 None => p.state = State::Cancelled,
             }
+            drop(p);
+            task_op.over.send_replace(true);
         });
         Ok(op)
     }

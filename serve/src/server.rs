@@ -18,7 +18,7 @@ use crate::api::{self, Api};
 use crate::auth::Verifier;
 use crate::operations::Egress;
 use crate::procs::DefaultFilter;
-use crate::{fds, http, logs, metrics, operations, procs, ServeError};
+use crate::{collection, fds, http, logs, metrics, operations, procs, ServeError};
 
 /// dotnet-monitor's default API address (plain HTTP here: dsipc has no TLS).
 pub const DEFAULT_URLS: &str = "http://localhost:52323";
@@ -71,6 +71,12 @@ pub struct Options {
     pub egress: Vec<Egress>,
     /// How long a streamed answer waits for its reader to take a chunk.
     pub send_timeout: Duration,
+    /// dotnet-monitor's `CollectionRules` section (`None`: no rules run).
+    pub collection_rules: Option<serde_json::Value>,
+    /// Its `Templates` section, which rules name filters, triggers, actions and limits from.
+    pub collection_rule_templates: Option<serde_json::Value>,
+    /// Its `CollectionRuleDefaults` section.
+    pub collection_rule_defaults: Option<serde_json::Value>,
 }
 
 impl Default for Options {
@@ -87,6 +93,9 @@ impl Default for Options {
             counter_interval: 5.0,
             egress: Vec::new(),
             send_timeout: http::SEND_TIMEOUT,
+            collection_rules: None,
+            collection_rule_templates: None,
+            collection_rule_defaults: None,
         }
     }
 }
@@ -174,6 +183,7 @@ impl Server {
     /// diagnostic port leaves them of the descriptor limit). Must be called within a tokio
     /// runtime.
     pub fn new(options: Options, listeners: usize) -> Result<Server, ServeError> {
+        let rules = collection::Rules::load(&options)?;
         let nofile = fds::raise_nofile();
         let storage = match options.dump_temp_folder {
             Some(d) => StorageDir::given(d)?,
@@ -235,7 +245,14 @@ impl Server {
             exceptions: Default::default(),
             counter_interval: options.counter_interval,
             send_timeout: options.send_timeout,
+            rules: rules.map(Arc::new),
         });
+        if api.rules.is_some() {
+            // The rules follow every runtime from when it is found, as dotnet-monitor's
+            // CollectionRuleService does.
+            tasks.push(tokio::spawn(collection::follow(Arc::clone(&api))));
+            tasks.push(tokio::spawn(collection::tick(Arc::clone(&api))));
+        }
         if api.metrics.enabled() {
             // Discovery on its own schedule: the default process's counters are collected
             // from when it is found, whether or not anyone scrapes.

@@ -19,9 +19,8 @@ const DEFAULT_INTERVAL: f64 = 5.0;
 
 /// What serve runs with, the configuration and its flags merged.
 pub struct Resolved {
-    /// The merged configuration: the collection rules bind its `CollectionRules` and
-    /// `Templates` (issue 26's rules, next).
-    #[allow(dead_code)]
+    /// The merged configuration (the collection rules are its `CollectionRules`,
+    /// `Templates` and `CollectionRuleDefaults`).
     pub loaded: Loaded,
     /// `urls`.
     pub urls: String,

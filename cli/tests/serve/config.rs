@@ -328,3 +328,79 @@ fn serve_diagnostic_port_from_the_environment_is_listen_mode() {
     );
     assert!(port.exists(), "{} not bound", port.display());
 }
+
+/// The collection rules of `settings.json` run in `dsipc serve`: a Startup rule's
+/// CollectTrace lands in the configured FileSystem provider, `/collectionrules` shows the
+/// rule Finished; a rule section of the wrong shape stops serve at start (exit 2, the key
+/// named).
+#[test]
+fn serve_collection_rules_from_settings_json_run() {
+    let dir = TempDir::new("dsipc-sv").unwrap();
+    let out = TempDir::new("dsipc-config").unwrap();
+    let files = out.path().join("files");
+    let _rt = fake(
+        &dir,
+        Config::new().like_net8_0_4().stream(StreamSpec {
+            len: None,
+            chunk: 4096,
+            pause: Duration::from_millis(2),
+            end_marker: true,
+            content: None,
+        }),
+    );
+    let file = settings(
+        &out,
+        &serde_json::json!({
+            "Egress": {"FileSystem": {"files": {"DirectoryPath": files}}},
+            "CollectionRules": {"AtStartup": {
+                "Trigger": {"Type": "Startup"},
+                "Actions": [{"Type": "CollectTrace", "Settings": {
+                    "Providers": [{"Name": "Microsoft-Windows-DotNETRuntime", "Keywords": "0x1"}],
+                    "Duration": "00:00:01",
+                    "Egress": "files"
+                }}]
+            }}
+        })
+        .to_string(),
+    );
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--no-auth",
+            "--configuration-file-path",
+            file.to_str().unwrap(),
+        ],
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let rules = serve.get("/collectionrules").json();
+        let landed = std::fs::read_dir(&files)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().ends_with(".nettrace"))
+            })
+            .unwrap_or(false);
+        if rules["AtStartup"]["state"] == "Finished" && landed {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no trace landed or rule finished in 60 s: {}",
+            rules
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let bad = settings(&out, r#"{"CollectionRules": "not a section"}"#);
+    let run = dsipc(&[
+        "serve",
+        "--no-auth",
+        "--urls",
+        "http://127.0.0.1:0",
+        "--no-metrics",
+        "--configuration-file-path",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("CollectionRules"), "{}", run.stderr);
+}

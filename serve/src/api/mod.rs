@@ -1,7 +1,7 @@
 //! dotnet-monitor's routes: request in, response out.
 //!
 //! Each route reads its query (`pid`/`uid`/`name`, `durationSeconds`, ...), finds the
-//! runtime ([`procs`]), and answers with dotnet-monitor's content types and JSON shapes.
+//! runtime ([`procs`](crate::procs)), and answers with dotnet-monitor's content types and JSON shapes.
 //! Errors are `application/problem+json` (ValidationProblemDetails for 400). Artifacts
 //! stream: a trace is sent as the runtime writes it (a chunked body; a client that goes away
 //! stops the session), a dump is read from serve's storage folder and deleted once sent.
@@ -10,10 +10,12 @@ mod error;
 mod query;
 mod router;
 mod routes;
+mod rules;
 
 pub use error::ApiError;
 pub(super) use error::ApiResult;
 pub use query::{query, Params};
+pub(crate) use routes::StackFormat;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -107,6 +109,8 @@ pub struct Api {
     pub send_timeout: Duration,
     /// Seconds between two counter publications (`/metrics`, `/livemetrics`).
     pub counter_interval: f64,
+    /// The collection rules and their state on each process (`None`: none configured).
+    pub rules: Option<Arc<crate::collection::Rules>>,
 }
 
 impl Api {

@@ -25,7 +25,8 @@ pub fn query(req: &Request<Incoming>) -> Result<Vec<(String, String)>, ApiError>
     Ok(out)
 }
 
-fn decode(s: &str) -> Result<String, ApiError> {
+/// `s` percent-decoded (`+` is a space).
+pub(super) fn decode(s: &str) -> Result<String, ApiError> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

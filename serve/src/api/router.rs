@@ -178,12 +178,12 @@ impl Api {
             (&Method::GET, "/exceptions") | (&Method::POST, "/exceptions") => {
                 crate::exceptions::route(self, req, &params, &host).await
             }
-            (_, "/parameters") | (_, "/collectionrules") => Err(ApiError {
-                status: StatusCode::NOT_IMPLEMENTED,
-                detail: format!("{} is not implemented by dsipc serve yet.", path),
-                errors: Vec::new(),
-            }),
-            _ if path.starts_with("/collectionrules/") => Err(ApiError {
+            (&Method::GET, "/collectionrules") => self.collection_rules(None, &params).await,
+            (&Method::GET, p) if p.starts_with("/collectionrules/") => {
+                let name = super::query::decode(&p["/collectionrules/".len()..])?;
+                self.collection_rules(Some(&name), &params).await
+            }
+            (_, "/parameters") => Err(ApiError {
                 status: StatusCode::NOT_IMPLEMENTED,
                 detail: format!("{} is not implemented by dsipc serve yet.", path),
                 errors: Vec::new(),

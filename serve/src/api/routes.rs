@@ -106,13 +106,29 @@ impl Api {
         ))
     }
 
-    pub(super) async fn trace(
+    pub(crate) async fn trace(
         &self,
         runtime: &Runtime,
         specs: Vec<ProviderSpec>,
         rundown: bool,
         buffer_mb: u32,
         duration: Option<Duration>,
+    ) -> Result<Artifact, ApiError> {
+        let sink = session::Nettrace::default();
+        self.trace_with(runtime, specs, rundown, buffer_mb, duration, sink)
+            .await
+    }
+
+    /// [`Api::trace`] with the stream going through `sink` (CollectTrace's StoppingEvent
+    /// reads it on the way).
+    pub(crate) async fn trace_with<S: session::Sink>(
+        &self,
+        runtime: &Runtime,
+        specs: Vec<ProviderSpec>,
+        rundown: bool,
+        buffer_mb: u32,
+        duration: Option<Duration>,
+        sink: S,
     ) -> Result<Artifact, ApiError> {
         let permit = Api::permit(&self.traces, "trace", MAX_TRACES)?;
         let client = runtime.client(COMMAND_TIMEOUT);
@@ -128,7 +144,7 @@ impl Api {
             self.send_timeout,
             pid,
             "trace",
-            session::Nettrace::default(),
+            sink,
         );
         Ok(Artifact {
             name: artifact_name(pid, "nettrace"),
@@ -138,7 +154,7 @@ impl Api {
         })
     }
 
-    pub(super) async fn stacks(
+    pub(crate) async fn stacks(
         &self,
         runtime: &Runtime,
         format: StackFormat,
@@ -193,7 +209,7 @@ impl Api {
         })
     }
 
-    pub(super) async fn gcdump(&self, runtime: &Runtime) -> Result<Artifact, ApiError> {
+    pub(crate) async fn gcdump(&self, runtime: &Runtime) -> Result<Artifact, ApiError> {
         let _permit = Api::permit(&self.gcdumps, "gcdump", MAX_GCDUMPS)?;
         let pid = runtime.pid;
         let client = runtime.client(GCDUMP_TIMEOUT);
@@ -223,7 +239,7 @@ impl Api {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum StackFormat {
+pub(crate) enum StackFormat {
     Json,
     Text,
     Speedscope,

@@ -1,6 +1,7 @@
-//! What the egress tests share: a deterministic artifact stream that can fail on demand,
-//! the real peers (moto's S3 server, Azurite) started on free ports, and the reader that
-//! reads back with the services' own clients (serve/tests/egress_reader.py).
+//! What the library-level serve tests share: a plain HTTP/1.1 client ([`get`]); for the
+//! egress tests, a deterministic artifact stream that can fail on demand, the real peers
+//! (moto's S3 server, Azurite) started on free ports, and the reader that reads back with
+//! the services' own clients (serve/tests/egress_reader.py).
 #![allow(dead_code)] // each test file uses a part
 
 use std::io::{BufRead, BufReader, Write};
@@ -14,7 +15,7 @@ use std::time::Duration;
 use dsipc_serve::egress::azure::AzureBlobOptions;
 use dsipc_serve::egress::s3::S3Options;
 use dsipc_serve::egress::{Artifact, Secret};
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
 pub const MIB: u64 = 1024 * 1024;
 pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
@@ -360,4 +361,30 @@ pub fn azure_options(blob: u16) -> AzureBlobOptions {
         blob_prefix: "artifacts".into(),
         ..AzureBlobOptions::default()
     }
+}
+
+/// `GET path` on `addr` (connection closed after the answer): status and body.
+pub async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        path, addr
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
+        .await
+        .expect("an answer within 30 s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
 }
