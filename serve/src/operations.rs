@@ -18,7 +18,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 
 use super::models::{OperationError, OperationProcessInfo, OperationStatus, OperationSummary};
-use crate::egress::{self, EgressTarget};
+use crate::egress::{self, EgressError, EgressTarget};
 use crate::http::Body;
 use crate::json;
 
@@ -105,8 +105,6 @@ pub struct Operation {
     /// Ends the collection early, keeping what came (traces); `None`: not stoppable.
     stop: Option<Arc<Notify>>,
     cancel: Notify,
-    /// Set with `cancel`: an upload that then fails was cancelled.
-    cancelled: std::sync::atomic::AtomicBool,
     progress: Mutex<Progress>,
     /// Becomes true when the operation is over (what [`Operation::finished`] waits for).
     over: tokio::sync::watch::Sender<bool>,
@@ -239,7 +237,6 @@ impl Operations {
             tags,
             stop,
             cancel: Notify::new(),
-            cancelled: std::sync::atomic::AtomicBool::new(false),
             progress: Mutex::new(Progress {
                 state: State::Running,
                 resource: None,
@@ -287,11 +284,11 @@ impl Operations {
                     )
                     .await;
                     match r {
-                        Err(e) if task_op.cancelled.load(std::sync::atomic::Ordering::SeqCst) => {
-                            let _ = e;
-                            None
-                        }
-                        r => Some(r),
+                        Err(EgressError::Cancelled) => None,
+                        r => Some(
+                            r.map(Some)
+                                .map_err(|e| format!("{} egress failed: {}", cloud.kind(), e)),
+                        ),
                     }
                 }
             };
@@ -349,8 +346,6 @@ impl Operations {
             p.state = State::Stopping;
             s.notify_one();
         } else {
-            op.cancelled
-                .store(true, std::sync::atomic::Ordering::SeqCst);
             op.cancel.notify_one();
         }
         Ok(())

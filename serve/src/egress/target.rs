@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use super::azure::AzureBlobClient;
 use super::s3::S3Client;
-use super::Artifact;
+use super::{Artifact, EgressError};
 use crate::http::Body;
 
 /// Where an egress provider stores artifacts.
@@ -54,16 +54,17 @@ impl EgressTarget {
 }
 
 /// Sends `body` to a cloud `target` as `name` (`content_type`), until it is whole or
-/// `cancel` finishes; the stored artifact's resource id (S3: `BucketName=B, Key=K`, as
-/// dotnet-monitor; Azure: the blob's URI without its query), or why not. Nothing stays
-/// stored when it fails or is cancelled (the clients abort or never commit).
+/// `cancel` finishes ([`EgressError::Cancelled`]); the stored artifact's resource id (S3:
+/// `BucketName=B, Key=K`, as dotnet-monitor; Azure: the blob's URI without its query), or
+/// why not. Nothing stays stored when it fails or is cancelled (the clients abort or never
+/// commit).
 pub(crate) async fn upload<C>(
     target: &EgressTarget,
     name: &str,
     content_type: &str,
     body: Body,
     cancel: C,
-) -> Result<Option<String>, String>
+) -> Result<String, EgressError>
 where
     C: std::future::Future<Output = ()>,
 {
@@ -77,12 +78,11 @@ where
         chunk: Bytes::new(),
     };
     match target {
-        EgressTarget::FileSystem(_) => Err("not a cloud provider".into()),
+        EgressTarget::FileSystem(_) => Err(EgressError::Options("not a cloud provider".into())),
         EgressTarget::S3(client) => client
             .upload_until(&artifact, source, cancel)
             .await
-            .map(|s| Some(s.resource_id()))
-            .map_err(|e| format!("S3 egress failed: {}", e)),
+            .map(|s| s.resource_id()),
         EgressTarget::AzureBlob(client, metadata) => {
             artifact.metadata = metadata.clone();
             client
@@ -95,9 +95,8 @@ where
                             s.blob_name, q
                         );
                     }
-                    Some(s.blob_uri)
+                    s.blob_uri
                 })
-                .map_err(|e| format!("Azure Blob Storage egress failed: {}", e))
         }
     }
 }
