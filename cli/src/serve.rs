@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use dsipc_serve::auth;
-use dsipc_serve::{Auth, ListenAddr, Options, Server};
+use dsipc_serve::{Auth, ListenAddr, Server};
 
 use crate::args::{self, parse_os};
 use crate::output::{display, Output};
@@ -67,17 +67,9 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
     }
     p.expect_positionals(&[])?;
     let common = Common::from(&p)?;
-    // dotnet-monitor's configuration (settings.json, DotnetMonitor_ variables, key-per-file),
-    // serve's flags over it.
+    // dotnet-monitor's configuration (settings.json, DotnetMonitor_ variables, key-per-file)
+    // with serve's flags over it, mapped to the server's options by dsipc-serve.
     let conf = config::resolve(&p)?;
-    let api_addrs = parse_urls("urls", &conf.urls)?;
-    // dotnet-monitor's `--no-metrics` (Metrics:Enabled false): no listener, no collection.
-    let metrics_enabled = conf.metrics_enabled;
-    let metrics_addrs = if !metrics_enabled {
-        Vec::new()
-    } else {
-        parse_urls("Metrics:Endpoints (--metricUrls)", &conf.metrics_urls)?
-    };
     let auth_choices = [
         p.flag("--no-auth"),
         p.flag("--temp-apikey"),
@@ -88,24 +80,21 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
             "--no-auth, --temp-apikey and --api-key-file exclude each other".into(),
         ));
     }
-    let auth = if p.flag("--no-auth") {
+    let (mut options, api_addrs, metrics_addrs) = (conf.options, conf.urls, conf.metrics_urls);
+    // The flags win over the configured key (Authentication:MonitorApiKey).
+    if p.flag("--no-auth") {
         eprintln!("dsipc: {}", dsipc_serve::NO_AUTH_WARNING);
-        Auth::Off
+        options.auth = Auth::Off;
     } else if p.flag("--temp-apikey") {
         let (token, verifier) = auth::generate().map_err(CliError::Failed)?;
         eprintln!(
             "dsipc: a temporary API key for this run; use the following header for authorization:\n\nAuthorization: Bearer {}\n",
             token
         );
-        Auth::Key(verifier)
+        options.auth = Auth::Key(verifier);
     } else if let Some(f) = p.value_path("--api-key-file")? {
-        Auth::Key(read_key_file(&f)?)
-    } else if let Some(v) = conf.api_key.clone() {
-        Auth::Key(v)
-    } else {
-        Auth::Unconfigured
-    };
-    let mut options = Options::default();
+        options.auth = Auth::Key(read_key_file(&f)?);
+    }
     if let Some(v) = p.value_os("--send-timeout") {
         let d = args::duration("--send-timeout", v)?;
         if d.is_zero() {
@@ -113,29 +102,7 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         }
         options.send_timeout = d;
     }
-    options.egress = conf.egress;
-    options.default_process = conf.default_filter;
-    options.auth = auth;
     options.tmpdir = common.tmpdir.clone();
-    if let Some((path, max)) = conf.listen {
-        options.diagnostic_port = Some(path);
-        options.max_runtimes = max;
-    }
-    options.dump_temp_folder = conf.dump_temp_folder;
-    options.metrics = metrics_enabled;
-    options.metrics_counters = conf.metrics_counters;
-    options.counter_interval = conf.counter_interval;
-    // dotnet-monitor's collection rules, their templates and defaults, as configured.
-    let section = |key: &str| {
-        conf.loaded
-            .root
-            .get(key)
-            .filter(|s| s.exists())
-            .map(|s| s.to_json())
-    };
-    options.collection_rules = section("CollectionRules");
-    options.collection_rule_templates = section("Templates");
-    options.collection_rule_defaults = section("CollectionRuleDefaults");
     let listeners: usize = api_addrs
         .iter()
         .chain(metrics_addrs.iter())
@@ -162,11 +129,6 @@ pub(crate) fn cmd_serve(rest: &[OsString]) -> CliResult {
         );
     }
     rt.block_on(run(server, api_addrs, metrics_addrs))
-}
-
-/// `--urls`/`--metricUrls`: each URL's addresses (a usage error names the flag).
-fn parse_urls(flag: &str, list: &str) -> Result<Vec<ListenAddr>, CliError> {
-    dsipc_serve::parse_urls(list).map_err(|why| CliError::Usage(format!("{} {}", flag, why)))
 }
 
 /// Binds every address, serves until Ctrl-C or SIGTERM.

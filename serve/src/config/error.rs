@@ -123,7 +123,7 @@ impl std::error::Error for ConfigError {}
 /// setting serve accepts but does not act on: said, not fatal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
-    /// The key path (empty for a source skipped whole).
+    /// The key path (empty when the message says it all: a source skipped whole...).
     pub key: String,
     /// The source that set it.
     pub source: Option<Source>,

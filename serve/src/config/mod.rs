@@ -4,6 +4,8 @@
 //! order ([`Sources`]: a later source wins; keys are case-insensitive), read as a tree of
 //! [`Section`]s that remembers which source set each value, and bound into typed
 //! [`Settings`]. `CollectionRules` and `Templates` are handed on as raw sections.
+//! [`resolve`] maps the result to what a [`Server`](crate::Server) runs with
+//! ([`Options`](crate::Options) and the addresses to listen on), as `dsipc serve` does.
 //!
 //! ```
 //! use dsipc_serve::config::{load, Sources};
@@ -20,6 +22,7 @@
 mod bind;
 mod egress;
 mod error;
+mod options;
 mod secret;
 mod sections;
 mod show;
@@ -33,6 +36,7 @@ use std::path::PathBuf;
 pub use bind::bind;
 pub use egress::egress_providers;
 pub use error::{ConfigError, Warning};
+pub use options::{defaults, resolve, Resolved};
 pub use secret::{Secret, REDACTED};
 pub use sections::*;
 pub use show::{show, ShowLevel, NOT_PRESENT};
@@ -69,10 +73,11 @@ pub struct Sources {
 }
 
 impl Sources {
-    /// dotnet-monitor's default locations and this process's environment.
+    /// dotnet-monitor's [`defaults`], its default locations and this process's environment.
     pub fn dotnet_monitor() -> Sources {
         let shared = shared_config_dir();
         Sources {
+            defaults: defaults(),
             user_settings: user_settings_path(),
             shared_settings: shared.as_ref().map(|d| d.join("settings.json")),
             key_per_file: shared,
