@@ -46,6 +46,7 @@ mod procs;
 mod profiles;
 pub mod prom;
 pub mod rules;
+mod secret;
 mod server;
 mod session;
 
@@ -54,6 +55,7 @@ pub use error::ServeError;
 pub use livemetrics::valid_name as valid_counter_name;
 pub use operations::{parse_egress, Egress};
 pub use procs::DefaultFilter;
+pub use secret::{Secret, REDACTED};
 pub use server::{
     parse_urls, Auth, ListenAddr, Options, Server, DEFAULT_METRICS_URLS, DEFAULT_URLS,
     NO_AUTH_WARNING,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{AzureBlobEgressOptions, ConfigError, EgressOptions, S3EgressOptions, Secret};
 use crate::egress::azure::{AzureBlobClient, AzureBlobOptions};
 use crate::egress::s3::{S3Client, S3Options};
-use crate::egress::{self, EgressTarget};
+use crate::egress::EgressTarget;
 use crate::Egress;
 
 /// Every provider `egress` names, `FileSystem` first, then `AzureBlobStorage`, then
@@ -60,15 +60,12 @@ fn invalid(key: String, message: impl Into<String>) -> ConfigError {
 }
 
 /// The secret given in place, or through `Egress:Properties` by its `*Name` setting.
-fn secret(
-    egress: &EgressOptions,
-    given: &Option<Secret>,
-    named: &Option<String>,
-) -> egress::Secret {
-    let s = given
+fn secret(egress: &EgressOptions, given: &Option<Secret>, named: &Option<String>) -> Secret {
+    given
         .as_ref()
-        .or_else(|| named.as_deref().and_then(|n| egress.property(n)));
-    egress::Secret::new(s.map_or("", |s| s.expose()))
+        .or_else(|| named.as_deref().and_then(|n| egress.property(n)))
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn azure(
@@ -132,9 +129,7 @@ fn s3(name: &str, o: &S3EgressOptions) -> Result<S3Client, ConfigError> {
         region: o.region_name.clone().unwrap_or_default(),
         bucket: o.bucket_name.clone(),
         access_key_id: o.access_key_id.clone().unwrap_or_default(),
-        secret_access_key: egress::Secret::new(
-            o.secret_access_key.as_ref().map_or("", |s| s.expose()),
-        ),
+        secret_access_key: o.secret_access_key.clone().unwrap_or_default(),
         force_path_style: o.force_path_style.unwrap_or(false),
         part_size: o.copy_buffer_size.map_or(0, |n| n.max(0) as usize),
         ..S3Options::default()

@@ -23,7 +23,6 @@ mod bind;
 mod egress;
 mod error;
 mod options;
-mod secret;
 mod sections;
 mod show;
 mod sources;
@@ -33,11 +32,11 @@ mod tree;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+pub use crate::secret::{Secret, REDACTED};
 pub use bind::bind;
 pub use egress::egress_providers;
 pub use error::{ConfigError, Warning};
 pub use options::{defaults, resolve, Resolved};
-pub use secret::{Secret, REDACTED};
 pub use sections::*;
 pub use show::{show, ShowLevel, NOT_PRESENT};
 pub use sources::{

@@ -88,7 +88,7 @@ impl std::fmt::Debug for Url {
             if self.query.is_empty() {
                 ""
             } else {
-                "?<redacted>"
+                "?:REDACTED:"
             }
         )
     }

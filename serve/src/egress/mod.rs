@@ -22,46 +22,13 @@ pub mod tls;
 
 use std::fmt;
 
+/// Credentials are the crate's one [`Secret`](crate::Secret) (`:REDACTED:` when shown).
+pub use crate::secret::Secret;
 pub(crate) use target::upload;
 pub use target::EgressTarget;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
-
-/// A credential (account key, SAS token, secret access key): its `Debug` and `Display`
-/// never show the value, so that it cannot reach a log, an error or `/operations`. The
-/// default is empty (not configured).
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a credential.
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    /// The credential itself, for signing only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether the credential is empty (not configured).
-    pub fn is_empty(&self) -> bool {
-        self.0.trim().is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
 
 /// What is uploaded besides its bytes: dotnet-monitor's `EgressArtifactSettings`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -243,14 +210,6 @@ pub(crate) fn check_metadata(metadata: &[(String, String)]) -> Result<(), Egress
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_are_redacted_in_debug_and_display() {
-        let s = Secret::new("hunter2");
-        assert_eq!(format!("{:?}", s), "Secret(<redacted>)");
-        assert_eq!(format!("{}", s), "<redacted>");
-        assert_eq!(s.expose(), "hunter2");
-    }
 
     #[test]
     fn metadata_names_must_be_identifiers() {

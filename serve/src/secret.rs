@@ -1,5 +1,5 @@
-//! [`Secret`]: a value (an account key, a SAS token, a secret access key) that is used but
-//! never printed.
+//! [`Secret`]: a value (an account key, a SAS token, a secret access key, an API key's
+//! hash) that is used but never printed: the configuration binds it, egress signs with it.
 
 use std::fmt;
 
@@ -7,8 +7,10 @@ use std::fmt;
 /// secret (dotnet-monitor's placeholder).
 pub const REDACTED: &str = ":REDACTED:";
 
-/// A secret value from the configuration. `Debug` and `Display` print [`REDACTED`]; only
-/// [`expose`](Secret::expose) gives the value, to the code that sends it.
+/// A secret value (from the configuration, or given to an egress client). `Debug` and
+/// `Display` print [`REDACTED`], so that it cannot reach a log, an error, an answer or
+/// `/operations`; only [`expose`](Secret::expose) gives the value, to the code that signs or
+/// sends with it. The default is empty (not configured).
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct Secret(String);
 
@@ -23,9 +25,9 @@ impl Secret {
         &self.0
     }
 
-    /// Whether the value is empty.
+    /// Whether the value is empty or only blanks (not configured).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.trim().is_empty()
     }
 }
 
@@ -58,5 +60,12 @@ mod tests {
         assert_eq!(format!("{:?}", s), "Secret(:REDACTED:)");
         assert_eq!(format!("{:?}", Some(s.clone())), "Some(Secret(:REDACTED:))");
         assert_eq!(s.expose(), "hunter2");
+    }
+
+    #[test]
+    fn secret_of_blanks_is_not_configured() {
+        assert!(Secret::default().is_empty());
+        assert!(Secret::new(" \n").is_empty());
+        assert!(!Secret::new("k").is_empty());
     }
 }
