@@ -66,6 +66,8 @@
 mod client;
 mod drive;
 mod fdpass;
+#[cfg(any(unix, windows))]
+mod probe;
 mod session;
 mod transport;
 
@@ -97,6 +99,8 @@ pub use dsipc_platform::Error;
 pub use dsipc_platform::{command_line, process_name, program_name};
 #[cfg(unix)]
 pub use fdpass::PassFd;
+#[cfg(any(unix, windows))]
+pub use probe::{pids_named, probe_all, process_names, Probe, PARALLEL_PROBES};
 pub use session::{Chunk, Control, StopHandle, TraceSession};
 pub use transport::{Connection, Endpoint, Transport};
 
