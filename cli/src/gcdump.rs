@@ -9,8 +9,8 @@
 //! GC, GCHeapCollect, GCHeapDump, GCHeapAndTypeNames and Type (0x1980001) at level 5, no
 //! rundown: the runtime runs a blocking gen-2 GC and walks the heap, sending the object
 //! graph as GCBulk* events. The session is stopped at the GCEnd of that GC (the walk is
-//! whole then). The graph is dsipc-trace's [`HeapGraph`]; this module runs the sessions
-//! and prints.
+//! whole then). The sessions and the file reader are dsipc-recipes' (`collect_heap`,
+//! `read_snapshot`), the graph dsipc-trace's [`HeapGraph`]; this module parses and prints.
 //!
 //! Both `collect` and `report --pid` close with the runtime's own pause for the walk on
 //! stderr (`dsipc: the runtime paused 29.1 ms for the heap walk (GC 28.9 ms)`, from the
@@ -25,10 +25,12 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use dsipc_recipes::gcdump::{file_info, warnings, HeapWalk, TypeFlush};
+use dsipc_recipes::gcdump::{
+    collect_heap, file_info, read_snapshot, warnings, Snapshot, SnapshotError,
+};
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::heap::gcdump;
-use dsipc_trace::heap::{GcPause, HeapError, HeapGraph, HeapStream, RetainedStat, TypeStat, Walk};
+use dsipc_trace::heap::{GcPause, HeapGraph, RetainedStat, TypeStat};
 
 use crate::args::{parse_os, show};
 use crate::json;
@@ -124,25 +126,15 @@ fn report(rest: &[OsString]) -> CliResult {
         }
         (None, 1) => {
             let path = args::path("FILE", &p.positionals[0])?;
-            match read_file(&path)? {
-                Snapshot::Dump(dump) => {
-                    let (objects, bytes) = dump.object_totals();
-                    let rows = if with_retained {
-                        retained_rows(dump.retained_stats())
-                    } else {
-                        plain_rows(dump.type_stats())
-                    };
-                    (rows, (bytes, objects))
-                }
-                Snapshot::Trace(graph) => {
-                    let rows = if with_retained {
-                        retained_rows(graph.retained_stats())
-                    } else {
-                        plain_rows(graph.type_stats())
-                    };
-                    (rows, (graph.total_bytes(), graph.object_count() as u64))
-                }
-            }
+            let snapshot = read_file(&path)?;
+            let rows = match (&snapshot, with_retained) {
+                (Snapshot::Dump(dump), true) => retained_rows(dump.retained_stats()),
+                (Snapshot::Dump(dump), false) => plain_rows(dump.type_stats()),
+                (Snapshot::Trace(graph), true) => retained_rows(graph.retained_stats()),
+                (Snapshot::Trace(graph), false) => plain_rows(graph.type_stats()),
+                (_, _) => Vec::new(),
+            };
+            (rows, snapshot.totals())
         }
         (Some(_), _) => {
             return Err(CliError::Usage(
@@ -217,71 +209,14 @@ fn retained_rows(stats: Vec<RetainedStat>) -> Vec<Row> {
         .collect()
 }
 
-/// What a FILE holds.
-enum Snapshot {
-    /// A `.gcdump`.
-    Dump(gcdump::GcDump),
-    /// A `.nettrace` with a heap walk (dotnet-gcdump's session recorded by `dsipc trace`).
-    Trace(HeapGraph),
-}
-
-/// A `.gcdump` (read whole and checked) or a `.nettrace` holding a heap walk (streamed:
-/// memory grows with the heap, not the file), told apart by their first bytes.
+/// A `.gcdump` or a heap `.nettrace` (dsipc-recipes' reader); an error names the file.
 fn read_file(path: &Path) -> Result<Snapshot, CliError> {
-    use std::io::Read;
     let cannot = |e| CliError::io(format!("cannot read {}", display(path)), e);
-    let mut f = std::fs::File::open(path).map_err(cannot)?;
-    let mut head = Vec::new();
-    (&mut f).take(8).read_to_end(&mut head).map_err(cannot)?;
-    if head != b"Nettrace" {
-        f.read_to_end(&mut head).map_err(cannot)?;
-        return gcdump::read(&head)
-            .map(Snapshot::Dump)
-            .map_err(|e| CliError::Failed(format!("{}: {}", display(path), e)));
-    }
-    let bad = |e: HeapError| {
-        CliError::Failed(format!(
-            "{}: the heap trace did not parse: {}",
-            display(path),
-            e
-        ))
-    };
-    let mut heap = HeapStream::new();
-    heap.feed(&head).map_err(bad)?;
-    let mut buf = vec![0u8; 1 << 18];
-    loop {
-        let n = f.read(&mut buf).map_err(cannot)?;
-        if n == 0 {
-            break;
-        }
-        heap.feed(&buf[..n]).map_err(bad)?;
-    }
-    let ended = heap.finish();
-    match (heap.builder().walk(), ended) {
-        (Walk::Done { .. }, Err(e)) if !e.is_truncation() => return Err(bad(e)),
-        (Walk::Done { .. }, _) => {}
-        (_, Err(e)) => return Err(bad(e)),
-        (Walk::NotStarted, Ok(())) => {
-            return Err(CliError::Failed(format!(
-                "{}: the trace holds no heap walk (no blocking gen-2 GC with the GC heap dump keywords)",
-                display(path)
-            )))
-        }
-        (Walk::Running { .. }, Ok(())) => {
-            return Err(CliError::Failed(format!(
-                "{}: the trace ends before its heap walk is over",
-                display(path)
-            )))
-        }
-    }
-    let graph = heap.into_graph().map_err(bad)?;
-    if graph.object_count() == 0 {
-        return Err(CliError::Failed(format!(
-            "{}: the trace holds no heap walk (its gen-2 GC sent no objects)",
-            display(path)
-        )));
-    }
-    Ok(Snapshot::Trace(graph))
+    let f = std::fs::File::open(path).map_err(cannot)?;
+    read_snapshot(std::io::BufReader::new(f)).map_err(|e| match e {
+        SnapshotError::Io(e) => cannot(e),
+        e => CliError::Failed(format!("{}: {}", display(path), e)),
+    })
 }
 
 /// `dsipc gcdump collect PID [-o FILE] [--force]`.
@@ -348,17 +283,14 @@ fn collect_file(rest: &[OsString]) -> CliResult {
     Ok(())
 }
 
-/// Runs the sessions and builds the graph; the whole within the client's timeout from
-/// `started`.
+/// Runs dotnet-gcdump's sessions (dsipc-recipes' [`collect_heap`]) and says what the
+/// graph lacks; the whole within the client's timeout from `started`.
 pub(crate) fn collect(
     client: &DiagnosticsClient,
     pid: u32,
     started: Instant,
 ) -> Result<HeapGraph, CliError> {
-    let timeout = client.timeout();
-    let deadline = started + timeout;
-    dsipc_recipes::run(client, TypeFlush::new(pid, timeout), deadline)?;
-    let graph = dsipc_recipes::run(client, HeapWalk::new(pid, timeout), deadline)?;
+    let graph = collect_heap(client, pid, started)?;
     for w in warnings(&graph) {
         note!("dsipc: warning: {}", w);
     }

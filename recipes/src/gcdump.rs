@@ -7,6 +7,8 @@
 //! rundown: the runtime runs a blocking gen-2 GC and walks the heap, sending the object
 //! graph as GCBulk* events. The session is stopped at the GCEnd of that GC (the walk is
 //! whole then). The graph is dsipc-trace's [`HeapGraph`]; [`warnings`] says what it lacks.
+//! [`collect_heap`] runs both sessions; [`read_snapshot`] reads a `.gcdump` or a heap
+//! `.nettrace` back.
 
 use std::time::{Duration, SystemTime};
 
@@ -16,6 +18,10 @@ use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, Walk};
 
 use crate::collect::{Collect, End, Request, MAX_WALK_BYTES};
 use crate::RecipeError;
+
+#[path = "gcdump_file.rs"]
+mod file;
+pub use file::{collect_heap, read_snapshot, Snapshot, SnapshotError};
 
 const RUNTIME: &str = "Microsoft-Windows-DotNETRuntime";
 /// GC (0x1), GCHeapCollect (0x800000), GCHeapDump (0x100000), GCHeapAndTypeNames
