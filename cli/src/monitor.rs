@@ -13,12 +13,15 @@
 //! (`monitor/threads.rs`). At most `--max-connections` connections are held: past that,
 //! and whenever accepting fails (out of descriptors), the oldest idle one is closed
 //! (a peer that never advertised first, then a held runtime, which reconnects).
+//!
+//! Which runtime to resume once and which to hold, and which connection holds each, are
+//! the session layer's (`dsipc::session::ReverseBook`, `ReverseConnections`).
 
-use std::collections::{HashSet, VecDeque};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use dsipc::session::{AdvertiseAction as Action, ReverseBook};
 use dsipc::wire::Guid;
 
 use crate::args::parse;
@@ -96,92 +99,26 @@ struct Options {
     max_connections: usize,
 }
 
-/// What to do with a runtime that advertised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Action {
-    /// Send ResumeRuntime (its line is printed with the outcome).
-    Resume,
-    /// Keep the connection open and idle (its line is printed now).
-    Hold,
+/// A runtime advertised: its line so far, and what to do (the session layer's
+/// [`ReverseBook`] decides).
+fn advertised(book: &mut ReverseBook, pid: u64, cookie: Guid) -> (Seen, Action) {
+    let (reconnect, action) = book.advertised(cookie);
+    let line = Seen {
+        pid,
+        cookie,
+        reconnect,
+        resumed: false,
+        resume_error: None,
+    };
+    (line, action)
 }
 
-/// How many runtimes (cookies) the monitor remembers; past that the oldest is forgotten, so
-/// that a peer inventing cookies cannot grow its memory without bound. A forgotten runtime
-/// that advertises again is reported as new (and with `--resume` resumed again, which a
-/// running runtime answers OK).
-const REMEMBERED: usize = 65_536;
-
-/// Which runtimes were seen and resumed (by cookie).
-struct Book {
-    resume: bool,
-    seen: HashSet<Guid>,
-    /// `seen` in the order they came (oldest first).
-    order: VecDeque<Guid>,
-    /// A subset of `seen`.
-    resumed: HashSet<Guid>,
-    /// At most one per open connection.
-    resuming: HashSet<Guid>,
-    limit: usize,
-}
-
-impl Book {
-    fn new(resume: bool) -> Book {
-        Book::with_limit(resume, REMEMBERED)
-    }
-
-    fn with_limit(resume: bool, limit: usize) -> Book {
-        Book {
-            resume,
-            seen: HashSet::new(),
-            order: VecDeque::new(),
-            resumed: HashSet::new(),
-            resuming: HashSet::new(),
-            limit: limit.max(1),
-        }
-    }
-
-    /// A runtime advertised: its line so far and what to do.
-    fn advertised(&mut self, pid: u64, cookie: Guid) -> (Seen, Action) {
-        let reconnect = self.seen.contains(&cookie);
-        if !reconnect {
-            if self.order.len() >= self.limit {
-                if let Some(old) = self.order.pop_front() {
-                    self.seen.remove(&old);
-                    self.resumed.remove(&old);
-                }
-            }
-            self.seen.insert(cookie);
-            self.order.push_back(cookie);
-        }
-        let line = Seen {
-            pid,
-            cookie,
-            reconnect,
-            resumed: false,
-            resume_error: None,
-        };
-        // One resume at a time per runtime; a runtime resumed once is only held.
-        let action =
-            if self.resume && !self.resumed.contains(&cookie) && self.resuming.insert(cookie) {
-                Action::Resume
-            } else {
-                Action::Hold
-            };
-        (line, action)
-    }
-
-    /// The outcome of a resume; `Err` is not remembered: the next Advertise tries again.
-    fn resume_done(&mut self, line: &mut Seen, outcome: Result<(), String>) {
-        self.resuming.remove(&line.cookie);
-        match outcome {
-            Ok(()) => {
-                if self.seen.contains(&line.cookie) {
-                    self.resumed.insert(line.cookie);
-                }
-                line.resumed = true;
-            }
-            Err(e) => line.resume_error = Some(e),
-        }
+/// The outcome of a resume, told to the book and to the runtime's line.
+fn resume_done(book: &mut ReverseBook, line: &mut Seen, outcome: Result<(), String>) {
+    book.resume_done(line.cookie, outcome.is_ok());
+    match outcome {
+        Ok(()) => line.resumed = true,
+        Err(e) => line.resume_error = Some(e),
     }
 }
 
@@ -289,43 +226,4 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
         m.finish();
     }
     result
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cookie(n: u32) -> Guid {
-        Guid::from_fields(n, 0, 0, [0; 8])
-    }
-
-    #[test]
-    fn resumes_once_holds_reconnects_and_remembers_a_bounded_number_of_runtimes() {
-        let mut book = Book::with_limit(true, 2);
-        let (mut line, action) = book.advertised(1, cookie(1));
-        assert_eq!((line.reconnect, action), (false, Action::Resume));
-        // Its reconnect while the resume is in flight: held, not resumed twice.
-        let (l, action) = book.advertised(1, cookie(1));
-        assert_eq!((l.reconnect, action), (true, Action::Hold));
-        book.resume_done(&mut line, Ok(()));
-        assert!(line.resumed);
-        assert_eq!(book.advertised(1, cookie(1)).1, Action::Hold);
-        // A failed resume is tried again at the next Advertise.
-        let (mut l2, action) = book.advertised(2, cookie(2));
-        assert_eq!(action, Action::Resume);
-        book.resume_done(&mut l2, Err("timed out".into()));
-        assert_eq!(l2.resume_error.as_deref(), Some("timed out"));
-        assert_eq!(book.advertised(2, cookie(2)).1, Action::Resume);
-        // A third runtime: the oldest is forgotten (memory stays bounded)...
-        book.advertised(3, cookie(3));
-        assert_eq!((book.seen.len(), book.order.len()), (2, 2));
-        assert!(book.resumed.is_empty());
-        // ...and comes back as new.
-        let (l, action) = book.advertised(1, cookie(1));
-        assert_eq!((l.reconnect, action), (false, Action::Resume));
-        assert!(book.seen.len() <= 2);
-        // Without --resume nothing is ever resumed.
-        let mut plain = Book::new(false);
-        assert_eq!(plain.advertised(1, cookie(1)).1, Action::Hold);
-    }
 }

@@ -16,7 +16,8 @@
 //! - which providers: dotnet-trace's `--providers` syntax and built-in profiles
 //!   ([`providers`]: [`parse_providers`], [`Profile`]);
 //! - the reverse port: a runtime's Advertise, read exactly, within a deadline
-//!   ([`AwaitAdvertise`]);
+//!   ([`AwaitAdvertise`]), and a monitor's runtimes on it: which to resume once, which
+//!   to hold, which connection holds each ([`ReverseBook`], [`ReverseConnections`]);
 //! - deadlines: the caller passes the time ([`Millis`], from any monotonic clock) and waits
 //!   until [`Call::poll_timeout`] / [`Tracing::poll_timeout`]; nothing here reads a clock.
 //!
@@ -85,6 +86,7 @@ mod call;
 mod error;
 mod info;
 mod link;
+mod monitor;
 mod plan;
 pub mod providers;
 mod tracing;
@@ -93,6 +95,9 @@ pub use advertise::AwaitAdvertise;
 pub use call::{Call, Step};
 pub use error::SessionError;
 pub use info::{text_to_string, ProcessInfo, ProcessInfoSink};
+pub use monitor::{
+    AdvertiseAction, HoldsRuntime, ReverseBook, ReverseConnections, REMEMBERED_RUNTIMES,
+};
 pub use plan::{attach_profiler, Ask, Rundown, TraceConfig, DEFAULT_CIRCULAR_BUFFER_MB};
 pub use providers::{
     clr_events_provider, parse_providers, CollectArgs, Profile, ProviderError, ProviderSpec,

@@ -19,7 +19,8 @@ use dsipc_mio::{CloseReason, ConnId, Control, Event, Reactor};
 use super::{announce, Action, Options, Seen, TICK};
 use crate::{term, CliError, CliResult};
 
-use super::conns::{Conns, Holds};
+use super::conns::Conns;
+use dsipc::session::HoldsRuntime;
 
 /// Where a connection is.
 enum Phase {
@@ -39,7 +40,7 @@ struct Peer {
     phase: Phase,
 }
 
-impl Holds for Peer {
+impl HoldsRuntime for Peer {
     fn held_cookie(&self) -> Option<Guid> {
         match self.phase {
             Phase::Held(cookie) => Some(cookie),
@@ -119,7 +120,8 @@ impl<'a> Monitor<'a> {
                     return;
                 }
                 let cookie = advertise.runtime_cookie;
-                let (mut line, action) = self.conns.book.advertised(advertise.process_id, cookie);
+                let (mut line, action) =
+                    super::advertised(&mut self.conns.book, advertise.process_id, cookie);
                 // A newer connection replaces the runtime's previous one.
                 if let Some(old) = self.conns.unhold(&cookie) {
                     self.conns.forget(old);
@@ -132,7 +134,7 @@ impl<'a> Monitor<'a> {
                             Phase::Resuming(line)
                         }
                         Err(e) => {
-                            self.conns.book.resume_done(&mut line, Err(e.to_string()));
+                            super::resume_done(&mut self.conns.book, &mut line, Err(e.to_string()));
                             ctl.close(conn);
                             self.print(&line);
                             Phase::Done
@@ -238,7 +240,7 @@ impl<'a> Monitor<'a> {
     }
 
     fn resume_finished(&mut self, mut line: Seen, outcome: Result<(), String>) {
-        self.conns.book.resume_done(&mut line, outcome);
+        super::resume_done(&mut self.conns.book, &mut line, outcome);
         self.print(&line);
     }
 }

@@ -18,7 +18,8 @@ use dsipc_std::reverse::{PendingConnection, ReverseListener};
 use super::{announce, Action, Options, TICK};
 use crate::{term, CliError, CliResult};
 
-use super::conns::{Conns, Holds};
+use super::conns::Conns;
+use dsipc::session::HoldsRuntime;
 
 /// How often a held connection is checked for a runtime that exited.
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
@@ -32,7 +33,7 @@ enum Phase {
     Held { cookie: Guid, _release: Sender<()> },
 }
 
-impl Holds for Phase {
+impl HoldsRuntime for Phase {
     fn held_cookie(&self) -> Option<Guid> {
         match self {
             Phase::Held { cookie, .. } => Some(*cookie),
@@ -83,13 +84,13 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
         let mut st = shared.lock();
         // A runtime reconnects as soon as its connection closes: if that was a resume,
         // its thread may not have recorded the outcome yet. Decide after it did.
-        while st.book.resuming.contains(&cookie) {
+        while st.book.is_resuming(&cookie) {
             st = match shared.resume_ended.wait_timeout(st, PRUNE_EVERY) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
             };
         }
-        let decided = st.book.advertised(conn.pid(), cookie);
+        let decided = super::advertised(&mut st.book, conn.pid(), cookie);
         // A newer connection replaces the runtime's previous one.
         if let Some(old) = st.unhold(&cookie) {
             st.forget(old);
@@ -104,7 +105,7 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection) {
                 .resume_runtime()
                 .map_err(|e| e.to_string());
             let mut st = shared.lock();
-            st.book.resume_done(&mut line, outcome);
+            super::resume_done(&mut st.book, &mut line, outcome);
             st.print(&line, shared.as_json);
             st.open.remove(&id);
             shared.resume_ended.notify_all();
