@@ -45,6 +45,13 @@ impl Tail {
         }
     }
 
+    /// One whose reader goes away after 64 KiB.
+    fn abandoning() -> Tail {
+        let mut tail = Tail::new(64 << 10);
+        tail.gone = Some(Arc::new(AtomicBool::new(false)));
+        tail
+    }
+
     fn gone(&self) -> bool {
         self.gone
             .as_ref()
@@ -166,6 +173,19 @@ fn read_to_its_end_after_the_stop(end: &End, fed: u64) {
     }
 }
 
+/// The session was abandoned (the driver stopped reading), its stop asked first.
+fn abandoned_after_its_stop(end: &End, stop_asked: bool) {
+    assert!(matches!(end, End::Failed(Error::Aborted)), "{:?}", end);
+    assert!(stop_asked);
+}
+
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn blocking_driver_runs_a_long_session_until_stopped_from_outside() {
     let dir = TempDir::new("dsipc-rl").unwrap();
@@ -182,11 +202,9 @@ fn blocking_driver_runs_a_long_session_until_stopped_from_outside() {
 fn blocking_driver_stops_an_abandoned_session_in_the_runtime() {
     let dir = TempDir::new("dsipc-rl").unwrap();
     let rt = endless(&dir);
-    let mut tail = Tail::new(64 << 10);
-    tail.gone = Some(Arc::new(AtomicBool::new(false)));
-    let (end, stop_asked, _, _) = dsipc_recipes::run(&std_client(&rt), tail, None).unwrap();
-    assert!(matches!(end, End::Failed(Error::Aborted)), "{:?}", end);
-    assert!(stop_asked);
+    let (end, stop_asked, _, _) =
+        dsipc_recipes::run(&std_client(&rt), Tail::abandoning(), None).unwrap();
+    abandoned_after_its_stop(&end, stop_asked);
     wait_stops(&rt, 1);
 }
 
@@ -194,11 +212,7 @@ fn blocking_driver_stops_an_abandoned_session_in_the_runtime() {
 fn async_driver_runs_a_long_session_until_stopped_and_waits_for_its_consumer() {
     let dir = TempDir::new("dsipc-rl").unwrap();
     let rt = endless(&dir);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (end, stop_asked, fed, unasked) = runtime
+    let (end, stop_asked, fed, unasked) = tokio_runtime()
         .block_on(dsipc_recipes::run_async(
             &tokio_client(&rt),
             Tail::new(256 << 10),
@@ -216,27 +230,17 @@ fn async_driver_runs_a_long_session_until_stopped_and_waits_for_its_consumer() {
 fn async_driver_stops_an_abandoned_session_in_the_runtime() {
     let dir = TempDir::new("dsipc-rl").unwrap();
     let rt = endless(&dir);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut tail = Tail::new(64 << 10);
-    tail.gone = Some(Arc::new(AtomicBool::new(false)));
+    let runtime = tokio_runtime();
     let (end, stop_asked, _, _) = runtime
-        .block_on(dsipc_recipes::run_async(&tokio_client(&rt), tail, None))
+        .block_on(dsipc_recipes::run_async(
+            &tokio_client(&rt),
+            Tail::abandoning(),
+            None,
+        ))
         .unwrap();
-    assert!(matches!(end, End::Failed(Error::Aborted)), "{:?}", end);
-    assert!(stop_asked);
-    // The stop goes on in a task of its own once the session is closed.
-    runtime.block_on(async {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while stops(&rt) < 1 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{:?}",
-                rt.received()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    abandoned_after_its_stop(&end, stop_asked);
+    // The stop goes on in a task of its own once the session is closed: the runtime runs
+    // on while this waits.
+    let waiting = async move { tokio::task::spawn_blocking(move || wait_stops(&rt, 1)).await };
+    runtime.block_on(waiting).unwrap();
 }
