@@ -20,16 +20,15 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use dsipc::payload::Provider;
-use dsipc::wire::Text;
-use dsipc_std::{Chunk, DiagnosticsClient, Endpoint, Error, TraceSession};
+use dsipc::nettrace::NettraceError;
+use dsipc::session::Outcome;
+use dsipc_recipes::{Collect, End, RecipeError, Request, Tick};
+use dsipc_std::{DiagnosticsClient, Endpoint, Error, TraceSession};
 
-use crate::convert::live::{self, LiveCounter, LiveCounts, LiveProfile, ProfileFormat};
+use crate::convert::live::{self, Counting, Live, LiveCounts, LiveProfile, Parsed, ProfileFormat};
 use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
 use crate::{args, pid_command, providers, CliError, CliResult};
@@ -45,190 +44,91 @@ enum Ending {
     Unparsed,
 }
 
-/// How often the drain wakes up without data (progress line, Ctrl-C, duration).
-const TICK: Duration = Duration::from_millis(200);
-
-/// Without `--format` the stream is counted on a second thread, pipelined with the write:
-/// the bytes go there in slices of about this size (large, so that few blocks straddle two
-/// slices: the parser reads the others in place)...
-const SLICE: usize = 1 << 20;
-/// ... at most this many at a time (memory stays bounded: a slower parser slows the reading
-/// down, as parsing on this thread would).
-const SLICES_QUEUED: usize = 4;
-/// A slice not yet full is handed over after this long anyway (the progress line).
-const SLICE_DELAY: Duration = Duration::from_millis(100);
-
-/// The stream's counts, parsed on a second thread (see [`SLICE`]): the same counts, the
-/// same end-of-stream decision and the same errors as parsing it here.
-struct Counting {
-    slice: Vec<u8>,
-    since: Instant,
-    to_parser: Option<mpsc::SyncSender<Vec<u8>>>,
-    recycled: mpsc::Receiver<Vec<u8>>,
-    shared: Arc<Shared>,
-    parser: Option<JoinHandle<LiveCounter>>,
+/// `dsipc trace`'s session as a recipe: every chunk into the `.nettrace` file and the live
+/// parse, the progress line on a terminal, stopped at `--duration` or on Ctrl-C, abandoned
+/// on a second Ctrl-C or when the file cannot be written.
+struct ToFile<'a> {
+    request: Request,
+    out: &'a mut Output,
+    live: Live,
+    duration: Option<Duration>,
+    tty: bool,
+    /// When the progress line was last written (since the session started).
+    last_print: Duration,
+    bytes: u64,
+    write_error: Option<io::Error>,
 }
 
-/// What the parsing thread shows the progress line.
-#[derive(Default)]
-struct Shared {
-    events: AtomicU64,
-    samples: AtomicU64,
-    lost: AtomicU64,
-    failed: AtomicBool,
+/// What [`ToFile`] leaves once its session is over.
+struct Traced {
+    end: End,
+    stop_asked: bool,
+    live: Live,
+    received: u64,
+    write_error: Option<io::Error>,
 }
 
-impl Counting {
-    fn start() -> io::Result<Counting> {
-        let (to_parser, slices) = mpsc::sync_channel::<Vec<u8>>(SLICES_QUEUED);
-        let (recycle, recycled) = mpsc::channel::<Vec<u8>>();
-        let shared = Arc::new(Shared::default());
-        let seen = Arc::clone(&shared);
-        let parser = std::thread::Builder::new()
-            .name("dsipc-parse".into())
-            .spawn(move || {
-                let mut counter = LiveCounter::new();
-                for mut slice in slices {
-                    let failed = counter.feed(&slice).is_err();
-                    let c = counter.counts();
-                    seen.events.store(c.events, Ordering::Relaxed);
-                    seen.samples.store(c.samples, Ordering::Relaxed);
-                    seen.lost.store(c.lost, Ordering::Relaxed);
-                    seen.failed.store(failed, Ordering::Relaxed);
-                    slice.clear();
-                    let _ = recycle.send(slice);
-                }
-                counter
-            })?;
-        Ok(Counting {
-            slice: Vec::new(),
-            since: Instant::now(),
-            to_parser: Some(to_parser),
-            recycled,
-            shared,
-            parser: Some(parser),
-        })
-    }
+impl Collect for ToFile<'_> {
+    type Output = Traced;
 
-    /// The next bytes of the stream.
-    fn feed(&mut self, data: &[u8]) {
-        if self.shared.failed.load(Ordering::Relaxed) {
-            // The stream did not parse: later bytes are not the parser's (it only counts
-            // them), the error it met is its answer.
-            return;
-        }
-        if self.slice.capacity() == 0 {
-            self.slice = self
-                .recycled
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(SLICE));
-            self.since = Instant::now();
-        }
-        self.slice.extend_from_slice(data);
-        if self.slice.len() + (SLICE >> 3) > SLICE || self.since.elapsed() >= SLICE_DELAY {
-            self.hand_over();
+    fn request(&self) -> Request {
+        Request {
+            providers: self.request.providers.clone(),
+            ..self.request
         }
     }
 
-    /// Hands a slice waiting for more bytes over once it has waited long enough.
-    fn tick(&mut self) {
-        if !self.slice.is_empty() && self.since.elapsed() >= SLICE_DELAY {
-            self.hand_over();
+    fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError> {
+        self.bytes += data.len() as u64;
+        self.live.feed(data);
+        if let Err(e) = self.out.writer().write_all(data) {
+            // Ends the session at once (abandon): nothing more can be kept.
+            self.write_error = Some(e);
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, tick: Tick) {
+        self.live.tick();
+        if self.tty && tick.elapsed >= self.last_print + Duration::from_millis(250) {
+            self.last_print = tick.elapsed;
+            let (counts, parsing) = self.live.progress();
+            note_inline!(
+                "\r{}",
+                progress_line(tick.elapsed.as_secs_f64(), tick.bytes, counts, parsing)
+            );
         }
     }
 
-    fn hand_over(&mut self) {
-        let slice = std::mem::take(&mut self.slice);
-        if slice.is_empty() {
-            return;
-        }
-        if let Some(tx) = &self.to_parser {
-            // Fails only if the parsing thread is gone (it panicked: `finish` says so).
-            let _ = tx.send(slice);
-        }
-    }
-
-    fn counts(&self) -> (LiveCounts, bool) {
-        let s = &self.shared;
-        (
-            LiveCounts {
-                events: s.events.load(Ordering::Relaxed),
-                samples: s.samples.load(Ordering::Relaxed),
-                lost: s.lost.load(Ordering::Relaxed),
-            },
-            !s.failed.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Every byte was fed: the parser, once it parsed them all.
-    fn finish(mut self) -> LiveCounter {
-        self.hand_over();
-        self.to_parser = None;
-        match self.parser.take().map(JoinHandle::join) {
-            Some(Ok(counter)) => counter,
-            Some(Err(panic)) => std::panic::resume_unwind(panic),
-            None => LiveCounter::new(),
-        }
-    }
-}
-
-/// The stream's parser: a profile built here (`--format`), or counts on a second thread.
-enum Live {
-    Profile(Box<LiveProfile>),
-    Counting(Counting),
-}
-
-impl Live {
-    fn feed(&mut self, data: &[u8]) {
-        match self {
-            Live::Profile(p) => {
-                let _ = p.feed(data);
+    fn enough(&mut self, elapsed: Duration) -> bool {
+        let stop = term::interrupted() || self.duration.map_or(false, |d| elapsed >= d);
+        if stop {
+            if self.tty {
+                note!("");
             }
-            Live::Counting(c) => c.feed(data),
+            note!("dsipc: stopping the session, draining the rest of the stream (Ctrl-C again to quit at once)");
         }
+        stop
     }
 
-    fn tick(&mut self) {
-        if let Live::Counting(c) = self {
-            c.tick();
-        }
+    fn abandon(&self) -> bool {
+        term::interrupts() >= 2 || self.write_error.is_some()
     }
 
-    /// The counts so far, and whether parsing goes on.
-    fn progress(&self) -> (LiveCounts, bool) {
-        match self {
-            Live::Profile(p) => (p.counts(), p.error().is_none()),
-            Live::Counting(c) => c.counts(),
-        }
-    }
-}
-
-/// The stream's parser once every byte was fed.
-enum Parsed {
-    Profile(Box<LiveProfile>),
-    Counted(Box<LiveCounter>),
-}
-
-impl Parsed {
-    fn finish(&mut self) -> Result<(), dsipc_trace::StreamError> {
-        match self {
-            Parsed::Profile(p) => p.finish(),
-            Parsed::Counted(c) => c.finish(),
-        }
+    fn max_bytes(&self) -> u64 {
+        // As long as the user wants: the file takes it, the parse holds no more than its
+        // metadata, methods and stacks.
+        u64::MAX
     }
 
-    fn counts(&self) -> LiveCounts {
-        match self {
-            Parsed::Profile(p) => p.counts(),
-            Parsed::Counted(c) => c.counts(),
-        }
-    }
-
-    fn error(&self) -> Option<dsipc_trace::StreamError> {
-        match self {
-            Parsed::Profile(p) => p.error(),
-            Parsed::Counted(c) => c.error(),
-        }
+    fn finish(self, end: End, stop_asked: bool) -> Result<Traced, RecipeError> {
+        Ok(Traced {
+            end,
+            stop_asked,
+            live: self.live,
+            received: self.bytes,
+            write_error: self.write_error,
+        })
     }
 }
 
@@ -266,16 +166,12 @@ fn start(
     std::thread::Builder::new()
         .name("dsipc-start".into())
         .spawn(move || {
-            let providers: Vec<Provider<'_>> = specs
-                .iter()
-                .map(|s| Provider {
-                    keywords: s.keywords,
-                    log_level: s.level,
-                    provider_name: Text::Str(&s.name),
-                    arguments: s.args.as_deref().map_or(Text::Null, Text::Str),
-                })
-                .collect();
-            let _ = tx.send(client.collect_tracing(&providers, buffer_mb, rundown));
+            let req = Request {
+                providers: specs,
+                buffer_mb,
+                rundown,
+            };
+            let _ = tx.send(client.collect_tracing(&req.providers(), buffer_mb, rundown));
         })?;
     let mut noted = false;
     loop {
@@ -396,7 +292,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         },
         None => None,
     };
-    let mut session = match start(&client, &specs, buffer_mb, rundown) {
+    let session = match start(&client, &specs, buffer_mb, rundown) {
         Ok(s) => s,
         Err(e) => {
             out.abandon();
@@ -447,11 +343,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             None => "stop with Ctrl-C".to_string(),
         }
     );
-    let start = Instant::now();
-    let mut last_print = start;
-    let mut stop_asked = false;
-    let mut write_error: Option<io::Error> = None;
-    let mut live = if format.is_some() {
+    let live = if format.is_some() {
         Live::Profile(Box::new(LiveProfile::new()))
     } else {
         match Counting::start() {
@@ -460,58 +352,65 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             Err(_) => Live::Profile(Box::new(LiveProfile::new())),
         }
     };
-    // The pull API: one loop, no shared state between callbacks.
-    let result: Result<u64, Error> = loop {
-        let now = Instant::now();
-        if tty && now.duration_since(last_print) >= Duration::from_millis(250) {
-            last_print = now;
-            let secs = now.duration_since(start).as_secs_f64();
-            let (counts, parsing) = live.progress();
-            note_inline!(
-                "\r{}",
-                progress_line(secs, session.bytes_received(), counts, parsing)
-            );
+    let recipe = ToFile {
+        request: Request {
+            providers: specs.clone(),
+            buffer_mb,
+            rundown,
+        },
+        out: &mut out,
+        live,
+        duration,
+        tty,
+        last_print: Duration::ZERO,
+        bytes: 0,
+        write_error: None,
+    };
+    let start = Instant::now();
+    // The blocking driver: it reads, asks the recipe when to stop, and drains after the stop
+    // within the session layer's bounds.
+    let Traced {
+        end,
+        stop_asked,
+        live,
+        received,
+        write_error,
+    } = match dsipc_recipes::run_session(session, recipe, None) {
+        Ok(t) => t,
+        // The recipe fails on nothing of its own (no bound, no parse error that ends it).
+        Err(e) => return Err(CliError::Failed(e.to_string())),
+    };
+    let mut end_outcome: Option<Outcome> = None;
+    let result: Result<u64, Error> = match end {
+        End::Stream(o) => {
+            end_outcome = Some(o);
+            Ok(received)
         }
-        if term::interrupts() >= 2 {
-            break Err(Error::Aborted);
-        }
-        let stop = term::interrupted() || duration.map_or(false, |d| start.elapsed() >= d);
-        if stop && !stop_asked {
-            stop_asked = true;
-            if tty {
-                note!("");
-            }
-            note!("dsipc: stopping the session, draining the rest of the stream (Ctrl-C again to quit at once)");
-            if let Err(e) = session.stop() {
-                break Err(e);
-            }
-        }
-        match session.next_chunk(TICK) {
-            Ok(Chunk::Data(data)) => {
-                live.feed(data);
-                if let Err(e) = out.writer().write_all(data) {
-                    let kept = io::Error::new(e.kind(), e.to_string());
-                    write_error = Some(e);
-                    break Err(Error::Io(kept));
-                }
-            }
-            Ok(Chunk::Quiet) => live.tick(),
-            Ok(Chunk::End(_)) => break Ok(session.bytes_received()),
-            Ok(_) => {}
-            Err(e) => break Err(e),
-        }
+        // A second Ctrl-C, or a write that failed (said first, below): Error::Aborted.
+        End::Failed(e) => Err(e),
+        // No deadline is given to the driver.
+        End::TimedOut => Err(Error::Aborted),
     };
     let elapsed = start.elapsed().as_secs_f64();
-    let received = session.bytes_received();
     let mut live = match live {
         Live::Profile(p) => Parsed::Profile(p),
         Live::Counting(c) => Parsed::Counted(Box::new(c.finish())),
     };
-    let ending = match live.finish() {
-        Ok(()) => Ending::Clean,
-        // Cut short, even before its header was whole (a runtime killed at once).
-        Err(e) if e.is_truncation() => Ending::Truncated,
-        Err(_) => Ending::Unparsed,
+    // Whole or cut is the session layer's outcome (the stream's framing); the parse the
+    // counts come from says whether its content holds.
+    let parsed = live.finish();
+    let ending = match (&end_outcome, parsed) {
+        (
+            Some(Outcome::Cut {
+                reason: NettraceError::Truncated { .. },
+                ..
+            }),
+            _,
+        ) => Ending::Truncated,
+        (Some(Outcome::Cut { .. }), _) => Ending::Unparsed,
+        (_, Err(e)) if e.is_truncation() => Ending::Truncated,
+        (_, Err(_)) => Ending::Unparsed,
+        (_, Ok(())) => Ending::Clean,
     };
     let counts = live.counts();
     let parse_problem = live.error().map(|e| e.to_string());

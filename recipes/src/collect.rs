@@ -1,10 +1,15 @@
 //! What a recipe is: the session it asks for ([`Request`]), how the session ended
-//! ([`End`]), the bound on what it may stream ([`Budget`]) and the [`Collect`] trait.
+//! ([`End`]), the bound on what it may stream ([`Budget`]), a stop from outside ([`Stop`])
+//! and the [`Collect`] trait.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
 
 use dsipc::payload::Provider;
 use dsipc::session::providers::ProviderSpec;
+use dsipc::session::Outcome;
 use dsipc_std::Error;
 
 use crate::RecipeError;
@@ -33,13 +38,49 @@ impl Request {
 }
 
 /// How the session ended.
+#[derive(Debug)]
 pub enum End {
-    /// The runtime ended the stream.
-    Stream,
+    /// The runtime ended the stream: stopped, ended by the runtime, or cut at an offset
+    /// (the session layer's [`Outcome`], from the stream's framing).
+    Stream(Outcome),
     /// The deadline came first.
     TimedOut,
-    /// The connection or the runtime failed.
+    /// The connection or the runtime failed; [`Error::Aborted`] when the recipe abandoned
+    /// the session ([`Collect::abandon`]).
     Failed(Error),
+}
+
+/// A stop asked from outside a session (an operation's `DELETE ?stop=true`, say): set from
+/// anywhere, read by the recipe's [`Collect::enough`]. Clones share the one flag.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// Not asked yet.
+    pub fn new() -> Stop {
+        Stop::default()
+    }
+
+    /// Asks the session to stop (the drivers see it within [`TICK`]).
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Relaxed)
+    }
+
+    /// Whether a stop was asked.
+    pub fn is_requested(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Where a running session stands, given to [`Collect::tick`].
+#[derive(Debug, Clone, Copy)]
+pub struct Tick {
+    /// Since the session started.
+    pub elapsed: Duration,
+    /// Stream bytes received.
+    pub bytes: u64,
+    /// The wall clock now (what counter samples are timed by).
+    pub wall: SystemTime,
 }
 
 /// The most a short session may stream unless its [`Collect`] says otherwise: 256 MiB.
@@ -83,6 +124,15 @@ impl Budget {
 }
 
 /// What a session collects, and when it has enough.
+///
+/// A short session ([`stack`](crate::stack), [`gcdump`](crate::gcdump)) says when it has
+/// enough by itself. A long one (a trace into a file or a response body, counters) is
+/// stopped from outside (a duration, Ctrl-C, a [`Stop`], a client gone) through the same
+/// [`enough`](Self::enough), hands each chunk to its consumer in [`feed`](Self::feed), and
+/// may [`abandon`](Self::abandon) the session (nobody reads on) or push back
+/// ([`poll_ready`](Self::poll_ready), on the async driver). Either way the drivers stop the
+/// session once, read on to its end within the session layer's bounds, and hand
+/// [`finish`](Self::finish) the [`End`].
 pub trait Collect {
     /// The result.
     type Output;
@@ -91,8 +141,26 @@ pub trait Collect {
     /// The stream's next bytes; an error ends the session (the stream does not parse).
     fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError>;
     /// Whether to ask the runtime to stop now (`elapsed` since the session started);
-    /// asked until it says yes.
-    fn enough(&self, elapsed: Duration) -> bool;
+    /// asked after every read (at least every [`TICK`]) until it says yes.
+    fn enough(&mut self, elapsed: Duration) -> bool;
+    /// After every read (data or a quiet wait of at most [`TICK`]): progress lines, data
+    /// held until due. Nothing by default.
+    fn tick(&mut self, tick: Tick) {
+        let _ = tick;
+    }
+    /// Whether to stop reading at once (the session ends as [`Error::Aborted`], the
+    /// connection closed without waiting for the rest): a second Ctrl-C, a reader gone.
+    /// Asked after every read; never by default.
+    fn abandon(&self) -> bool {
+        false
+    }
+    /// Whether the recipe takes more bytes now (the async driver waits for it before every
+    /// read, and before [`finish`](Self::finish)): a consumer that pushes back, such as a
+    /// bounded response body, slows the reading down. Always ready by default.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let _ = cx;
+        Poll::Ready(())
+    }
     /// The most the session may stream; past it the session is closed and fails
     /// ([`Budget`]). [`MAX_SESSION_BYTES`] unless said otherwise.
     fn max_bytes(&self) -> u64 {

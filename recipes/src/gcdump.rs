@@ -100,13 +100,13 @@ impl Collect for TypeFlush {
         Ok(())
     }
 
-    fn enough(&self, _elapsed: Duration) -> bool {
+    fn enough(&mut self, _elapsed: Duration) -> bool {
         true
     }
 
     fn finish(self, end: End, _stop_asked: bool) -> Result<(), RecipeError> {
         match end {
-            End::Stream => Ok(()),
+            End::Stream(_) => Ok(()),
             End::TimedOut => Err(late(
                 self.pid,
                 self.timeout,
@@ -156,7 +156,7 @@ impl Collect for HeapWalk {
         self.heap.feed(data).map_err(|e| bad_stream(&e))
     }
 
-    fn enough(&self, _elapsed: Duration) -> bool {
+    fn enough(&mut self, _elapsed: Duration) -> bool {
         matches!(self.heap.builder().walk(), Walk::Done { .. })
     }
 
@@ -176,7 +176,7 @@ impl Collect for HeapWalk {
                 };
                 return Err(late(pid, self.timeout, what));
             }
-            End::Stream => Ok(()),
+            End::Stream(_) => Ok(()),
             End::Failed(e) => Err(e),
         };
         let ended = self.heap.finish();

@@ -1,26 +1,32 @@
-//! Short .NET diagnostic sessions as recipes: a [`Collect`] says which providers to ask for
-//! ([`Collect::request`]), takes the stream's bytes ([`Collect::feed`]), says when it has
-//! enough ([`Collect::enough`]) and makes the result from how the session ended
-//! ([`Collect::finish`]). A recipe does no I/O and reads no clock: the elapsed time is
-//! given to it.
+//! .NET diagnostic sessions as recipes: a [`Collect`] says which providers to ask for
+//! ([`Collect::request`]), takes the stream's bytes ([`Collect::feed`]), says when to stop
+//! ([`Collect::enough`]: it has enough, or a stop came from outside: a duration, Ctrl-C, a
+//! [`Stop`], a client gone) and makes the result from how the session ended
+//! ([`Collect::finish`], with the session layer's [`Outcome`](dsipc::session::Outcome):
+//! stopped, ended by the runtime, or cut at an offset). A recipe does no I/O of the
+//! session's and reads no clock: the elapsed time is given to it. Its consumer of the bytes
+//! may be anything (a file, a response body that pushes back: [`Collect::poll_ready`]).
 //!
 //! One blocking driver ([`run`], on dsipc-std) and one async driver ([`run_async`], on
-//! dsipc-tokio) run any recipe the same way:
+//! dsipc-tokio) run any recipe the same way, short or long ([`run_session`] and
+//! [`run_session_async`]: the same, on a session the caller started):
 //!
 //! ```text
 //! start the session (Request)        ──► runtime
-//! loop until the stream ends or the deadline:
-//!     bytes ──► Budget::take ──► Collect::feed
-//!     Collect::enough(elapsed)? ──► stop the session once (the rundown follows)
+//! loop until the stream ends, the recipe abandons it, or the deadline:
+//!     [async: wait until Collect::poll_ready]
+//!     bytes ──► Budget::take ──► Collect::feed;  Collect::tick (at least every TICK)
+//!     Collect::abandon()? ──► stop reading (the connection closes)
+//!     Collect::enough(elapsed)? ──► stop the session once (the rundown follows, read
+//!                                   within the session layer's bounds)
 //! close the connection; Collect::finish(End, stop_asked) ──► result
 //! ```
 //!
-//! Longer sessions that run until stopped have their drivers here too: [`counters`]
-//! (dotnet-counters' session, blocking or on tokio).
-//!
 //! The recipes: [`stack::Sampling`] (every thread's managed stack, dotnet-stack's session),
 //! [`gcdump::TypeFlush`] and [`gcdump::HeapWalk`] (the heap graph, dotnet-gcdump's two
-//! sessions).
+//! sessions), [`counters::Counters`] (dotnet-counters' session, until stopped; run by
+//! [`counters::CounterRun`], [`counters::CounterSession`] and
+//! [`counters::AsyncCounterRun`]).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -31,6 +37,8 @@ mod error;
 pub mod gcdump;
 pub mod stack;
 
-pub use collect::{Budget, Collect, End, Request, MAX_SESSION_BYTES, MAX_WALK_BYTES, TICK};
-pub use drive::{run, run_async};
+pub use collect::{
+    Budget, Collect, End, Request, Stop, Tick, MAX_SESSION_BYTES, MAX_WALK_BYTES, TICK,
+};
+pub use drive::{run, run_async, run_session, run_session_async};
 pub use error::RecipeError;

@@ -81,7 +81,7 @@ impl Collect for Sampling {
             .map_err(|e| RecipeError::Failed(format!("the stream did not parse: {}", e)))
     }
 
-    fn enough(&self, elapsed: Duration) -> bool {
+    fn enough(&mut self, elapsed: Duration) -> bool {
         // One thread sampled twice: the sampler went round every thread.
         self.live.analyzer().max_thread_samples() >= 2
             || elapsed >= STOP_AT_THE_LATEST.min(self.timeout / 2)
@@ -90,7 +90,7 @@ impl Collect for Sampling {
     fn finish(mut self, end: End, stop_asked: bool) -> Result<StackSnapshot, RecipeError> {
         let pid = self.pid;
         match end {
-            End::Stream => {}
+            End::Stream(_) => {}
             End::TimedOut => {
                 return Err(RecipeError::Failed(format!(
                     "pid {}: no complete answer within {:.1} s (--timeout): the runtime {}",

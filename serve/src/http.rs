@@ -98,7 +98,7 @@ impl BodySender {
     }
 
     /// Ends the body with `e` after what was sent.
-    pub fn fail(self, e: io::Error) {
+    pub fn fail(&self, e: io::Error) {
         *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
 

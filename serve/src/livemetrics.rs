@@ -25,6 +25,7 @@ use super::models::Metric;
 use super::procs::Runtime;
 use super::session::{self, Sink};
 use crate::json;
+use dsipc::session::Outcome;
 
 /// dotnet-monitor's default counter providers.
 pub(crate) const DEFAULT_PROVIDERS: [&str; 3] = [
@@ -231,7 +232,7 @@ impl Sink for Metrics {
         self.records(Some(&data))
     }
 
-    fn end(&mut self) -> Result<Option<Bytes>, io::Error> {
+    fn end(&mut self, _: &Outcome) -> Result<Option<Bytes>, io::Error> {
         Ok(self.records(None))
     }
 }

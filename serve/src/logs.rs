@@ -35,6 +35,7 @@ use super::api::{
 };
 use super::procs::Runtime;
 use super::session::{self, Sink};
+use dsipc::session::Outcome;
 
 /// Logs sessions running at once (dotnet-monitor's default); one more is answered 429.
 pub const MAX_LOGS: usize = 3;
@@ -317,7 +318,7 @@ impl Sink for LogsSink {
         }
     }
 
-    fn end(&mut self) -> Result<Option<Bytes>, io::Error> {
+    fn end(&mut self, _: &Outcome) -> Result<Option<Bytes>, io::Error> {
         let mut out = String::new();
         let format = self.format;
         let result = match self.error {

@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use dsipc::payload::Provider;
 
-use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats, Decoder};
+use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats};
 
 use dsipc_std::{DiagnosticsClient, Error, StopHandle, Transport};
 
-use super::{SessionEnd, BUFFER_MB};
+use super::{Counters, SessionEnd, BUFFER_MB};
+use crate::{run_session, Stop};
 
 /// Events queued between the decoding thread and the consumer; a slower consumer makes
 /// the decoder wait (and, eventually, the runtime drop events in its own buffer).
@@ -180,10 +181,11 @@ impl<T: Transport + Send + Sync + 'static> CounterSession<T> {
 /// A counters session driven on the caller's thread: [`run_observed`](Self::run_observed) hands every event
 /// to the caller's sink as soon as it is decoded, until the runtime ends the stream (it
 /// exits) or a [`StopHandle`] from [`stop_handle`](Self::stop_handle) stops it (from any
-/// thread: StopTracing, then the stream is drained to its end).
+/// thread: StopTracing, then the stream is drained to its end). The [`Counters`] recipe on
+/// the blocking driver ([`run_session`]).
 pub struct CounterRun<T: Transport + Send + Sync + 'static> {
     session: dsipc_std::TraceSession<T>,
-    decoder: Decoder,
+    config: CountersConfig,
 }
 
 impl<T: Transport + Send + Sync + 'static> std::fmt::Debug for CounterRun<T> {
@@ -202,7 +204,7 @@ impl<T: Transport + Send + Sync + 'static> CounterRun<T> {
         let session = client.collect_tracing(&providers, BUFFER_MB, false)?;
         Ok(CounterRun {
             session,
-            decoder: Decoder::new(config),
+            config: config.clone(),
         })
     }
 
@@ -214,27 +216,15 @@ impl<T: Transport + Send + Sync + 'static> CounterRun<T> {
     /// Drives the session to its end on this thread, each event to `sink` and the
     /// decoder's figures to `stats` after each chunk; how it ended.
     pub fn run_observed(
-        mut self,
+        self,
         sink: &mut dyn FnMut(CounterEvent),
         stats: &mut dyn FnMut(&DecodeStats),
     ) -> SessionEnd {
-        let decoder = &mut self.decoder;
-        let result = self.session.drain(
-            |data| {
-                decoder.feed(data, sink);
-                stats(decoder.stats());
-                Ok(())
-            },
-            |_| false,
-        );
-        decoder.finish(sink);
-        stats(decoder.stats());
-        SessionEnd {
-            stopped: self.session.stop_handle().is_requested(),
-            stats: decoder.stats().clone(),
-            bytes: self.session.bytes_received(),
-            error: result.err(),
-        }
+        let handle = self.session.stop_handle();
+        let recipe = Counters::new(&self.config, sink, stats, Stop::new());
+        let mut end = super::ended(run_session(self.session, recipe, None));
+        end.stopped = handle.is_requested();
+        end
     }
 }
 

@@ -6,6 +6,8 @@
 //! - [`CounterSession`]: the same on a thread of its own, its events queued.
 //! - [`AsyncCounterRun`]: on tokio (dsipc-tokio), to a sink the caller gives.
 //!
+//! All three are the [`Counters`] recipe on the crate's two drivers.
+//!
 //! [`CountersConfig`]: dsipc_trace::counters::CountersConfig
 
 use dsipc_std::Error;
@@ -13,9 +15,32 @@ use dsipc_trace::counters::DecodeStats;
 
 mod blocking;
 mod on_tokio;
+mod recipe;
 
 pub use blocking::{CounterRun, CounterSession};
 pub use on_tokio::AsyncCounterRun;
+pub use recipe::Counters;
+
+/// The [`SessionEnd`] of a driven [`Counters`], which fails only if the driver does: the
+/// recipe has no bound and no failure of its own (its decoder keeps what it skipped in
+/// its figures), so anything else is said as an I/O error, its figures lost.
+fn ended(result: Result<SessionEnd, crate::RecipeError>) -> SessionEnd {
+    match result {
+        Ok(end) => end,
+        Err(e) => SessionEnd {
+            stopped: false,
+            stats: DecodeStats::default(),
+            bytes: 0,
+            error: Some(match e {
+                crate::RecipeError::Ipc(e) => e,
+                other => Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::Other,
+                    other.to_string(),
+                )),
+            }),
+        },
+    }
+}
 
 /// Circular buffer asked of the runtime, in MB (dotnet-counters asks 10).
 const BUFFER_MB: u32 = 10;

@@ -23,23 +23,22 @@
 //! # }
 //! ```
 
-use std::time::{Duration, SystemTime};
-
 use dsipc::payload::Provider;
-use dsipc_trace::counters::{CounterEvent, CountersConfig, Decoder};
+use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats};
 
 use dsipc_tokio::{DiagnosticsClient, Error, StopHandle, TraceSession};
 
-use super::{SessionEnd, BUFFER_MB};
+use super::{Counters, SessionEnd, BUFFER_MB};
+use crate::{run_session_async, Stop};
 
 /// A counters session: [`run`](Self::run) hands every event to the caller's sink as soon as
 /// it is decoded, until the runtime ends the stream (it exits) or a [`StopHandle`] from
 /// [`stop_handle`](Self::stop_handle) stops it (StopTracing, then the stream is drained to
-/// its end).
+/// its end). The [`Counters`] recipe on the async driver ([`run_session_async`]).
 #[derive(Debug)]
 pub struct AsyncCounterRun {
     session: TraceSession,
-    decoder: Decoder,
+    config: CountersConfig,
 }
 
 impl AsyncCounterRun {
@@ -50,7 +49,7 @@ impl AsyncCounterRun {
         let session = client.collect_tracing(&providers, BUFFER_MB, false).await?;
         Ok(AsyncCounterRun {
             session,
-            decoder: Decoder::new(config),
+            config: config.clone(),
         })
     }
 
@@ -60,45 +59,11 @@ impl AsyncCounterRun {
     }
 
     /// Drives the session to its end, each event to `sink`; how it ended.
-    pub async fn run(mut self, sink: &mut (dyn FnMut(CounterEvent) + Send)) -> SessionEnd {
-        let mut error = None;
-        loop {
-            let chunk = match self.decoder.held_until() {
-                None => self.session.next_chunk().await,
-                // Held samples go out when due, not at the runtime's next publication (an
-                // interval later): a millisecond past the due time, as the hold ends after it.
-                Some(due) => {
-                    let wait = due
-                        .duration_since(SystemTime::now())
-                        .unwrap_or(Duration::ZERO)
-                        + Duration::from_millis(1);
-                    tokio::select! {
-                        c = self.session.next_chunk() => c,
-                        _ = tokio::time::sleep(wait) => {
-                            self.decoder.release_due(SystemTime::now(), &mut *sink);
-                            continue;
-                        }
-                    }
-                }
-            };
-            let chunk = match chunk {
-                Some(c) => c,
-                None => break,
-            };
-            match chunk {
-                Ok(data) => self.decoder.feed(&data, &mut *sink),
-                Err(e) => {
-                    error = Some(e);
-                    break;
-                }
-            }
-        }
-        self.decoder.finish(&mut *sink);
-        SessionEnd {
-            stopped: self.session.stop_handle().is_requested(),
-            stats: self.decoder.stats().clone(),
-            bytes: self.session.bytes_received(),
-            error,
-        }
+    pub async fn run(self, sink: &mut (dyn FnMut(CounterEvent) + Send)) -> SessionEnd {
+        let handle = self.session.stop_handle();
+        let recipe = Counters::new(&self.config, sink, |_: &DecodeStats| {}, Stop::new());
+        let mut end = super::ended(run_session_async(self.session, recipe, None).await);
+        end.stopped = handle.is_requested();
+        end
     }
 }

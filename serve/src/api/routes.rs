@@ -114,7 +114,7 @@ impl Api {
         buffer_mb: u32,
         duration: Option<Duration>,
     ) -> Result<Artifact, ApiError> {
-        let sink = session::Nettrace::default();
+        let sink = session::Nettrace;
         self.trace_with(runtime, specs, rundown, buffer_mb, duration, sink)
             .await
     }

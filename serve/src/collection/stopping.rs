@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use dsipc::nettrace::{Item, Value};
+use dsipc::session::Outcome;
 use dsipc_trace::{EventMetadata, TraceStream};
 use tokio::sync::Notify;
 
@@ -60,7 +61,7 @@ impl Stopping {
     /// A sink stopping at `event`, signalling through `slot`.
     pub(crate) fn new(event: StoppingEvent, slot: Arc<StopSlot>) -> Stopping {
         Stopping {
-            inner: Nettrace::default(),
+            inner: Nettrace,
             stream: TraceStream::new(),
             event,
             records: HashMap::new(),
@@ -160,7 +161,7 @@ impl Sink for Stopping {
         self.inner.chunk(data)
     }
 
-    fn end(&mut self) -> Result<Option<Bytes>, io::Error> {
-        self.inner.end()
+    fn end(&mut self, outcome: &Outcome) -> Result<Option<Bytes>, io::Error> {
+        self.inner.end(outcome)
     }
 }

@@ -1,0 +1,119 @@
+//! dotnet-counters' session as a [`Collect`]: the providers a [`CountersConfig`] names, each
+//! chunk decoded as it arrives and each event handed on, held samples released when due;
+//! stopped from outside (a [`Stop`], or the session's stop handle).
+
+use std::time::Duration;
+
+use dsipc::session::providers::ProviderSpec;
+use dsipc::session::Outcome;
+use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats, Decoder};
+
+use super::{SessionEnd, BUFFER_MB};
+use crate::collect::{Collect, End, Request, Stop, Tick};
+use crate::RecipeError;
+
+/// A counters session: events to `sink` as they are decoded, the decoder's figures to
+/// `observe` after each chunk, until the runtime ends the stream or it is stopped (`stop`,
+/// or the session's own stop handle). Its result is the [`SessionEnd`].
+pub struct Counters<F, O> {
+    providers: Vec<ProviderSpec>,
+    decoder: Decoder,
+    sink: F,
+    observe: O,
+    stop: Stop,
+    bytes: u64,
+}
+
+impl<F: FnMut(CounterEvent), O: FnMut(&DecodeStats)> Counters<F, O> {
+    /// The session `config` describes, its events to `sink`, its figures to `observe`,
+    /// stopped when `stop` is requested.
+    pub fn new(config: &CountersConfig, sink: F, observe: O, stop: Stop) -> Self {
+        let providers = config
+            .providers()
+            .into_iter()
+            .map(|p| {
+                let spec = ProviderSpec::new(&p.name, p.keywords, p.level);
+                if p.arguments.is_empty() {
+                    spec
+                } else {
+                    spec.with_args(&p.arguments)
+                }
+            })
+            .collect();
+        Counters {
+            providers,
+            decoder: Decoder::new(config),
+            sink,
+            observe,
+            stop,
+            bytes: 0,
+        }
+    }
+}
+
+impl<F: FnMut(CounterEvent), O: FnMut(&DecodeStats)> Collect for Counters<F, O> {
+    type Output = SessionEnd;
+
+    fn request(&self) -> Request {
+        Request {
+            providers: self.providers.clone(),
+            buffer_mb: BUFFER_MB,
+            rundown: false,
+        }
+    }
+
+    fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError> {
+        self.bytes += data.len() as u64;
+        self.decoder.feed(data, &mut self.sink);
+        (self.observe)(self.decoder.stats());
+        Ok(())
+    }
+
+    fn enough(&mut self, _elapsed: Duration) -> bool {
+        self.stop.is_requested()
+    }
+
+    fn tick(&mut self, tick: Tick) {
+        // Held samples go out when due, not at the runtime's next publication (an
+        // interval later).
+        if self
+            .decoder
+            .held_until()
+            .map_or(false, |due| tick.wall >= due)
+        {
+            self.decoder.release_due(tick.wall, &mut self.sink);
+        }
+    }
+
+    fn max_bytes(&self) -> u64 {
+        // A session that runs until stopped: its decoder holds what the counters hold.
+        u64::MAX
+    }
+
+    fn finish(mut self, end: End, stop_asked: bool) -> Result<SessionEnd, RecipeError> {
+        self.decoder.finish(&mut self.sink);
+        (self.observe)(self.decoder.stats());
+        let (stopped, error) = match end {
+            End::Stream(o) => (
+                stop_asked
+                    || matches!(
+                        o,
+                        Outcome::Stopped { .. }
+                            | Outcome::Cut {
+                                stop_requested: true,
+                                ..
+                            }
+                    ),
+                None,
+            ),
+            End::TimedOut => (stop_asked, None),
+            End::Failed(e) => (stop_asked, Some(e)),
+        };
+        Ok(SessionEnd {
+            stopped,
+            stats: self.decoder.stats().clone(),
+            bytes: self.bytes,
+            error,
+        })
+    }
+}
