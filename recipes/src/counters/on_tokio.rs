@@ -26,7 +26,8 @@
 use std::time::{Duration, SystemTime};
 
 use dsipc::payload::Provider;
-use dsipc_trace::counters::{CounterEvent, CountersConfig, Decoder};
+use dsipc_trace::counters::{CounterEvent, CounterProvider, CountersConfig, Decoder};
+use dsipc_trace::TraceSink;
 
 use dsipc_tokio::{DiagnosticsClient, Error, StopHandle, TraceSession};
 
@@ -45,8 +46,19 @@ pub struct AsyncCounterRun {
 impl AsyncCounterRun {
     /// Starts the EventPipe session `config` describes (CollectTracing2, no rundown).
     pub async fn start(client: &DiagnosticsClient, config: &CountersConfig) -> Result<Self, Error> {
+        Self::start_with(client, config, &[]).await
+    }
+
+    /// [`start`](Self::start) with `extra` providers enabled in the same session (their
+    /// events go to the sink [`run_with`](Self::run_with) is given).
+    pub async fn start_with(
+        client: &DiagnosticsClient,
+        config: &CountersConfig,
+        extra: &[CounterProvider],
+    ) -> Result<Self, Error> {
         let owned = config.providers();
-        let providers: Vec<Provider<'_>> = owned.iter().map(|p| p.as_provider()).collect();
+        let providers: Vec<Provider<'_>> =
+            owned.iter().chain(extra).map(|p| p.as_provider()).collect();
         let session = client.collect_tracing(&providers, BUFFER_MB, false).await?;
         Ok(AsyncCounterRun {
             session,
@@ -60,7 +72,17 @@ impl AsyncCounterRun {
     }
 
     /// Drives the session to its end, each event to `sink`; how it ended.
-    pub async fn run(mut self, sink: &mut (dyn FnMut(CounterEvent) + Send)) -> SessionEnd {
+    pub async fn run(self, sink: &mut (dyn FnMut(CounterEvent) + Send)) -> SessionEnd {
+        self.run_with(sink, &mut ()).await
+    }
+
+    /// [`run`](Self::run), the stream's parse also handed to `also` (the events of the
+    /// extra providers of [`start_with`](Self::start_with)).
+    pub async fn run_with(
+        mut self,
+        sink: &mut (dyn FnMut(CounterEvent) + Send),
+        also: &mut (dyn TraceSink + Send),
+    ) -> SessionEnd {
         let mut error = None;
         loop {
             let chunk = match self.decoder.held_until() {
@@ -86,14 +108,14 @@ impl AsyncCounterRun {
                 None => break,
             };
             match chunk {
-                Ok(data) => self.decoder.feed(&data, &mut *sink),
+                Ok(data) => self.decoder.feed_with(&data, &mut *also, &mut *sink),
                 Err(e) => {
                     error = Some(e);
                     break;
                 }
             }
         }
-        self.decoder.finish(&mut *sink);
+        self.decoder.finish_with(&mut *also, &mut *sink);
         SessionEnd {
             stopped: self.session.stop_handle().is_requested(),
             stats: self.decoder.stats().clone(),
