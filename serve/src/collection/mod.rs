@@ -5,14 +5,17 @@
 //! schedule `/metrics` uses ([`crate::metrics::DISCOVERY_INTERVAL`]; in listen mode also at
 //! once when a runtime connects or leaves). A runtime seen for the first time gets the rules
 //! whose `Filters` it passes (Startup triggers fire then), and ONE counters session for all
-//! its counter-based triggers together (the engine's [`session_plan`]); a runtime that is
+//! its counter-based and AspNet request triggers together (the engine's [`session_plan`]:
+//! its counters and meters, and the DiagnosticSource bridge's request events when an
+//! AspNetRequestCount, AspNetRequestDuration or AspNetResponseStatus trigger needs them); a
+//! runtime that is
 //! gone drops its rules, its session and its running actions. [`tick`] tells the engine
 //! that time passes (throttling windows, `RuleDuration`). A firing runs the rule's actions
 //! ([`actions`]) on a task of its own: a failure is logged and the rule goes on, as
 //! dotnet-monitor's pipeline does; neither blocks the API nor another rule.
 //!
-//! Not run (the rule is reported `Finished` with the reason on `/collectionrules`): the
-//! ASP.NET request triggers, CollectExceptions and LoadProfiler.
+//! Not run (the rule is reported `Finished` with the reason on `/collectionrules`):
+//! CollectExceptions and LoadProfiler.
 //!
 //! [`session_plan`]: crate::rules::Engine::session_plan
 
@@ -33,7 +36,7 @@ use crate::procs::Runtime;
 use crate::rules::{
     ActionSettings, CollectionRuleDescription, CollectionRuleDetailedDescription,
     CollectionRuleState, Engine, EngineOptions, ErrorKind, Event, LoadOptions, ProcessInfo, Rule,
-    RuleDefaults, RuleError, RuleSet, TriggerKind,
+    RuleDefaults, RuleError, RuleSet,
 };
 use crate::{Options, ServeError};
 
@@ -78,17 +81,6 @@ fn unsupported(rule: &Rule) -> Option<RuleError> {
             ErrorKind::Invalid(format!("{} is not supported by dsipc serve yet.", what)),
         ))
     };
-    match rule.trigger.kind {
-        TriggerKind::AspNetRequestCount(_)
-        | TriggerKind::AspNetRequestDuration(_)
-        | TriggerKind::AspNetResponseStatus(_) => {
-            return not(
-                format!("{}:Trigger:Type", base),
-                format!("The {} trigger", rule.trigger.type_name),
-            )
-        }
-        _ => {}
-    }
     for (i, a) in rule.actions.iter().enumerate() {
         let at = format!("{}:Actions:{}", base, i);
         match &a.settings {
@@ -356,6 +348,14 @@ impl Rules {
     /// A counter or meter sample of `pid`'s session.
     fn sample(self: &Arc<Self>, api: &Arc<Api>, pid: u32, s: &dsipc_trace::counters::Sample) {
         let events = counters::feed(&mut lock(&self.engine), pid, s, self.now());
+        if !events.is_empty() {
+            self.dispatch(api, events);
+        }
+    }
+
+    /// A request start or stop of `pid`'s session.
+    fn request(self: &Arc<Self>, api: &Arc<Api>, pid: u32, r: &dsipc_trace::aspnet::RequestEvent) {
+        let events = counters::feed_request(&mut lock(&self.engine), pid, r, self.now());
         if !events.is_empty() {
             self.dispatch(api, events);
         }
