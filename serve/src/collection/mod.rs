@@ -14,8 +14,11 @@
 //! ([`actions`]) on a task of its own: a failure is logged and the rule goes on, as
 //! dotnet-monitor's pipeline does; neither blocks the API nor another rule.
 //!
+//! A runtime one of whose rules has a CollectExceptions action gets its `/exceptions`
+//! history started when the rules first follow it (the action egresses that history).
+//!
 //! Not run (the rule is reported `Finished` with the reason on `/collectionrules`):
-//! CollectExceptions and LoadProfiler.
+//! LoadProfiler.
 //!
 //! [`session_plan`]: crate::rules::Engine::session_plan
 
@@ -74,23 +77,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Why a rule that loads cannot run in dsipc serve (yet), as the error it is reported with.
 fn unsupported(rule: &Rule) -> Option<RuleError> {
-    let base = format!("CollectionRules:{}", rule.name);
-    let not = |path: String, what: String| {
-        Some(RuleError::new(
-            path,
-            ErrorKind::Invalid(format!("{} is not supported by dsipc serve yet.", what)),
-        ))
-    };
     for (i, a) in rule.actions.iter().enumerate() {
-        let at = format!("{}:Actions:{}", base, i);
-        match &a.settings {
-            ActionSettings::CollectExceptions { .. } | ActionSettings::LoadProfiler { .. } => {
-                return not(
-                    format!("{}:Type", at),
-                    format!("The {} action", a.type_name),
-                )
-            }
-            _ => {}
+        if let ActionSettings::LoadProfiler { .. } = &a.settings {
+            return Some(RuleError::new(
+                format!("CollectionRules:{}:Actions:{}:Type", rule.name, i),
+                ErrorKind::Invalid(format!(
+                    "The {} action is not supported by dsipc serve yet.",
+                    a.type_name
+                )),
+            ));
         }
     }
     None
@@ -256,6 +251,18 @@ impl Rules {
         } else {
             counters::Session::start(api, self, r, &plan)
         };
+        if self.collects_exceptions(r.pid) {
+            let (api2, runtime) = (Arc::clone(api), r.clone());
+            tokio::spawn(async move {
+                if let Err(e) = api2.exceptions.follow(&runtime).await {
+                    eprintln!(
+                        "dsipc: serve: pid {}: collection rules: exceptions: {}",
+                        runtime.pid,
+                        e.detail()
+                    );
+                }
+            });
+        }
         lock(&self.tracked).insert(
             r.pid,
             Tracked {
@@ -267,6 +274,20 @@ impl Rules {
             },
         );
         self.dispatch(api, events);
+    }
+
+    /// Whether a rule on `pid` has a CollectExceptions action.
+    fn collects_exceptions(&self, pid: u32) -> bool {
+        let engine = lock(&self.engine);
+        let names = engine.descriptions(pid, self.now()).unwrap_or_default();
+        names.keys().any(|name| match engine.rules().get(name) {
+            Some(entry) => entry.rule.as_ref().map_or(false, |rule| {
+                rule.actions
+                    .iter()
+                    .any(|a| matches!(a.settings, ActionSettings::CollectExceptions { .. }))
+            }),
+            None => false,
+        })
     }
 
     /// A runtime is gone: its rules, session and running actions go with it.
