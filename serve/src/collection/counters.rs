@@ -211,6 +211,10 @@ impl TraceSink for Requests {
             self.rules.request(&self.api, self.pid, &r);
         }
     }
+
+    fn end(&mut self, end: &Result<(), dsipc_trace::StreamError>, cx: &TraceContext<'_>) {
+        self.sink.end(end, cx);
+    }
 }
 
 /// Hands request event `r` of `pid` to `engine` at `at` (when it arrived: the engine's
