@@ -92,6 +92,18 @@ pub struct ExceptionsArtifact {
     pub body: String,
 }
 
+impl ExceptionsArtifact {
+    /// The artifact to answer or egress.
+    pub(crate) fn into_artifact(self) -> Artifact {
+        Artifact {
+            name: self.file_name,
+            content_type: self.content_type,
+            body: crate::http::full(Bytes::from(self.body)),
+            stop: None,
+        }
+    }
+}
+
 /// One process's history and the decoder naming its frames.
 struct History {
     decoder: ExceptionDecoder,
@@ -163,6 +175,14 @@ impl Exceptions {
             content_type: format.content_type(),
             body,
         })
+    }
+
+    /// Starts keeping `runtime`'s exceptions now if no session keeps them yet (the history
+    /// a later `collect` gives then starts here: the collection rules call it when they
+    /// first follow a process one of whose rules has a CollectExceptions action, as
+    /// dotnet-monitor's history runs from the process's start).
+    pub async fn follow(&self, runtime: &Runtime) -> Result<(), ApiError> {
+        self.collector(runtime).await.map(|_| ())
     }
 
     /// The running collector of `runtime`, started if there is none. Collectors of runtimes
@@ -349,13 +369,7 @@ pub(super) async fn route(
         .unwrap_or(ExceptionFormat::Text);
     let runtime = api.discovery.select(&selector).await?;
     let a = api.exceptions.collect(&runtime, format, &config).await?;
-    let artifact = Artifact {
-        name: a.file_name,
-        content_type: a.content_type,
-        body: crate::http::full(Bytes::from(a.body)),
-        stop: None,
-    };
-    api.deliver(artifact, &runtime, egress, params, host)
+    api.deliver(a.into_artifact(), &runtime, egress, params, host)
 }
 
 /// An `ExceptionsConfiguration` body: `include` and `exclude`, each a list (or null) of

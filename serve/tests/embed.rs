@@ -4,26 +4,16 @@
 #![cfg(target_os = "linux")]
 
 use dsipc_serve::{Auth, Options, Server};
-use dsipc_testkit::{Config, TempDir};
+use dsipc_testkit::{StreamSpec, TempDir};
 
 mod common;
 use common::get;
-
-fn fake(dir: &TempDir) -> dsipc_testkit::FakeRuntime {
-    let me = std::process::id();
-    Config::new()
-        .like_net8_0_4()
-        .pid(u64::from(me))
-        .key(dsipc_std::unix::start_key(me).expect("start key"))
-        .listen_in(dir.path())
-        .start()
-        .expect("fake runtime")
-}
+use common::rules::fake;
 
 #[tokio::test]
 async fn embedded_server_lists_the_runtimes_on_a_listener_the_program_owns() {
     let dir = TempDir::new("dsipc-embed").unwrap();
-    let _rt = fake(&dir);
+    let _rt = fake(&dir, StreamSpec::default());
     let mut options = Options::default();
     options.auth = Auth::Off;
     options.tmpdir = Some(dir.path().to_path_buf());

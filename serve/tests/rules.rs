@@ -3,106 +3,15 @@
 //! FileSystem egress folder, their states read from `/collectionrules`.
 #![cfg(target_os = "linux")]
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use dsipc_serve::{Auth, Egress, Options, Server};
-use dsipc_testkit::{Config, HostOptions, HostedRuntime, StreamEnd, StreamSpec, TempDir};
+use dsipc_testkit::{HostOptions, HostedRuntime, StreamEnd, StreamSpec, TempDir};
 use serde_json::{json, Value};
 
 mod common;
 use common::get;
-
-/// How long a test waits for what it polls before it fails.
-const WAIT: Duration = Duration::from_secs(90);
-
-fn fake(dir: &TempDir, stream: StreamSpec) -> dsipc_testkit::FakeRuntime {
-    let me = std::process::id();
-    Config::new()
-        .like_net8_0_4()
-        .pid(u64::from(me))
-        .key(dsipc_std::unix::start_key(me).expect("start key"))
-        .listen_in(dir.path())
-        .stream(stream)
-        .start()
-        .expect("fake runtime")
-}
-
-/// A recorded .NET 8 counters stream (System.Runtime every second, and MyMeter), played
-/// slowly enough to take about a second.
-fn recorded_counters() -> StreamSpec {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/counters/net8.0.4-system-runtime-and-meter.nettrace");
-    let data: &'static [u8] = Box::leak(std::fs::read(path).unwrap().into_boxed_slice());
-    StreamSpec {
-        chunk: 512,
-        pause: Duration::from_millis(20),
-        ..StreamSpec::content(data)
-    }
-}
-
-/// A server over the runtimes of `tmpdir` with the rules `rules` and the FileSystem egress
-/// provider `files` writing to `out`: its API address.
-async fn serve(
-    tmpdir: &Path,
-    out: &Path,
-    rules: Value,
-    counter_interval: f64,
-) -> (Server, std::net::SocketAddr) {
-    let mut options = Options::default();
-    options.auth = Auth::Off;
-    options.tmpdir = Some(tmpdir.to_path_buf());
-    options.metrics = false;
-    options.counter_interval = counter_interval;
-    options.egress = vec![Egress {
-        name: "files".into(),
-        target: dsipc_serve::EgressTarget::FileSystem(out.to_path_buf()),
-    }];
-    options.collection_rules = Some(rules);
-    let mut server = Server::new(options, 1).expect("server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    server.serve_api(listener);
-    (server, addr)
-}
-
-/// The artifacts (not the partial files) in `dir` whose names end with `ext`.
-fn landed(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    let name = p.file_name().unwrap().to_string_lossy().into_owned();
-                    !name.starts_with('.') && name.ends_with(ext)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Polls until `f` gives something (bounded by [`WAIT`]); `what` says what was awaited.
-async fn until<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(t) = f().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "no {} within {:?}", what, WAIT);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// `GET path` as JSON (200 expected).
-async fn json_at(addr: std::net::SocketAddr, path: &str) -> Value {
-    let (status, body) = get(addr, path).await;
-    assert_eq!(status, 200, "{}: {}", path, body);
-    serde_json::from_str(&body).expect("JSON")
-}
+use common::rules::{fake, json_at, landed, recorded_counters, serve, until, WAIT};
 
 /// A Startup rule fires once when the runtime is first seen: its CollectTrace lands in the
 /// FileSystem egress folder under dotnet-monitor's name (`{timestamp}_{pid}.nettrace`), and
@@ -249,7 +158,7 @@ async fn event_counter_rule_fires_on_a_recorded_stream_and_is_throttled_by_actio
     assert!(one["slidingWindowDurationCountdown"].is_string(), "{}", one);
 }
 
-/// A rule that cannot run in serve (an ASP.NET trigger, not decoded yet) is reported
+/// A rule that cannot run in serve (a LoadProfiler action, not run yet) is reported
 /// Finished with why on every process; the other rules still run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rule_that_cannot_run_is_reported_finished_with_its_reason() {
@@ -257,9 +166,15 @@ async fn a_rule_that_cannot_run_is_reported_finished_with_its_reason() {
     let out = TempDir::new("dsipc-rules-out").unwrap();
     let _rt = fake(&dir, recorded_counters());
     let rules = json!({
-        "Requests": {
-            "Trigger": { "Type": "AspNetRequestCount", "Settings": { "RequestCount": 10 } },
-            "Actions": [{ "Type": "CollectGCDump", "Settings": { "Egress": "files" } }]
+        "Profiler": {
+            "Trigger": { "Type": "Startup" },
+            "Actions": [{
+                "Type": "LoadProfiler",
+                "Settings": {
+                    "Path": "/nonexistent/profiler.so",
+                    "Clsid": "8c9c2cb5-2e1f-4c2f-9d4b-6b3c6f0f0a11"
+                }
+            }]
         },
         "NoSuchEgress": {
             "Trigger": { "Type": "Startup" },
@@ -277,7 +192,7 @@ async fn a_rule_that_cannot_run_is_reported_finished_with_its_reason() {
     })
     .await;
     for (rule, needle) in [
-        ("Requests", "AspNetRequestCount trigger is not supported"),
+        ("Profiler", "LoadProfiler action is not supported"),
         (
             "NoSuchEgress",
             "Egress provider 'elsewhere' does not exist.",

@@ -440,3 +440,88 @@ impl V6Writer {
         self.buf
     }
 }
+
+/// A V5 `V2Params` field description: `u32` size, UTF-16 name, then its type (`ty`: the
+/// `u32` type code and what follows it).
+pub fn v2_field(name: &str, ty: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    utf16z(&mut body, name);
+    body.extend_from_slice(ty);
+    let mut f = ((body.len() + 4) as u32).to_le_bytes().to_vec();
+    f.extend_from_slice(&body);
+    f
+}
+
+/// The V5 metadata payload of a DiagnosticSource bridge event (`Microsoft-Diagnostics-
+/// DiagnosticSource`'s `Activity1Start` = 4 / `Activity1Stop` = 5, `Event` = 2...) as a .NET
+/// runtime writes it: no V1 fields, the opcode tag, and V2Params `SourceName`, `EventName`
+/// (strings) and `Arguments` (an array of `{Key, Value}` strings).
+pub fn diagnostic_source_metadata(id: u32, event_id: u32, name: &str, opcode: u8) -> Vec<u8> {
+    let string = 18u32.to_le_bytes();
+    let mut pair = Vec::new();
+    pair.extend_from_slice(&19u32.to_le_bytes()); // Array of
+    pair.extend_from_slice(&1u32.to_le_bytes()); // Object with two fields
+    pair.extend_from_slice(&2u32.to_le_bytes());
+    pair.extend_from_slice(&v2_field("Key", &string));
+    pair.extend_from_slice(&v2_field("Value", &string));
+    let mut params = 3u32.to_le_bytes().to_vec();
+    params.extend_from_slice(&v2_field("SourceName", &string));
+    params.extend_from_slice(&v2_field("EventName", &string));
+    params.extend_from_slice(&v2_field("Arguments", &pair));
+    v4_metadata(
+        id,
+        "Microsoft-Diagnostics-DiagnosticSource",
+        event_id,
+        name,
+        0,
+        Some(&0u32.to_le_bytes()),
+        &[(1, vec![opcode]), (2, params)],
+    )
+}
+
+/// A DiagnosticSource bridge event's payload: `SourceName`, `EventName`, and the `Arguments`
+/// pairs.
+pub fn diagnostic_source_payload(source: &str, event: &str, args: &[(&str, &str)]) -> Vec<u8> {
+    let mut p = Vec::new();
+    utf16z(&mut p, source);
+    utf16z(&mut p, event);
+    p.extend_from_slice(&(args.len() as u16).to_le_bytes());
+    for (k, v) in args {
+        utf16z(&mut p, k);
+        utf16z(&mut p, v);
+    }
+    p
+}
+
+/// A V5 stream with the DiagnosticSource bridge's `Activity1Start` (metadata id 1),
+/// `Activity1Stop` (2) and `Event` (3) records, then `events` as (metadata id, payload) in
+/// one block, then the end of the stream.
+pub fn diagnostic_source_stream(events: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut w = V4Writer::new(8, 42);
+    let mut blobs = Vec::new();
+    let mut c = Compressor::default();
+    for (id, event_id, name, opcode) in [
+        (1, 4, "Activity1Start", 1),
+        (2, 5, "Activity1Stop", 2),
+        (3, 2, "Event", 0),
+    ] {
+        let m = diagnostic_source_metadata(id, event_id, name, opcode);
+        c.blob(&mut blobs, &Header::default(), &m, false);
+    }
+    w.block("MetadataBlock", &event_block_content(1, 0, 0, &blobs));
+    let mut blobs = Vec::new();
+    let mut c = Compressor::default();
+    for (n, (id, payload)) in events.iter().enumerate() {
+        let h = Header {
+            metadata_id: *id,
+            sequence_number: n as u32 + 1,
+            capture_thread: 1,
+            thread: 1,
+            timestamp: 2_000_000 + n as i64,
+            ..Header::default()
+        };
+        c.blob(&mut blobs, &h, payload, false);
+    }
+    w.block("EventBlock", &event_block_content(1, 0, 0, &blobs));
+    w.end()
+}

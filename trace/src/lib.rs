@@ -38,12 +38,15 @@
 //! - [`exceptions`]: first-chance exceptions from the runtime's `ExceptionThrown` events, their
 //!   stacks named by the symbol table, written as dotnet-monitor's `/exceptions` writes them;
 //! - [`logs`]: ILogger output (the `Microsoft-Extensions-Logging` provider) decoded into log
-//!   entries and written as dotnet-monitor's `/logs` writes them.
+//!   entries and written as dotnet-monitor's `/logs` writes them;
+//! - [`aspnet`]: ASP.NET Core request starts and stops (the DiagnosticSource bridge's
+//!   `Activity1Start`/`Activity1Stop`), as dotnet-monitor's AspNet triggers read them.
 //!
 //! Pure computation: no I/O, no platform code.
 #![deny(missing_docs)]
 
 mod analyzer;
+pub mod aspnet;
 /// The README's Rust examples, compiled (and run where they need no runtime) as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -24,7 +24,8 @@
 //! ```
 
 use dsipc::payload::Provider;
-use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats};
+use dsipc_trace::counters::{CounterEvent, CounterProvider, CountersConfig, DecodeStats};
+use dsipc_trace::TraceSink;
 
 use dsipc_tokio::{DiagnosticsClient, Error, StopHandle, TraceSession};
 
@@ -39,17 +40,31 @@ use crate::{run_session_async, Stop};
 pub struct AsyncCounterRun {
     session: TraceSession,
     config: CountersConfig,
+    /// Providers asked for beside the counters ([`start_with`](Self::start_with)).
+    extra: Vec<CounterProvider>,
 }
 
 impl AsyncCounterRun {
     /// Starts the EventPipe session `config` describes (CollectTracing2, no rundown).
     pub async fn start(client: &DiagnosticsClient, config: &CountersConfig) -> Result<Self, Error> {
+        Self::start_with(client, config, &[]).await
+    }
+
+    /// [`start`](Self::start) with `extra` providers enabled in the same session (their
+    /// events go to the sink [`run_with`](Self::run_with) is given).
+    pub async fn start_with(
+        client: &DiagnosticsClient,
+        config: &CountersConfig,
+        extra: &[CounterProvider],
+    ) -> Result<Self, Error> {
         let owned = config.providers();
-        let providers: Vec<Provider<'_>> = owned.iter().map(|p| p.as_provider()).collect();
+        let providers: Vec<Provider<'_>> =
+            owned.iter().chain(extra).map(|p| p.as_provider()).collect();
         let session = client.collect_tracing(&providers, BUFFER_MB, false).await?;
         Ok(AsyncCounterRun {
             session,
             config: config.clone(),
+            extra: extra.to_vec(),
         })
     }
 
@@ -60,8 +75,19 @@ impl AsyncCounterRun {
 
     /// Drives the session to its end, each event to `sink`; how it ended.
     pub async fn run(self, sink: &mut (dyn FnMut(CounterEvent) + Send)) -> SessionEnd {
+        self.run_with(sink, &mut ()).await
+    }
+
+    /// [`run`](Self::run), the stream's parse also handed to `also` (the events of the
+    /// extra providers of [`start_with`](Self::start_with)).
+    pub async fn run_with(
+        self,
+        sink: &mut (dyn FnMut(CounterEvent) + Send),
+        also: &mut (dyn TraceSink + Send),
+    ) -> SessionEnd {
         let handle = self.session.stop_handle();
-        let recipe = Counters::new(&self.config, sink, |_: &DecodeStats| {}, Stop::new());
+        let recipe = Counters::new(&self.config, sink, |_: &DecodeStats| {}, Stop::new())
+            .with_also(&self.extra, also);
         let mut end = super::ended(run_session_async(self.session, recipe, None).await);
         end.stopped = handle.is_requested();
         end

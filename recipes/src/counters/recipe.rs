@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use dsipc::session::providers::ProviderSpec;
 use dsipc::session::Outcome;
-use dsipc_trace::counters::{CounterEvent, CountersConfig, DecodeStats, Decoder};
+use dsipc_trace::counters::{CounterEvent, CounterProvider, CountersConfig, DecodeStats, Decoder};
+use dsipc_trace::TraceSink;
 
 use super::{SessionEnd, BUFFER_MB};
 use crate::collect::{Collect, End, Request, Stop, Tick};
@@ -14,12 +15,15 @@ use crate::RecipeError;
 
 /// A counters session: events to `sink` as they are decoded, the decoder's figures to
 /// `observe` after each chunk, until the runtime ends the stream or it is stopped (`stop`,
-/// or the session's own stop handle). Its result is the [`SessionEnd`].
-pub struct Counters<F, O> {
+/// or the session's own stop handle). Its result is the [`SessionEnd`]. The same parse can
+/// also feed another [`TraceSink`] ([`with_also`](Self::with_also): the events of extra
+/// providers asked for in the same session).
+pub struct Counters<F, O, A = ()> {
     providers: Vec<ProviderSpec>,
     decoder: Decoder,
     sink: F,
     observe: O,
+    also: A,
     stop: Stop,
     bytes: u64,
 }
@@ -28,30 +32,46 @@ impl<F: FnMut(CounterEvent), O: FnMut(&DecodeStats)> Counters<F, O> {
     /// The session `config` describes, its events to `sink`, its figures to `observe`,
     /// stopped when `stop` is requested.
     pub fn new(config: &CountersConfig, sink: F, observe: O, stop: Stop) -> Self {
-        let providers = config
-            .providers()
-            .into_iter()
-            .map(|p| {
-                let spec = ProviderSpec::new(&p.name, p.keywords, p.level);
-                if p.arguments.is_empty() {
-                    spec
-                } else {
-                    spec.with_args(&p.arguments)
-                }
-            })
-            .collect();
+        let providers = config.providers().iter().map(spec).collect();
         Counters {
             providers,
             decoder: Decoder::new(config),
             sink,
             observe,
+            also: (),
             stop,
             bytes: 0,
         }
     }
+
+    /// The session with `extra` providers asked for too, the one parse of its stream also
+    /// handed to `also` (their events: ASP.NET's requests beside a rule's counters, say).
+    pub fn with_also<A: TraceSink>(self, extra: &[CounterProvider], also: A) -> Counters<F, O, A> {
+        let mut providers = self.providers;
+        providers.extend(extra.iter().map(spec));
+        Counters {
+            providers,
+            decoder: self.decoder,
+            sink: self.sink,
+            observe: self.observe,
+            also,
+            stop: self.stop,
+            bytes: self.bytes,
+        }
+    }
 }
 
-impl<F: FnMut(CounterEvent), O: FnMut(&DecodeStats)> Collect for Counters<F, O> {
+/// A provider of the session as the session layer asks for it.
+fn spec(p: &CounterProvider) -> ProviderSpec {
+    let spec = ProviderSpec::new(&p.name, p.keywords, p.level);
+    if p.arguments.is_empty() {
+        spec
+    } else {
+        spec.with_args(&p.arguments)
+    }
+}
+
+impl<F: FnMut(CounterEvent), O: FnMut(&DecodeStats), A: TraceSink> Collect for Counters<F, O, A> {
     type Output = SessionEnd;
 
     fn request(&self) -> Request {
@@ -64,7 +84,7 @@ impl<F: FnMut(CounterEvent), O: FnMut(&DecodeStats)> Collect for Counters<F, O> 
 
     fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError> {
         self.bytes += data.len() as u64;
-        self.decoder.feed(data, &mut self.sink);
+        self.decoder.feed_with(data, &mut self.also, &mut self.sink);
         (self.observe)(self.decoder.stats());
         Ok(())
     }
@@ -91,7 +111,7 @@ impl<F: FnMut(CounterEvent), O: FnMut(&DecodeStats)> Collect for Counters<F, O> 
     }
 
     fn finish(mut self, end: End, stop_asked: bool) -> Result<SessionEnd, RecipeError> {
-        self.decoder.finish(&mut self.sink);
+        self.decoder.finish_with(&mut self.also, &mut self.sink);
         (self.observe)(self.decoder.stats());
         let (stopped, error) = match end {
             End::Stream(o) => (

@@ -4,7 +4,8 @@
 //! action references is waited for first); the list ends when every action has. The first
 //! failure ends the list (what still runs is stopped) and is its error.
 //!
-//! The collections are the routes' own ([`Api::trace`], [`Api::dump`], ...): an artifact
+//! The collections are the routes' own ([`Api::trace`], [`Api::dump`], the `/exceptions`
+//! history of [`Exceptions`](crate::exceptions::Exceptions), ...): an artifact
 //! goes to its `Egress` provider as an operation, under the name `?egressProvider=` gives
 //! it (or `ArtifactName`), and its path is the action's `EgressPath`.
 
@@ -15,6 +16,7 @@ use std::time::SystemTime;
 use dsipc::payload::DumpType;
 use dsipc::session::providers::ProviderSpec;
 use dsipc_trace::counters::CounterSet;
+use dsipc_trace::exceptions::ExceptionFormat;
 use dsipc_trace::logs::{LogFormat, LogLevel};
 use tokio::task::JoinHandle;
 
@@ -273,7 +275,22 @@ async fn execute(
             out.insert(VALUE.into(), value.to_string());
             Ok(out)
         }
-        ActionSettings::CollectExceptions { .. } | ActionSettings::LoadProfiler { .. } => {
+        ActionSettings::CollectExceptions {
+            format,
+            filters,
+            egress: e,
+        } => {
+            // The history kept so far (since the rules first followed the process), as
+            // dotnet-monitor's exceptions operation egresses its store.
+            let format = ExceptionFormat::from_name(format).unwrap_or(ExceptionFormat::Text);
+            let x = api
+                .exceptions
+                .collect(&runtime, format, &filters)
+                .await
+                .map_err(api_error)?;
+            egress(&api, &runtime, x.into_artifact(), &e).await
+        }
+        ActionSettings::LoadProfiler { .. } => {
             Err("this action is not supported by dsipc serve yet".into())
         }
     }

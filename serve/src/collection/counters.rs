@@ -1,6 +1,9 @@
 //! The one counters session of a runtime the rules follow: every EventCounter, shortcut
 //! and EventMeter trigger of its rules read from it (dsipc-recipes' [`AsyncCounterRun`], the
 //! session loop `/metrics` runs too), each sample handed to the engine as it is decoded.
+//! When an AspNet trigger needs requests, the same session also enables the DiagnosticSource
+//! bridge with dotnet-monitor's request filter ([`dsipc_trace::aspnet`]), and each request
+//! start and stop decoded from the same parse goes to the engine too.
 //!
 //! It is separate from the default process's `/metrics` session this round (a runtime that
 //! is both the default process and followed by counter rules has two counters sessions).
@@ -10,17 +13,19 @@ use std::time::Duration;
 
 use dsipc_recipes::counters::AsyncCounterRun;
 use dsipc_tokio::StopHandle;
+use dsipc_trace::aspnet::{AspNetRequestSink, RequestEvent};
 use dsipc_trace::counters::{
     CounterEvent, CounterKind, CounterSet, CountersConfig, Sample, Source,
 };
 use dsipc_trace::format::clean;
+use dsipc_trace::{EventInfo, TraceContext, TraceSink};
 use tokio::task::JoinHandle;
 
 use super::{lock, Rules};
 use crate::api::Api;
 use crate::procs::Runtime;
 use crate::rules::{
-    CounterSample, Engine, Event, MeterSample, MeterValue, SessionPlan, TriggerKind,
+    AspNetEvent, CounterSample, Engine, Event, MeterSample, MeterValue, SessionPlan, TriggerKind,
 };
 
 /// Time the runtime has to start the session, or to answer its StopTracing (as `/metrics`'
@@ -77,23 +82,36 @@ impl Session {
                 ),
             }
         }
-        if parts.is_empty() {
+        if parts.is_empty() && !plan.aspnet_requests {
             return None;
         }
-        let set = match CounterSet::parse(&parts.join(",")) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("dsipc: serve: pid {}: collection rules: {}", pid, e);
-                return None;
+        let set = if parts.is_empty() {
+            CounterSet::empty()
+        } else {
+            match CounterSet::parse(&parts.join(",")) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("dsipc: serve: pid {}: collection rules: {}", pid, e);
+                    return None;
+                }
             }
         };
-        let config = CountersConfig::new(set, interval.as_secs_f64(), runtime.major_version());
+        let mut config = CountersConfig::new(set, interval.as_secs_f64(), runtime.major_version());
+        if plan.meters.is_empty() && plan.counters.is_empty() {
+            // Requests alone: no Metrics session to ask for.
+            config.metrics = None;
+        }
+        let extra = if plan.aspnet_requests {
+            vec![dsipc_trace::aspnet::provider()]
+        } else {
+            Vec::new()
+        };
         let client = runtime.client(START_TIMEOUT);
         let stop = Arc::new(Mutex::new(None));
         let stop_slot = Arc::clone(&stop);
         let (api, rules) = (Arc::clone(api), Arc::clone(rules));
         let task = tokio::spawn(async move {
-            let run = match AsyncCounterRun::start(&client, &config).await {
+            let run = match AsyncCounterRun::start_with(&client, &config, &extra).await {
                 Ok(run) => run,
                 Err(e) => {
                     eprintln!(
@@ -105,16 +123,38 @@ impl Session {
                 }
             };
             *lock(&stop_slot) = Some(run.stop_handle());
+            let mut requests = Requests {
+                sink: AspNetRequestSink::new(),
+                rules: Arc::clone(&rules),
+                api: Arc::clone(&api),
+                pid,
+            };
             let end = run
-                .run(&mut |ev| match ev {
-                    CounterEvent::Sample(s) => rules.sample(&api, pid, &s),
-                    CounterEvent::Notice(n) => eprintln!(
-                        "dsipc: serve: pid {}: collection rules: {}",
-                        pid,
-                        clean(&n.to_string())
-                    ),
-                })
+                .run_with(
+                    &mut |ev| match ev {
+                        CounterEvent::Sample(s) => rules.sample(&api, pid, &s),
+                        CounterEvent::Notice(n) => eprintln!(
+                            "dsipc: serve: pid {}: collection rules: {}",
+                            pid,
+                            clean(&n.to_string())
+                        ),
+                    },
+                    &mut requests,
+                )
                 .await;
+            let stats = requests.sink.stats();
+            if stats.malformed > 0 {
+                eprintln!(
+                    "dsipc: serve: pid {}: collection rules: skipped {} request event(s){}",
+                    pid,
+                    stats.malformed,
+                    stats
+                        .last_error
+                        .as_ref()
+                        .map(|e| format!(" (the last: {})", e))
+                        .unwrap_or_default()
+                );
+            }
             for p in end.problems() {
                 eprintln!("dsipc: serve: pid {}: collection rules: {}", pid, p);
             }
@@ -149,6 +189,65 @@ impl Session {
     pub(super) fn abort(self) {
         self.task.abort();
     }
+}
+
+/// The request events of a session, each handed to the engine as it is decoded.
+struct Requests {
+    sink: AspNetRequestSink,
+    rules: Arc<Rules>,
+    api: Arc<Api>,
+    pid: u32,
+}
+
+impl TraceSink for Requests {
+    fn event(
+        &mut self,
+        e: &dsipc::nettrace::Event<'_>,
+        info: Option<&EventInfo>,
+        cx: &TraceContext<'_>,
+    ) {
+        self.sink.event(e, info, cx);
+        for r in self.sink.drain() {
+            self.rules.request(&self.api, self.pid, &r);
+        }
+    }
+
+    fn end(&mut self, end: &Result<(), dsipc_trace::StreamError>, cx: &TraceContext<'_>) {
+        self.sink.end(end, cx);
+    }
+}
+
+/// Hands request event `r` of `pid` to `engine` at `at` (when it arrived: the engine's
+/// clock, which its heartbeat measures running requests against).
+pub(super) fn feed_request(
+    engine: &mut Engine,
+    pid: u32,
+    r: &RequestEvent,
+    at: Duration,
+) -> Vec<Event> {
+    let event = match r {
+        RequestEvent::Start {
+            activity_id, path, ..
+        } => AspNetEvent::RequestStart {
+            activity_id,
+            path,
+            at,
+        },
+        RequestEvent::Stop {
+            activity_id,
+            path,
+            status_code,
+            duration,
+            ..
+        } => AspNetEvent::RequestStop {
+            activity_id,
+            path,
+            duration: *duration,
+            status_code: *status_code,
+            at,
+        },
+    };
+    engine.aspnet_event(pid, &event)
 }
 
 /// Whether some EventMeter trigger reads percentile `q` of `meter`'s `instrument`: the

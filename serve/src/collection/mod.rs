@@ -5,14 +5,20 @@
 //! schedule `/metrics` uses ([`crate::metrics::DISCOVERY_INTERVAL`]; in listen mode also at
 //! once when a runtime connects or leaves). A runtime seen for the first time gets the rules
 //! whose `Filters` it passes (Startup triggers fire then), and ONE counters session for all
-//! its counter-based triggers together (the engine's [`session_plan`]); a runtime that is
+//! its counter-based and AspNet request triggers together (the engine's [`session_plan`]:
+//! its counters and meters, and the DiagnosticSource bridge's request events when an
+//! AspNetRequestCount, AspNetRequestDuration or AspNetResponseStatus trigger needs them); a
+//! runtime that is
 //! gone drops its rules, its session and its running actions. [`tick`] tells the engine
 //! that time passes (throttling windows, `RuleDuration`). A firing runs the rule's actions
 //! ([`actions`]) on a task of its own: a failure is logged and the rule goes on, as
 //! dotnet-monitor's pipeline does; neither blocks the API nor another rule.
 //!
-//! Not run (the rule is reported `Finished` with the reason on `/collectionrules`): the
-//! ASP.NET request triggers, CollectExceptions and LoadProfiler.
+//! A runtime one of whose rules has a CollectExceptions action gets its `/exceptions`
+//! history started when the rules first follow it (the action egresses that history).
+//!
+//! Not run (the rule is reported `Finished` with the reason on `/collectionrules`):
+//! LoadProfiler.
 //!
 //! [`session_plan`]: crate::rules::Engine::session_plan
 
@@ -33,7 +39,7 @@ use crate::procs::Runtime;
 use crate::rules::{
     ActionSettings, CollectionRuleDescription, CollectionRuleDetailedDescription,
     CollectionRuleState, Engine, EngineOptions, ErrorKind, Event, LoadOptions, ProcessInfo, Rule,
-    RuleDefaults, RuleError, RuleSet, TriggerKind,
+    RuleDefaults, RuleError, RuleSet,
 };
 use crate::{Options, ServeError};
 
@@ -71,34 +77,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Why a rule that loads cannot run in dsipc serve (yet), as the error it is reported with.
 fn unsupported(rule: &Rule) -> Option<RuleError> {
-    let base = format!("CollectionRules:{}", rule.name);
-    let not = |path: String, what: String| {
-        Some(RuleError::new(
-            path,
-            ErrorKind::Invalid(format!("{} is not supported by dsipc serve yet.", what)),
-        ))
-    };
-    match rule.trigger.kind {
-        TriggerKind::AspNetRequestCount(_)
-        | TriggerKind::AspNetRequestDuration(_)
-        | TriggerKind::AspNetResponseStatus(_) => {
-            return not(
-                format!("{}:Trigger:Type", base),
-                format!("The {} trigger", rule.trigger.type_name),
-            )
-        }
-        _ => {}
-    }
     for (i, a) in rule.actions.iter().enumerate() {
-        let at = format!("{}:Actions:{}", base, i);
-        match &a.settings {
-            ActionSettings::CollectExceptions { .. } | ActionSettings::LoadProfiler { .. } => {
-                return not(
-                    format!("{}:Type", at),
-                    format!("The {} action", a.type_name),
-                )
-            }
-            _ => {}
+        if let ActionSettings::LoadProfiler { .. } = &a.settings {
+            return Some(RuleError::new(
+                format!("CollectionRules:{}:Actions:{}:Type", rule.name, i),
+                ErrorKind::Invalid(format!(
+                    "The {} action is not supported by dsipc serve yet.",
+                    a.type_name
+                )),
+            ));
         }
     }
     None
@@ -264,6 +251,18 @@ impl Rules {
         } else {
             counters::Session::start(api, self, r, &plan)
         };
+        if self.collects_exceptions(r.pid) {
+            let (api2, runtime) = (Arc::clone(api), r.clone());
+            tokio::spawn(async move {
+                if let Err(e) = api2.exceptions.follow(&runtime).await {
+                    eprintln!(
+                        "dsipc: serve: pid {}: collection rules: exceptions: {}",
+                        runtime.pid,
+                        e.detail()
+                    );
+                }
+            });
+        }
         lock(&self.tracked).insert(
             r.pid,
             Tracked {
@@ -275,6 +274,20 @@ impl Rules {
             },
         );
         self.dispatch(api, events);
+    }
+
+    /// Whether a rule on `pid` has a CollectExceptions action.
+    fn collects_exceptions(&self, pid: u32) -> bool {
+        let engine = lock(&self.engine);
+        let names = engine.descriptions(pid, self.now()).unwrap_or_default();
+        names.keys().any(|name| match engine.rules().get(name) {
+            Some(entry) => entry.rule.as_ref().map_or(false, |rule| {
+                rule.actions
+                    .iter()
+                    .any(|a| matches!(a.settings, ActionSettings::CollectExceptions { .. }))
+            }),
+            None => false,
+        })
     }
 
     /// A runtime is gone: its rules, session and running actions go with it.
@@ -356,6 +369,14 @@ impl Rules {
     /// A counter or meter sample of `pid`'s session.
     fn sample(self: &Arc<Self>, api: &Arc<Api>, pid: u32, s: &dsipc_trace::counters::Sample) {
         let events = counters::feed(&mut lock(&self.engine), pid, s, self.now());
+        if !events.is_empty() {
+            self.dispatch(api, events);
+        }
+    }
+
+    /// A request start or stop of `pid`'s session.
+    fn request(self: &Arc<Self>, api: &Arc<Api>, pid: u32, r: &dsipc_trace::aspnet::RequestEvent) {
+        let events = counters::feed_request(&mut lock(&self.engine), pid, r, self.now());
         if !events.is_empty() {
             self.dispatch(api, events);
         }

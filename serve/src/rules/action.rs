@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use dsipc_trace::exceptions::{ExceptionFilter, ExceptionsConfiguration};
+
 use super::defaults::LoadOptions;
 use super::value::{ErrorKind, Node, Result, RuleError};
 
@@ -131,19 +133,6 @@ pub struct LiveMetricsProvider {
     pub counter_names: Option<Vec<String>>,
 }
 
-/// One filter of CollectExceptions's `Filters` (`Include`/`Exclude`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExceptionFilter {
-    /// The exception's type.
-    pub exception_type: Option<String>,
-    /// The throwing module.
-    pub module_name: Option<String>,
-    /// The throwing type.
-    pub type_name: Option<String>,
-    /// The throwing method.
-    pub method_name: Option<String>,
-}
-
 /// An action's typed settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionSettings {
@@ -197,10 +186,10 @@ pub enum ActionSettings {
     CollectExceptions {
         /// The format (default `PlainText`).
         format: &'static str,
-        /// Exceptions to keep.
-        include: Vec<ExceptionFilter>,
-        /// Exceptions to drop.
-        exclude: Vec<ExceptionFilter>,
+        /// `Filters`: the exceptions to keep (`Include`) and drop (`Exclude`), as the
+        /// `/exceptions` history applies them (a filter's `TypeName` is the throwing
+        /// method's declaring type: [`ExceptionFilter::class_name`]).
+        filters: ExceptionsConfiguration,
         /// Where they go.
         egress: Egressed,
     },
@@ -399,7 +388,7 @@ fn exception_filters(node: &Node<'_>) -> Result<Vec<ExceptionFilter>> {
         out.push(ExceptionFilter {
             exception_type: f.child("ExceptionType").string()?,
             module_name: f.child("ModuleName").string()?,
-            type_name: f.child("TypeName").string()?,
+            class_name: f.child("TypeName").string()?,
             method_name: f.child("MethodName").string()?,
         });
     }
@@ -494,8 +483,10 @@ impl Action {
                         .child("Format")
                         .one_of(LOG_FORMATS)?
                         .unwrap_or("PlainText"),
-                    include: exception_filters(&filters.child("Include"))?,
-                    exclude: exception_filters(&filters.child("Exclude"))?,
+                    filters: ExceptionsConfiguration {
+                        include: exception_filters(&filters.child("Include"))?,
+                        exclude: exception_filters(&filters.child("Exclude"))?,
+                    },
                     egress: egressed(&s, options)?,
                 }
             }

@@ -335,7 +335,7 @@ fn every_action_type_parses_with_dotnet_monitor_defaults() {
         {"Type": "CollectGCDump", "Settings": {"Egress": "e", "ArtifactName": "a"}},
         {"Type": "CollectStacks", "Settings": {"Egress": "e"}},
         {"Type": "CollectLiveMetrics", "Settings": {"Egress": "e", "Meters": [{"MeterName": "M"}]}},
-        {"Type": "CollectExceptions", "Settings": {"Egress": "e", "Filters": {"Include": [{"ExceptionType": "X"}]}}},
+        {"Type": "CollectExceptions", "Settings": {"Egress": "e", "Filters": {"Include": [{"ExceptionType": "X", "TypeName": "T"}]}}},
         {"Type": "Execute", "Settings": {"Path": "/bin/true"}},
         {"Type": "SetEnvironmentVariable", "Settings": {"Name": "A", "Value": "1"}},
         {"Type": "GetEnvironmentVariable", "Settings": {"Name": "A"}},
@@ -367,13 +367,24 @@ fn every_action_type_parses_with_dotnet_monitor_defaults() {
         }
         other => panic!("{:?}", other),
     }
-    assert!(matches!(
-        rule.actions[4].settings,
+    match &rule.actions[4].settings {
         ActionSettings::CollectExceptions {
             format: "PlainText",
+            filters,
             ..
+        } => {
+            // One filter type for the rules and the /exceptions history: TypeName is the
+            // throwing method's class.
+            let want = dsipc_trace::exceptions::ExceptionFilter {
+                exception_type: Some("X".into()),
+                class_name: Some("T".into()),
+                ..Default::default()
+            };
+            assert_eq!(filters.include, vec![want]);
+            assert!(filters.exclude.is_empty());
         }
-    ));
+        other => panic!("{:?}", other),
+    }
     assert!(matches!(
         rule.actions[5].settings,
         ActionSettings::Execute {

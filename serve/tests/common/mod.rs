@@ -17,6 +17,8 @@ use dsipc_serve::egress::s3::S3Options;
 use dsipc_serve::egress::{Artifact, Secret};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
+pub mod rules;
+
 pub const MIB: u64 = 1024 * 1024;
 pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
 pub const AZURITE_KEY: &str =

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use crate::TraceDispatcher;
+use crate::{TraceDispatcher, TraceSink};
 
 use super::{CounterEvent, CounterSink, CountersConfig};
 
@@ -63,12 +63,24 @@ impl Decoder {
     /// A stream that cannot be parsed is reported in [`DecodeStats::stream_error`] and the
     /// rest of it discarded; a payload that cannot be decoded is counted and skipped.
     pub fn feed(&mut self, data: &[u8], out: &mut dyn FnMut(CounterEvent)) {
+        self.feed_with(data, &mut (), out)
+    }
+
+    /// [`feed`](Self::feed), the same parse also handed to `also` (another sink of the
+    /// session's stream: the request events of a session that asks for them beside its
+    /// counters, say).
+    pub fn feed_with(
+        &mut self,
+        data: &[u8],
+        also: &mut dyn TraceSink,
+        out: &mut dyn FnMut(CounterEvent),
+    ) {
         let stats = self.sink.stats_mut();
         stats.bytes += data.len() as u64;
         if stats.stream_error.is_some() {
             return;
         }
-        if let Err(e) = self.dispatcher.feed(data, &mut self.sink) {
+        if let Err(e) = self.dispatcher.feed(data, &mut (&mut self.sink, also)) {
             self.sink.stats_mut().stream_error = Some(e.to_string());
         }
         self.sink.release_latest();
@@ -96,9 +108,14 @@ impl Decoder {
     /// End of stream: hands out what is still held back, and notes a stream that ended
     /// without its end marker (truncated) or could not be parsed.
     pub fn finish(&mut self, out: &mut dyn FnMut(CounterEvent)) {
+        self.finish_with(&mut (), out)
+    }
+
+    /// [`finish`](Self::finish), `also` (see [`feed_with`](Self::feed_with)) told too.
+    pub fn finish_with(&mut self, also: &mut dyn TraceSink, out: &mut dyn FnMut(CounterEvent)) {
         if self.sink.stats().stream_error.is_none() {
             // The sink notes how the stream ended and releases what it holds.
-            let _ = self.dispatcher.finish(&mut self.sink);
+            let _ = self.dispatcher.finish(&mut (&mut self.sink, also));
         } else {
             self.sink.finish();
         }

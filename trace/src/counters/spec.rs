@@ -50,6 +50,14 @@ impl Default for CounterSet {
 }
 
 impl CounterSet {
+    /// No provider at all: for a session that enables other providers only (their events
+    /// decoded by a sink beside the counters').
+    pub fn empty() -> CounterSet {
+        CounterSet {
+            providers: Vec::new(),
+        }
+    }
+
     /// Parses `Provider[counter,counter],Provider,...` (spaces around names are ignored).
     pub fn parse(list: &str) -> Result<CounterSet, SpecError> {
         let mut providers: Vec<ProviderCounters> = Vec::new();
