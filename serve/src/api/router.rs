@@ -100,7 +100,7 @@ impl Api {
             (&Method::GET, "/operations") => {
                 // dotnet-monitor binds any int32 pid here and filters by it: one that no
                 // process can have (0, negative) lists nothing rather than being a 400.
-                let ops = match params.int("pid")? {
+                let ops = match params.nullable_int("pid")? {
                     Some(p) if p <= 0 => {
                         params.without("pid").selector()?;
                         Vec::new()
