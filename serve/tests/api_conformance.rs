@@ -60,3 +60,66 @@ async fn empty_process_selector_parameters_are_absent_as_in_asp_net() {
     assert_eq!(status, 400, "{}", body);
     assert!(body.contains("\"uid\""), "{}", body);
 }
+
+/// `METHOD path` (no body): the status and the `Allow` header.
+async fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, Option<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{} {} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        method, path, addr
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(30), s.read_to_end(&mut raw))
+        .await
+        .expect("an answer within 30 s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let head = text.split("\r\n\r\n").next().unwrap_or("");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let allow = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        if k.eq_ignore_ascii_case("allow") {
+            Some(v.trim().to_string())
+        } else {
+            None
+        }
+    });
+    (status, allow)
+}
+
+/// A method a route's path does not take is 405 with the path's methods in `Allow`, as
+/// ASP.NET's routing answers dotnet-monitor's clients; a path with no route stays 404.
+/// (schemathesis's unsupported_method check: `TRACE /info` answered 404.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_a_route_does_not_take_is_405_with_allow() {
+    let dir = TempDir::new("dsipc-conformance").unwrap();
+    let _rt = fake(&dir);
+    let (_server, addr) = serve(&dir).await;
+    for (method, path, allow) in [
+        ("TRACE", "/info", "GET"),
+        ("POST", "/processes", "GET"),
+        ("DELETE", "/collectionrules", "GET"),
+        ("PUT", "/collectionrules/AnyRule", "GET"),
+        ("PUT", "/trace", "GET, POST"),
+        ("PATCH", "/exceptions", "GET, POST"),
+        (
+            "POST",
+            "/operations/00000000-0000-0000-0000-000000000000",
+            "GET, DELETE",
+        ),
+        ("TRACE", "/metrics", "GET"),
+        ("HEAD", "/info", "GET"),
+    ] {
+        let (status, got) = request(addr, method, path).await;
+        assert_eq!(status, 405, "{} {}", method, path);
+        assert_eq!(got.as_deref(), Some(allow), "{} {}", method, path);
+    }
+    assert_eq!(request(addr, "GET", "/nowhere").await, (404, None));
+    assert_eq!(request(addr, "TRACE", "/nowhere").await, (404, None));
+}
