@@ -1,6 +1,6 @@
-//! What scripts/api-conformance.sh (schemathesis driven by dotnet-monitor's openapi.json,
-//! serve/tests/data/) found, kept as tests of an embedded `Server` over a fake runtime: each
-//! answer is one the document gives the operation.
+//! What scripts/api-conformance.sh (schemathesis driven by dotnet-monitor's openapi.json in
+//! tests/data/dotnet-monitor/) found, kept as tests of an embedded `Server` over a fake
+//! runtime: each answer is one the document gives the operation.
 #![cfg(target_os = "linux")]
 
 use dsipc_serve::{Auth, Options, Server};
