@@ -30,57 +30,18 @@ use serde_json::{json, Value};
 /// trace runs 30 s after a 10 s window. Room for a loaded machine.
 const WAIT: Duration = Duration::from_secs(300);
 
-/// The documented examples this machine can run, as written, in one settings.json:
-/// AssemblyLoadTraceOnStartup, LargeGCHeapSize, HighCpuUsage (its ProcessName filter
-/// `MyProcessName` made `process_name`).
+/// The documented examples this machine can run, as written
+/// (tests/data/dotnet-monitor/collectionruleexamples.json: AssemblyLoadTraceOnStartup,
+/// LargeGCHeapSize, HighCpuUsage), in one settings.json with `artifacts` a FileSystem
+/// folder; HighCpuUsage's ProcessName filter `MyProcessName` made `process_name`.
 fn settings(artifacts: &Path, process_name: &str) -> Value {
-    json!({
-        "Egress": { "FileSystem": { "artifacts": { "DirectoryPath": artifacts } } },
-        "CollectionRules": {
-            "AssemblyLoadTraceOnStartup": {
-                "Trigger": { "Type": "Startup" },
-                "Actions": [{
-                    "Type": "CollectTrace",
-                    "Settings": {
-                        "Providers": [{
-                            "Name": "Microsoft-Windows-DotNETRuntime",
-                            "EventLevel": "Informational",
-                            "Keywords": "0xC"
-                        }],
-                        "Duration": "00:00:15",
-                        "Egress": "artifacts"
-                    }
-                }]
-            },
-            "LargeGCHeapSize": {
-                "Trigger": {
-                    "Type": "EventCounter",
-                    "Settings": {
-                        "ProviderName": "System.Runtime",
-                        "CounterName": "gc-heap-size",
-                        "GreaterThan": 10
-                    }
-                },
-                "Actions": [{ "Type": "CollectGCDump", "Settings": { "Egress": "artifacts" } }]
-            },
-            "HighCpuUsage": {
-                "Trigger": {
-                    "Type": "EventCounter",
-                    "Settings": {
-                        "ProviderName": "System.Runtime",
-                        "CounterName": "cpu-usage",
-                        "GreaterThan": 60,
-                        "SlidingWindowDuration": "00:00:10"
-                    }
-                },
-                "Actions": [{
-                    "Type": "CollectTrace",
-                    "Settings": { "Profile": "Cpu", "Egress": "artifacts" }
-                }],
-                "Filters": [{ "Key": "ProcessName", "Value": process_name }]
-            }
-        }
-    })
+    let path = common::repo_root().join("tests/data/dotnet-monitor/collectionruleexamples.json");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let filter = &mut doc["CollectionRules"]["HighCpuUsage"]["Filters"][0];
+    assert_eq!(filter["Value"], "MyProcessName");
+    filter["Value"] = json!(process_name);
+    doc["Egress"] = json!({ "FileSystem": { "artifacts": { "DirectoryPath": artifacts } } });
+    doc
 }
 
 /// A real .NET 8 runtime alone in its own TMPDIR with `args`, and `env`.

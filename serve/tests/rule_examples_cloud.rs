@@ -22,28 +22,14 @@ use serde_json::{json, Value};
 /// Bound on the runtime's READY and on the trace (15 s) reaching its store.
 const WAIT: Duration = Duration::from_secs(180);
 
-/// The settings.json a dotnet-monitor user would have: the example rule, and `artifacts`.
+/// The settings.json a dotnet-monitor user would have: the example rule as written
+/// (tests/data/dotnet-monitor/collectionruleexamples.json), and `artifacts`.
 fn settings(egress: Value) -> Value {
-    json!({
-        "Egress": egress,
-        "CollectionRules": {
-            "AssemblyLoadTraceOnStartup": {
-                "Trigger": { "Type": "Startup" },
-                "Actions": [{
-                    "Type": "CollectTrace",
-                    "Settings": {
-                        "Providers": [{
-                            "Name": "Microsoft-Windows-DotNETRuntime",
-                            "EventLevel": "Informational",
-                            "Keywords": "0xC"
-                        }],
-                        "Duration": "00:00:15",
-                        "Egress": "artifacts"
-                    }
-                }]
-            }
-        }
-    })
+    let path = repo_root().join("tests/data/dotnet-monitor/collectionruleexamples.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let rule = doc["CollectionRules"]["AssemblyLoadTraceOnStartup"].clone();
+    assert!(rule.is_object(), "{}", doc);
+    json!({ "Egress": egress, "CollectionRules": { "AssemblyLoadTraceOnStartup": rule } })
 }
 
 /// An embedded server over the runtimes of `tmpdir` configured by `settings` as a file.
