@@ -3,7 +3,8 @@
 # packages, a Python venv with real .NET 8.0.4 and .NET Core 3.1.23 runtimes, the egress
 # peers (Azurite, moto), cargo tools),
 # then runs lints, every Rust test (including interop against the real runtimes), the
-# published packages' contents (cargo package) and dsipc-tokio on the newest tokio, the
+# published packages' contents (cargo package), dsipc-tokio on the newest tokio, dsipc
+# serve's API against dotnet-monitor's openapi.json (schemathesis), the
 # Rust 1.63 build, the Windows build and tests under wine, and bounded fuzzing.
 #
 #   scripts/test.sh            everything (what CI runs)
@@ -77,6 +78,8 @@ step "cargo package of every library crate (none ships tests/data, scripts/, .ci
 scripts/package-check.sh
 step "dsipc-tokio in a new project on the newest tokio 1.x"
 scripts/tokio-compat.sh
+step "dsipc serve's API against dotnet-monitor's openapi.json (schemathesis, bounded)"
+scripts/api-conformance.sh
 
 if [ "${SKIP_WINDOWS:-0}" != 1 ]; then
     step "Rust 1.63 and Windows toolchain (Debian)"

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_DISPOSITION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_DISPOSITION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
@@ -161,6 +161,7 @@ impl Api {
                 Ok(r) => r,
                 Err(e) => e.response(),
             },
+            (_, "/metrics") => not_routed("/metrics"),
             _ => not_found(),
         }
     }
@@ -266,6 +267,35 @@ fn not_found() -> Response<Body> {
     let mut r = Response::new(http::full(Bytes::new()));
     *r.status_mut() = StatusCode::NOT_FOUND;
     r
+}
+
+/// The methods dotnet-monitor has a route for at `path`, as an `Allow` header's value
+/// (`None`: no route at that path).
+fn allowed_methods(path: &str) -> Option<&'static str> {
+    match path {
+        "/processes" | "/process" | "/env" | "/info" | "/stacks" | "/gcdump" | "/dump"
+        | "/operations" | "/collectionrules" | "/metrics" => Some("GET"),
+        "/trace" | "/logs" | "/livemetrics" | "/exceptions" => Some("GET, POST"),
+        "/parameters" => Some("POST"),
+        p if p.starts_with("/operations/") => Some("GET, DELETE"),
+        p if p.starts_with("/collectionrules/") => Some("GET"),
+        _ => None,
+    }
+}
+
+/// The answer to a request no route takes: 405 with the path's `Allow` where the path has
+/// routes for other methods (as ASP.NET's routing answers), else 404.
+fn not_routed(path: &str) -> Response<Body> {
+    match allowed_methods(path) {
+        None => not_found(),
+        Some(allow) => {
+            let mut r = Response::new(http::full(Bytes::new()));
+            *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static(allow));
+            r
+        }
+    }
 }
 
 /// A JSON request body that must be one object (`what`: its schema's name, for messages).

@@ -78,19 +78,24 @@ impl Params {
         )
     }
 
+    /// `name`'s value as ASP.NET binds a nullable or a string parameter (`int? pid`,
+    /// `Guid? uid`, `string name`): an empty or blank value is no value.
+    fn nullable(&self, name: &str) -> Option<&str> {
+        self.get(name).filter(|v| !v.trim().is_empty())
+    }
+
+    /// `name` as an `int` parameter: an empty value is not valid.
     pub(crate) fn int(&self, name: &str) -> Result<Option<i64>, ApiError> {
-        match self.get(name) {
-            None => Ok(None),
-            Some(v) => v
-                .trim()
-                .parse::<i32>()
-                .map(|n| Some(i64::from(n)))
-                .map_err(|_| ApiError::invalid(name, format!("The value '{}' is not valid.", v))),
-        }
+        int32(name, self.get(name))
+    }
+
+    /// `name` as an `int?` parameter (`pid`): an empty value is none.
+    pub(crate) fn nullable_int(&self, name: &str) -> Result<Option<i64>, ApiError> {
+        int32(name, self.nullable(name))
     }
 
     pub(crate) fn selector(&self) -> Result<Selector, ApiError> {
-        let pid = match self.int("pid")? {
+        let pid = match self.nullable_int("pid")? {
             None => None,
             Some(p) if p > 0 => Some(p as u32),
             Some(p) => {
@@ -100,7 +105,7 @@ impl Params {
                 ))
             }
         };
-        let uid = match self.get("uid") {
+        let uid = match self.nullable("uid") {
             None => None,
             Some(u) if is_guid(u) => Some(u.to_ascii_lowercase()),
             Some(u) => {
@@ -113,7 +118,7 @@ impl Params {
         Ok(Selector {
             pid,
             uid,
-            name: self.get("name").map(str::to_string),
+            name: self.nullable("name").map(str::to_string),
         })
     }
 
@@ -153,6 +158,18 @@ impl Params {
             }
         }
         out
+    }
+}
+
+/// `value` of parameter `name` as an int32.
+fn int32(name: &str, value: Option<&str>) -> Result<Option<i64>, ApiError> {
+    match value {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<i32>()
+            .map(|n| Some(i64::from(n)))
+            .map_err(|_| ApiError::invalid(name, format!("The value '{}' is not valid.", v))),
     }
 }
 

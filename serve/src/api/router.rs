@@ -10,7 +10,7 @@ use super::error::unknown_operation;
 use super::query::dump_type;
 use super::routes::StackFormat;
 use super::{
-    json_ok, not_found, query, read_body, Api, ApiError, ApiResult, Params, DEFAULT_TRACE_SECONDS,
+    json_ok, not_routed, query, read_body, Api, ApiError, ApiResult, Params, DEFAULT_TRACE_SECONDS,
 };
 use crate::http;
 use crate::operations::DeleteError;
@@ -100,7 +100,7 @@ impl Api {
             (&Method::GET, "/operations") => {
                 // dotnet-monitor binds any int32 pid here and filters by it: one that no
                 // process can have (0, negative) lists nothing rather than being a 400.
-                let ops = match params.int("pid")? {
+                let ops = match params.nullable_int("pid")? {
                     Some(p) if p <= 0 => {
                         params.without("pid").selector()?;
                         Vec::new()
@@ -188,7 +188,7 @@ impl Api {
                 detail: format!("{} is not implemented by dsipc serve yet.", path),
                 errors: Vec::new(),
             }),
-            _ => Ok(not_found()),
+            _ => Ok(not_routed(&path)),
         }
     }
 }
