@@ -38,7 +38,8 @@ mkdir -p "$OUT"
 
 bench_bin() { # builds the serve bench (and this tree's dsipc) in release; prints the bench
     CARGO_TARGET_DIR="$TARGET" cargo bench -q -p dsipc-cli --bench serve --profile release \
-        --no-run --message-format=json | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1
+        --no-run --message-format=json | grep '"kind":\["bench"\]' |
+        sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1
 }
 
 base_bin() { # COMMIT: the release dsipc of that commit (built once); prints its path
