@@ -240,14 +240,19 @@ fn throughput() {
     );
 }
 
-fn fleet() {
-    common::configure_python();
-    let dir = TempDir::new("dsipc-bench-fleet").unwrap();
+/// 20 real .NET 8 runtimes with their counters on (`host.py --counters`), those at `busy`
+/// busy too, TMPDIR `dir`, for at most `max_seconds`: the hosts (they end when dropped)
+/// and their pids, once each is ready.
+pub(crate) fn net8_fleet(
+    dir: &TempDir,
+    max_seconds: u32,
+    busy: &[usize],
+) -> (Vec<HostedRuntime>, Vec<u32>) {
     let mut hosts: Vec<HostedRuntime> = Vec::new();
     for i in 0..20 {
-        let mut o = HostOptions::net8(600).env("TMPDIR", dir.path().as_os_str());
+        let mut o = HostOptions::net8(max_seconds).env("TMPDIR", dir.path().as_os_str());
         o.args.push("--counters".into());
-        if i == 1 {
+        if busy.contains(&i) {
             o.args.push("--busy".into());
         }
         hosts.push(HostedRuntime::spawn(&o).expect("spawn host"));
@@ -260,6 +265,13 @@ fn fleet() {
                 .pid,
         );
     }
+    (hosts, pids)
+}
+
+fn fleet() {
+    common::configure_python();
+    let dir = TempDir::new("dsipc-bench-fleet").unwrap();
+    let (_hosts, pids) = net8_fleet(&dir, 600, &[1]);
     let default = format!("ProcessId={}", pids[0]);
     let serve = Serve::start(&[
         "--tmpdir",

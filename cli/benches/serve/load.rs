@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use dsipc_testkit::{Config, HostOptions, HostedRuntime, StreamSpec, TempDir};
+use dsipc_testkit::{Config, StreamSpec, TempDir};
 use serde_json::{json, Value};
 
 use crate::common::serve::Serve;
@@ -196,23 +196,7 @@ pub fn rules() {
     common::configure_python();
     let dir = TempDir::new("dsipc-bench-rules").unwrap();
     let out = TempDir::new("dsipc-bench-rules-out").unwrap();
-    let mut hosts: Vec<HostedRuntime> = Vec::new();
-    for i in 0..20 {
-        let mut o = HostOptions::net8((secs + 300) as u32).env("TMPDIR", dir.path().as_os_str());
-        o.args.push("--counters".into());
-        if i < 2 {
-            o.args.push("--busy".into());
-        }
-        hosts.push(HostedRuntime::spawn(&o).expect("spawn host"));
-    }
-    let mut pids = Vec::new();
-    for h in &mut hosts {
-        pids.push(
-            h.wait_ready(Duration::from_secs(300))
-                .expect("host READY")
-                .pid,
-        );
-    }
+    let (_hosts, pids) = crate::net8_fleet(&dir, (secs + 300) as u32, &[0, 1]);
     let settings = dir.path().join("settings.json");
     std::fs::write(&settings, rules_settings(out.path()).to_string()).unwrap();
     let serve = Serve::start_with(dir.path(), &["--no-auth"], |c| {
