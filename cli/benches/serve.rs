@@ -1,19 +1,29 @@
 //! `dsipc serve`'s figures (issue 18), with the release binary:
 //!
-//!     cargo bench -p dsipc-cli --bench serve            # every scenario
+//!     cargo bench -p dsipc-cli --bench serve            # idle, throughput and fleet
 //!     cargo bench -p dsipc-cli --bench serve -- idle    # one: idle | throughput | fleet
+//!                                                       #   | egress | rules (only by name)
 //!
-//! - idle: peak RSS (VmHWM) of serve with no runtime, after 100 requests (target 16 MiB);
+//! - idle: peak RSS (VmHWM) of serve with no runtime, after 100 requests (target 16 MiB),
+//!   and where the resident pages are at start (`DSIPC_BIN` runs another build; the
+//!   alternating runs against older trees: scripts/bench-serve-idle.sh);
 //! - throughput: a 1 GiB nettrace stream from the fake runtime through `GET /trace`
 //!   (curl writing a file) against `dsipc trace -o FILE` of the same stream (both files in
 //!   the same folder), 5 runs each alternating, medians (target: at least 90%);
 //! - fleet: 20 real .NET 8 runtimes (needs `scripts/setup-runtimes.sh`), `/metrics`
 //!   scraped every second and a CPU trace of a busy one streaming, for 30 s: serve's peak
-//!   RSS (target 32 MiB) and CPU as a share of one core (target 5%).
+//!   RSS (target 32 MiB) and CPU as a share of one core (target 5%);
+//! - egress (scripts/bench-serve-egress.sh): serve egressing a 1 GiB trace of the fake
+//!   runtime (`GET /trace?egressProvider=`) to a folder, to moto's S3 server and to
+//!   Azurite, a fresh serve for each: time, MiB/s and serve's peak RSS (target 32 MiB);
+//! - rules (scripts/bench-serve-rules.sh): 20 real .NET 8 runtimes with 3 collection rules
+//!   each for `DSIPC_BENCH_SECONDS` (default 600): serve's CPU and peak RSS.
 #![cfg(target_os = "linux")]
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "serve/load.rs"]
+mod load;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -37,6 +47,13 @@ fn main() {
     }
     if wants("fleet") {
         fleet();
+    }
+    // Long, or needing the egress peers: only when named.
+    if only.iter().any(|o| o == "egress") {
+        load::egress();
+    }
+    if only.iter().any(|o| o == "rules") {
+        load::rules();
     }
 }
 
@@ -120,7 +137,7 @@ fn curl_to(url: &str, out: &str) -> (bool, Duration) {
 }
 
 /// utime + stime of `pid`, in seconds.
-fn cpu_secs(pid: u32) -> f64 {
+pub(crate) fn cpu_secs(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid)).unwrap_or_default();
     let after = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
@@ -130,7 +147,7 @@ fn cpu_secs(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / hz
 }
 
-fn mib(kib: u64) -> f64 {
+pub(crate) fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
@@ -143,6 +160,7 @@ fn idle() {
     let empty = TempDir::new("dsipc-bench-serve").unwrap();
     let serve = Serve::start(&["--tmpdir", common::s(empty.path())]);
     let started = common::vm_hwm_kib(serve.pid());
+    let (own, files, anon) = load::resident_split(serve.pid());
     for i in 0..100 {
         let path = ["/processes", "/info", "/metrics"][i % 3];
         curl(&format!("http://{}{}", serve.api, path));
@@ -152,6 +170,12 @@ fn idle() {
         "serve idle: peak RSS {:.1} MiB at start, {:.1} MiB after 100 requests (target: at most 16 MiB)",
         mib(started),
         mib(common::vm_hwm_kib(serve.pid()))
+    );
+    println!(
+        "serve idle: resident at start: {:.2} MiB of the binary's own file pages, {:.2} MiB of other files, {:.2} MiB anonymous",
+        mib(own),
+        mib(files),
+        mib(anon)
     );
 }
 
@@ -216,14 +240,19 @@ fn throughput() {
     );
 }
 
-fn fleet() {
-    common::configure_python();
-    let dir = TempDir::new("dsipc-bench-fleet").unwrap();
+/// 20 real .NET 8 runtimes with their counters on (`host.py --counters`), those at `busy`
+/// busy too, TMPDIR `dir`, for at most `max_seconds`: the hosts (they end when dropped)
+/// and their pids, once each is ready.
+pub(crate) fn net8_fleet(
+    dir: &TempDir,
+    max_seconds: u32,
+    busy: &[usize],
+) -> (Vec<HostedRuntime>, Vec<u32>) {
     let mut hosts: Vec<HostedRuntime> = Vec::new();
     for i in 0..20 {
-        let mut o = HostOptions::net8(600).env("TMPDIR", dir.path().as_os_str());
+        let mut o = HostOptions::net8(max_seconds).env("TMPDIR", dir.path().as_os_str());
         o.args.push("--counters".into());
-        if i == 1 {
+        if busy.contains(&i) {
             o.args.push("--busy".into());
         }
         hosts.push(HostedRuntime::spawn(&o).expect("spawn host"));
@@ -236,6 +265,13 @@ fn fleet() {
                 .pid,
         );
     }
+    (hosts, pids)
+}
+
+fn fleet() {
+    common::configure_python();
+    let dir = TempDir::new("dsipc-bench-fleet").unwrap();
+    let (_hosts, pids) = net8_fleet(&dir, 600, &[1]);
     let default = format!("ProcessId={}", pids[0]);
     let serve = Serve::start(&[
         "--tmpdir",

@@ -161,3 +161,83 @@ async fn egress_to_an_https_endpoint_says_tls_is_not_built_in() {
     );
     assert!(!err.to_string().contains("SECRETSIG"), "{}", err);
 }
+
+/// A local S3 endpoint for a multipart upload whose CompleteMultipartUpload answers after
+/// `complete_after` (S3 assembles the object first); it counts the Complete calls.
+async fn slow_complete_endpoint(complete_after: Duration) -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let completes = Arc::new(AtomicUsize::new(0));
+    let seen = completes.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut raw = Vec::new();
+                let mut b = vec![0u8; 64 * 1024];
+                // The head, then the body its Content-Length announces.
+                let end = loop {
+                    if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match s.read(&mut b).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => raw.extend_from_slice(&b[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                while raw.len() < end + len {
+                    match s.read(&mut b).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => raw.extend_from_slice(&b[..n]),
+                    }
+                }
+                let request = head.lines().next().unwrap_or("").to_string();
+                let body = if request.starts_with("post") && request.contains("?uploads") {
+                    "<InitiateMultipartUploadResult><UploadId>up</UploadId></InitiateMultipartUploadResult>"
+                } else if request.starts_with("post") {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(complete_after).await;
+                    "<CompleteMultipartUploadResult></CompleteMultipartUploadResult>"
+                } else {
+                    ""
+                };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nETag: \"e\"\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+                    body.len(),
+                    body
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (url, completes)
+}
+
+#[tokio::test]
+async fn s3_complete_multipart_upload_gets_a_second_per_part_beyond_the_response_bound() {
+    // Two parts: CompleteMultipartUpload may take the 1 s of `response` plus 2 s; the
+    // endpoint answers it after 1.5 s, once.
+    let (url, completes) = slow_complete_endpoint(Duration::from_millis(1500)).await;
+    let s3 = S3Client::new(S3Options {
+        limits: quick_limits(),
+        part_size: dsipc_serve::egress::s3::MIN_PART_SIZE,
+        ..s3_options(&url, "traces")
+    })
+    .unwrap();
+    let stored = s3
+        .upload(&artifact("x.nettrace"), Pattern::new(1, 6 * MIB))
+        .await
+        .expect("the upload succeeds");
+    assert_eq!(stored.parts, 2);
+    assert_eq!(
+        completes.load(Ordering::SeqCst),
+        1,
+        "one Complete, no retry"
+    );
+}

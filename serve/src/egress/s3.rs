@@ -3,7 +3,7 @@
 //! upload otherwise, signed with SigV4; any failure aborts the multipart upload, so no
 //! partial object is ever visible.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::BytesMut;
 use hyper::Method;
@@ -321,7 +321,17 @@ impl S3Client {
             vec![("content-type".into(), "application/xml".into())],
             xml.into(),
         );
-        let answer = self.send(&call, "CompleteMultipartUpload").await?;
+        // S3 assembles the object before it answers, which "could take several minutes"
+        // (its documentation): a second more for each part than a small call gets (moto
+        // took 31 s for 128 parts of 8 MiB, over the 30 s of `response`; the retry then
+        // found no upload and failed an upload that had succeeded).
+        let limits = Limits {
+            response: self.limits.response + Duration::from_secs(etags.len() as u64),
+            ..self.limits.clone()
+        };
+        let answer = self
+            .send_within(&call, "CompleteMultipartUpload", &limits)
+            .await?;
         // S3 may answer 200 and still fail, with an <Error> body.
         if answer.status != 200 || xml_text(&answer.body, "Code").is_some() {
             return Err(service_error("CompleteMultipartUpload", &answer));
@@ -398,6 +408,16 @@ impl S3Client {
     }
 
     async fn send(&self, call: &Call, operation: &str) -> Result<http::Answer, EgressError> {
+        self.send_within(call, operation, &self.limits).await
+    }
+
+    /// [`send`](Self::send) within `limits`.
+    async fn send_within(
+        &self,
+        call: &Call,
+        operation: &str,
+        limits: &Limits,
+    ) -> Result<http::Answer, EgressError> {
         let payload = sha256_hex(&call.body);
         let host = self.host();
         let sign = |call: &Call| -> Vec<(String, String)> {
@@ -436,15 +456,7 @@ impl S3Client {
             // Virtual-hosted style: the connection still goes to the endpoint's host.
             target.path.clear();
         }
-        send(
-            &self.connector,
-            &target,
-            call,
-            &self.limits,
-            operation,
-            &sign,
-        )
-        .await
+        send(&self.connector, &target, call, limits, operation, &sign).await
     }
 }
 
