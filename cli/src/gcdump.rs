@@ -238,13 +238,11 @@ fn collect_file(rest: &[OsString]) -> CliResult {
     let now = SystemTime::now();
     let dest = match p.value_os("-o").or_else(|| p.value_os("--output")) {
         Some(o) => args::path("-o", o)?,
-        None => {
-            let (y, mo, d, h, mi, s) = dsipc_trace::format::civil(now);
-            PathBuf::from(format!(
-                "{:04}{:02}{:02}_{:02}{:02}{:02}_{}.gcdump",
-                y, mo, d, h, mi, s, pid
-            ))
-        }
+        None => PathBuf::from(format!(
+            "{}_{}.gcdump",
+            dsipc_trace::format::stamp(now),
+            pid
+        )),
     };
     // Refused before the runtime is asked anything (an existing FILE without --force).
     let mut out = Output::create(&dest, p.flag("--force"))?;
