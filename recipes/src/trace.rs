@@ -23,7 +23,7 @@ const SLICES_QUEUED: usize = 4;
 /// A slice not yet full is handed over after this long anyway (the progress line).
 const SLICE_DELAY: Duration = Duration::from_millis(100);
 
-/// The stream's counts, parsed on a second thread (see [`SLICE`]): the same counts, the
+/// The stream's counts, parsed on a second thread (in slices of about 1 MiB, at most 4 queued): the same counts, the
 /// same end-of-stream decision and the same errors as parsing it here.
 pub struct Counting {
     slice: Vec<u8>,

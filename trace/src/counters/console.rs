@@ -223,24 +223,8 @@ pub fn number_grouped(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::{CounterKind, Source};
-    use std::time::{Duration, UNIX_EPOCH};
-
-    fn sample(kind: CounterKind) -> Sample {
-        Sample {
-            // 2021-10-26 10:48:03 UTC
-            timestamp: UNIX_EPOCH + Duration::from_secs(1_635_245_283),
-            provider: "System.Runtime".into(),
-            name: "gen-0-gc-count".into(),
-            display_name: "Gen 0 GC Count".into(),
-            unit: String::new(),
-            kind,
-            value: 2.0,
-            tags: Vec::new(),
-            interval_secs: 1.0,
-            source: Source::EventCounter,
-        }
-    }
+    use crate::counters::files::tests::sample;
+    use crate::counters::CounterKind;
 
     #[test]
     fn the_table_fits_its_terminal_and_shows_deltas_when_asked() {
