@@ -30,12 +30,12 @@ use dsipc_recipes::gcdump::{
 };
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::heap::gcdump;
-use dsipc_trace::heap::{GcPause, HeapGraph, RetainedStat, TypeStat};
+use dsipc_trace::heap::report::{json, plain_rows, retained_rows, text};
+use dsipc_trace::heap::{GcPause, HeapGraph};
 
 use crate::args::{parse_os, show};
-use crate::json;
 use crate::output::{display, Output};
-use crate::term::{clean, note};
+use crate::term::note;
 use crate::{args, print_out, CliError, CliResult, Common};
 
 /// The whole command's default time budget (dotnet-gcdump waits 30 s).
@@ -173,42 +173,6 @@ fn pause_note(p: &GcPause) -> String {
     )
 }
 
-/// One line of the report.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-struct Row {
-    #[serde(rename = "type")]
-    name: String,
-    count: u64,
-    bytes: u64,
-    /// With --retained.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retained: Option<u64>,
-}
-
-fn plain_rows(stats: Vec<TypeStat>) -> Vec<Row> {
-    stats
-        .into_iter()
-        .map(|t| Row {
-            name: t.name,
-            count: t.count,
-            bytes: t.bytes,
-            retained: None,
-        })
-        .collect()
-}
-
-fn retained_rows(stats: Vec<RetainedStat>) -> Vec<Row> {
-    stats
-        .into_iter()
-        .map(|t| Row {
-            name: t.name,
-            count: t.count,
-            bytes: t.bytes,
-            retained: Some(t.retained),
-        })
-        .collect()
-}
-
 /// A `.gcdump` or a heap `.nettrace` (dsipc-recipes' reader); an error names the file.
 fn read_file(path: &Path) -> Result<Snapshot, CliError> {
     let cannot = |e| CliError::io(format!("cannot read {}", display(path)), e);
@@ -238,13 +202,11 @@ fn collect_file(rest: &[OsString]) -> CliResult {
     let now = SystemTime::now();
     let dest = match p.value_os("-o").or_else(|| p.value_os("--output")) {
         Some(o) => args::path("-o", o)?,
-        None => {
-            let (y, mo, d, h, mi, s) = dsipc_trace::format::civil(now);
-            PathBuf::from(format!(
-                "{:04}{:02}{:02}_{:02}{:02}{:02}_{}.gcdump",
-                y, mo, d, h, mi, s, pid
-            ))
-        }
+        None => PathBuf::from(format!(
+            "{}_{}.gcdump",
+            dsipc_trace::format::stamp(now),
+            pid
+        )),
     };
     // Refused before the runtime is asked anything (an existing FILE without --force).
     let mut out = Output::create(&dest, p.flag("--force"))?;
@@ -295,52 +257,6 @@ pub(crate) fn collect(
         note!("dsipc: warning: {}", w);
     }
     Ok(graph)
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// dotnet-gcdump report's layout: the totals (bytes, objects), then one line per type,
-/// biggest first (with --retained, a Retained Bytes column, biggest retained first).
-fn text(totals: (u64, u64), rows: &[Row]) -> String {
-    let mut out = format!(
-        "{:>15}  GC Heap bytes\n{:>15}  GC Heap objects\n\n",
-        thousands(totals.0),
-        thousands(totals.1)
-    );
-    let retained = rows.first().map_or(false, |r| r.retained.is_some());
-    if retained {
-        out.push_str(&format!(
-            "{:>15}  {:>15}  {:>9}  Type\n",
-            "Object Bytes", "Retained Bytes", "Count"
-        ));
-    } else {
-        out.push_str(&format!("{:>15}  {:>9}  Type\n", "Object Bytes", "Count"));
-    }
-    for t in rows {
-        out.push_str(&format!("{:>15}  ", thousands(t.bytes)));
-        if let Some(r) = t.retained {
-            out.push_str(&format!("{:>15}  ", thousands(r)));
-        }
-        out.push_str(&format!("{:>9}  {}\n", thousands(t.count), clean(&t.name)));
-    }
-    out
-}
-
-/// `[{"type":NAME,"count":N,"bytes":N},...]` (and `"retained":N` with --retained), one
-/// line.
-fn json(rows: &[Row]) -> String {
-    json::to_string(rows) + "\n"
 }
 
 #[cfg(test)]

@@ -265,11 +265,7 @@ fn create_temp_beside(path: &Path) -> io::Result<(File, PathBuf)> {
 /// `STEM_yyyyMMdd_HHmmssEXT` (UTC), with `_2`, `_3`, ... added when an earlier run in the
 /// same second took the name: a default name never clashes with the previous run's file.
 pub fn timestamped(stem: &str, ext: &str, now: std::time::SystemTime) -> PathBuf {
-    let (y, mo, d, h, mi, s) = dsipc_trace::format::civil(now);
-    let base = format!(
-        "{}_{:04}{:02}{:02}_{:02}{:02}{:02}",
-        stem, y, mo, d, h, mi, s
-    );
+    let base = format!("{}_{}", stem, dsipc_trace::format::stamp(now));
     first_free(Path::new(""), &base, ext)
 }
 

@@ -28,7 +28,9 @@ use dsipc::session::Outcome;
 use dsipc_recipes::{Collect, End, RecipeError, Request, Tick};
 use dsipc_std::{DiagnosticsClient, Endpoint, Error, TraceSession};
 
-use crate::convert::live::{self, Counting, Live, LiveCounts, LiveProfile, Parsed, ProfileFormat};
+use dsipc_recipes::trace::{Counting, Live, Parsed};
+
+use crate::convert::live::{self, LiveCounts, LiveProfile, ProfileFormat};
 use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
 use crate::{args, pid_command, providers, CliError, CliResult};

@@ -26,7 +26,7 @@
 //! [`gcdump::TypeFlush`] and [`gcdump::HeapWalk`] (the heap graph, dotnet-gcdump's two
 //! sessions), [`counters::Counters`] (dotnet-counters' session, until stopped; run by
 //! [`counters::CounterRun`], [`counters::CounterSession`] and
-//! [`counters::AsyncCounterRun`]).
+//! [`counters::AsyncCounterRun`]); [`trace::Live`], the live parse `dsipc trace` feeds.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -36,6 +36,7 @@ mod drive;
 mod error;
 pub mod gcdump;
 pub mod stack;
+pub mod trace;
 
 pub use collect::{
     Budget, Collect, End, Request, Stop, Tick, MAX_SESSION_BYTES, MAX_WALK_BYTES, TICK,

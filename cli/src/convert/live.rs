@@ -1,18 +1,13 @@
 //! A trace parsed while it arrives: `dsipc trace --format F` feeds every slice of the
-//! stream it writes to the `.nettrace` file into the trace layer's [`LiveProfile`] and, at
-//! the end, writes the profile with the same writer as `dsipc convert`; without `--format`
-//! a [`LiveCounter`] counts it on a second thread ([`Counting`]). [`Live`] is either.
+//! stream it writes to the `.nettrace` file into the trace layer's [`LiveProfile`]
+//! (through dsipc-recipes' [`dsipc_recipes::trace::Live`]) and, at the end, writes the
+//! profile with the same writer as `dsipc convert`.
 
-use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 pub use dsipc_trace::format::ProfileFormat;
 use dsipc_trace::format::Selection;
-pub use dsipc_trace::{LiveCounter, LiveCounts, LiveProfile};
+pub use dsipc_trace::{LiveCounts, LiveProfile};
 
 use crate::error::{CliError, CliResult};
 use crate::output::{self, display, Output};
@@ -116,190 +111,6 @@ pub fn write_profile(
     }
 }
 
-/// Without `--format` the stream is counted on a second thread, pipelined with the write:
-/// the bytes go there in slices of about this size (large, so that few blocks straddle two
-/// slices: the parser reads the others in place)...
-const SLICE: usize = 1 << 20;
-/// ... at most this many at a time (memory stays bounded: a slower parser slows the reading
-/// down, as parsing on this thread would).
-const SLICES_QUEUED: usize = 4;
-/// A slice not yet full is handed over after this long anyway (the progress line).
-const SLICE_DELAY: Duration = Duration::from_millis(100);
-
-/// The stream's counts, parsed on a second thread (see [`SLICE`]): the same counts, the
-/// same end-of-stream decision and the same errors as parsing it here.
-pub(crate) struct Counting {
-    slice: Vec<u8>,
-    since: Instant,
-    to_parser: Option<mpsc::SyncSender<Vec<u8>>>,
-    recycled: mpsc::Receiver<Vec<u8>>,
-    shared: Arc<Shared>,
-    parser: Option<JoinHandle<LiveCounter>>,
-}
-
-/// What the parsing thread shows the progress line.
-#[derive(Default)]
-struct Shared {
-    events: AtomicU64,
-    samples: AtomicU64,
-    lost: AtomicU64,
-    failed: AtomicBool,
-}
-
-impl Counting {
-    pub(crate) fn start() -> io::Result<Counting> {
-        let (to_parser, slices) = mpsc::sync_channel::<Vec<u8>>(SLICES_QUEUED);
-        let (recycle, recycled) = mpsc::channel::<Vec<u8>>();
-        let shared = Arc::new(Shared::default());
-        let seen = Arc::clone(&shared);
-        let parser = std::thread::Builder::new()
-            .name("dsipc-parse".into())
-            .spawn(move || {
-                let mut counter = LiveCounter::new();
-                for mut slice in slices {
-                    let failed = counter.feed(&slice).is_err();
-                    let c = counter.counts();
-                    seen.events.store(c.events, Ordering::Relaxed);
-                    seen.samples.store(c.samples, Ordering::Relaxed);
-                    seen.lost.store(c.lost, Ordering::Relaxed);
-                    seen.failed.store(failed, Ordering::Relaxed);
-                    slice.clear();
-                    let _ = recycle.send(slice);
-                }
-                counter
-            })?;
-        Ok(Counting {
-            slice: Vec::new(),
-            since: Instant::now(),
-            to_parser: Some(to_parser),
-            recycled,
-            shared,
-            parser: Some(parser),
-        })
-    }
-
-    /// The next bytes of the stream.
-    fn feed(&mut self, data: &[u8]) {
-        if self.shared.failed.load(Ordering::Relaxed) {
-            // The stream did not parse: later bytes are not the parser's (it only counts
-            // them), the error it met is its answer.
-            return;
-        }
-        if self.slice.capacity() == 0 {
-            self.slice = self
-                .recycled
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(SLICE));
-            self.since = Instant::now();
-        }
-        self.slice.extend_from_slice(data);
-        if self.slice.len() + (SLICE >> 3) > SLICE || self.since.elapsed() >= SLICE_DELAY {
-            self.hand_over();
-        }
-    }
-
-    /// Hands a slice waiting for more bytes over once it has waited long enough.
-    fn tick(&mut self) {
-        if !self.slice.is_empty() && self.since.elapsed() >= SLICE_DELAY {
-            self.hand_over();
-        }
-    }
-
-    fn hand_over(&mut self) {
-        let slice = std::mem::take(&mut self.slice);
-        if slice.is_empty() {
-            return;
-        }
-        if let Some(tx) = &self.to_parser {
-            // Fails only if the parsing thread is gone (it panicked: `finish` says so).
-            let _ = tx.send(slice);
-        }
-    }
-
-    fn counts(&self) -> (LiveCounts, bool) {
-        let s = &self.shared;
-        (
-            LiveCounts {
-                events: s.events.load(Ordering::Relaxed),
-                samples: s.samples.load(Ordering::Relaxed),
-                lost: s.lost.load(Ordering::Relaxed),
-            },
-            !s.failed.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Every byte was fed: the parser, once it parsed them all.
-    pub(crate) fn finish(mut self) -> LiveCounter {
-        self.hand_over();
-        self.to_parser = None;
-        match self.parser.take().map(JoinHandle::join) {
-            Some(Ok(counter)) => counter,
-            Some(Err(panic)) => std::panic::resume_unwind(panic),
-            None => LiveCounter::new(),
-        }
-    }
-}
-
-/// The stream's parser: a profile built here (`--format`), or counts on a second thread.
-pub(crate) enum Live {
-    Profile(Box<LiveProfile>),
-    Counting(Counting),
-}
-
-impl Live {
-    pub(crate) fn feed(&mut self, data: &[u8]) {
-        match self {
-            Live::Profile(p) => {
-                let _ = p.feed(data);
-            }
-            Live::Counting(c) => c.feed(data),
-        }
-    }
-
-    pub(crate) fn tick(&mut self) {
-        if let Live::Counting(c) = self {
-            c.tick();
-        }
-    }
-
-    /// The counts so far, and whether parsing goes on.
-    pub(crate) fn progress(&self) -> (LiveCounts, bool) {
-        match self {
-            Live::Profile(p) => (p.counts(), p.error().is_none()),
-            Live::Counting(c) => c.counts(),
-        }
-    }
-}
-
-/// The stream's parser once every byte was fed.
-pub(crate) enum Parsed {
-    Profile(Box<LiveProfile>),
-    Counted(Box<LiveCounter>),
-}
-
-impl Parsed {
-    pub(crate) fn finish(&mut self) -> Result<(), dsipc_trace::StreamError> {
-        match self {
-            Parsed::Profile(p) => p.finish(),
-            Parsed::Counted(c) => c.finish(),
-        }
-    }
-
-    pub(crate) fn counts(&self) -> LiveCounts {
-        match self {
-            Parsed::Profile(p) => p.counts(),
-            Parsed::Counted(c) => c.counts(),
-        }
-    }
-
-    pub(crate) fn error(&self) -> Option<dsipc_trace::StreamError> {
-        match self {
-            Parsed::Profile(p) => p.error(),
-            Parsed::Counted(c) => c.error(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,18 +143,6 @@ mod tests {
             Path::new("x.folded")
         );
         assert!(ProfileFormat::parse("jsonl").is_err());
-    }
-
-    #[test]
-    fn garbage_is_a_problem_naming_an_offset_and_later_bytes_are_only_counted() {
-        let mut p = LiveProfile::new();
-        let _ = p.feed(b"this is not a nettrace stream at all");
-        let problem = p.error().expect("a problem").to_string();
-        assert!(problem.contains("offset"), "{}", problem);
-        let _ = p.feed(&[0u8; 1000]);
-        assert_eq!(p.error().map(|e| e.to_string()), Some(problem));
-        assert_eq!(p.counts(), LiveCounts::default());
-        assert!(p.analyzer().info().is_none());
     }
 
     /// The committed .NET 8 capture fed in slices of every size gives the same counts and
@@ -381,61 +180,5 @@ mod tests {
             assert_eq!(o, &outputs[0]);
         }
         std::fs::remove_dir_all(&dir).unwrap();
-
-        // Bytes after the end-of-stream object are the parser's error, naming their offset,
-        // in the same feed or a later one; a stream cut short is truncated.
-        for split in [bytes.len(), bytes.len() - 1] {
-            let mut p = LiveProfile::new();
-            let _ = p.feed(&bytes[..split]);
-            let _ = p.feed(&[bytes[bytes.len() - 1], 0xAA, 0xBB][split + 1 - bytes.len()..]);
-            let _ = p.finish();
-            let problem = p.error().expect("trailing bytes are a problem").to_string();
-            assert!(
-                problem.contains(&format!("offset {}", bytes.len())),
-                "{}",
-                problem
-            );
-            assert!(!p.error().unwrap().is_truncation());
-        }
-        let mut p = LiveProfile::new();
-        p.feed(&bytes[..bytes.len() - 1]).unwrap();
-        let e = p.finish().unwrap_err();
-        assert!(e.is_truncation(), "{:?}", e);
-    }
-
-    /// `dsipc trace` without `--format` counts with a [`LiveCounter`]: the same counts, end
-    /// of stream and errors (with their offsets) as a [`LiveProfile`], however the stream is
-    /// cut (the parser reads in place and keeps only a cut object).
-    #[test]
-    fn the_counter_counts_as_the_profile_does() {
-        let bytes = busy_capture();
-        let mut spoiled = bytes.clone();
-        spoiled[bytes.len() / 2] ^= 0x5A;
-        let mut trailing = bytes.clone();
-        trailing.extend_from_slice(&[0xAA, 0xBB]);
-        let cut = &bytes[..bytes.len() * 2 / 3];
-        for stream in [&bytes[..], &spoiled[..], &trailing[..], cut] {
-            for slice in [1usize, 7, 4096, 65536, 100_003, stream.len()] {
-                let (mut p, mut c) = (LiveProfile::new(), LiveCounter::new());
-                for chunk in stream.chunks(slice) {
-                    assert_eq!(p.feed(chunk), c.feed(chunk));
-                    assert_eq!(p.counts(), c.counts());
-                }
-                assert_eq!(p.finish(), c.finish());
-                assert_eq!(p.counts(), c.counts());
-                assert_eq!(p.error(), c.error());
-            }
-        }
-        let mut c = LiveCounter::new();
-        c.feed(&bytes).unwrap();
-        c.finish().unwrap();
-        assert!(c.counts().samples > 0 && c.counts().events > c.counts().samples);
-    }
-
-    #[test]
-    fn an_empty_stream_is_truncated() {
-        let mut p = LiveProfile::new();
-        let e = p.finish().unwrap_err();
-        assert!(e.to_string().contains("truncated"), "{:?}", e);
     }
 }

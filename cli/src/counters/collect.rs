@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use dsipc_trace::counters::CounterEvent;
+use dsipc_trace::counters::{files, CounterEvent};
 
 use super::{
-    first_sample_limit, is_fatal, options, output, process_name, report_end, start, Result, VALUES,
+    first_sample_limit, is_fatal, options, process_name, report_end, start, Result, VALUES,
 };
 use crate::args::parse;
 use crate::error::CliError;
@@ -68,7 +68,7 @@ pub(super) fn collect(args: &[String]) -> Result<()> {
         out.abandon();
         return Err(e);
     }
-    let mut writer = output::FileWriter::new(out, json, &process_name(pid), SystemTime::now())?;
+    let mut writer = files::FileWriter::new(out, json, &process_name(pid), SystemTime::now())?;
     eprintln!(
         "dsipc: collecting counters of pid {} every {} s{}",
         pid,

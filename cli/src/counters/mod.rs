@@ -5,7 +5,6 @@ mod collect;
 mod export;
 mod keys;
 mod monitor;
-pub(crate) mod output;
 
 use std::path::PathBuf;
 use std::time::Duration;

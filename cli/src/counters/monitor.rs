@@ -4,10 +4,11 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use dsipc_trace::counters::{CounterEvent, Heard};
+use dsipc_trace::counters::console::Table;
+use dsipc_trace::counters::{files, CounterEvent, Heard};
 
 use super::keys::{self, Keys};
-use super::{first_sample_limit, options, output, report_end, start, Result, VALUES};
+use super::{first_sample_limit, options, report_end, start, Result, VALUES};
 use crate::args::parse;
 use crate::error::CliError;
 use crate::term;
@@ -32,7 +33,7 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
     let session = start(&o, pid)?;
     let tty = stdout_is_terminal();
     let out = io::stdout();
-    let mut table = output::Table::default().with_deltas(p.flag("--showDeltas"));
+    let mut table = Table::default().with_deltas(p.flag("--showDeltas"));
     let mut status = "Running";
     if tty {
         let mut out = out.lock();
@@ -136,19 +137,19 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
                     if tty {
                         table.sample(&s);
                     } else {
-                        let t = output::tags(&s);
+                        let t = files::tags(&s);
                         writeln!(
                             out,
                             "{}\t{}\t{}{}\t{}",
-                            output::universal_time(s.timestamp),
+                            files::universal_time(s.timestamp),
                             clean(&s.provider),
-                            clean(&output::display(&s)),
+                            clean(&files::display(&s)),
                             if t.is_empty() {
                                 String::new()
                             } else {
                                 format!(" [{}]", clean(&t))
                             },
-                            output::number(s.value)
+                            files::number(s.value)
                         )?;
                     }
                 }

@@ -220,15 +220,11 @@ pub(super) struct Artifact {
 /// dotnet-monitor's artifact time stamp: `yyyyMMdd_HHmmss_fff`, UTC.
 pub(super) fn timestamp() -> String {
     let now = SystemTime::now();
-    let (y, mo, d, h, mi, s) = dsipc_trace::format::civil(now);
     let ms = now
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.subsec_millis())
         .unwrap_or(0);
-    format!(
-        "{:04}{:02}{:02}_{:02}{:02}{:02}_{:03}",
-        y, mo, d, h, mi, s, ms
-    )
+    format!("{}_{:03}", dsipc_trace::format::stamp(now), ms)
 }
 
 /// `{timestamp}_{pid}.{ext}`, dotnet-monitor's name for traces, gcdumps and stacks.

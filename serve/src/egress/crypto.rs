@@ -121,33 +121,20 @@ pub struct Utc {
 }
 
 impl Utc {
-    /// The calendar fields of `t` (Howard Hinnant's civil_from_days).
+    /// The calendar fields of `t` (dsipc-trace's one calendar conversion).
     pub fn from_system(t: SystemTime) -> Utc {
+        let (year, month, day, h, mi, s) = dsipc_trace::format::civil(t);
         let secs = match t.duration_since(UNIX_EPOCH) {
             Ok(d) => d.as_secs() as i64,
-            Err(e) => -(e.duration().as_secs() as i64),
+            Err(e) => -(e.duration().as_secs() as i64) - i64::from(e.duration().subsec_nanos() > 0),
         };
-        let days = secs.div_euclid(86_400);
-        let rem = secs.rem_euclid(86_400);
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
         Utc {
-            year: yoe + era * 400 + i64::from(month <= 2),
+            year,
             month,
             day,
-            hms: (
-                (rem / 3600) as u32,
-                (rem % 3600 / 60) as u32,
-                (rem % 60) as u32,
-            ),
+            hms: (h, mi, s),
             // 1970-01-01 was a Thursday (4).
-            weekday: (days + 4).rem_euclid(7) as u32,
+            weekday: (secs.div_euclid(86_400) + 4).rem_euclid(7) as u32,
         }
     }
 

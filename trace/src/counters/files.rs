@@ -177,12 +177,13 @@ impl<W: Write> FileWriter<W> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::counters::Source;
     use std::time::{Duration, UNIX_EPOCH};
 
-    fn sample(kind: CounterKind) -> Sample {
+    /// A System.Runtime sample at 2021-10-26 10:48:03 UTC (the console's tests use it too).
+    pub(in crate::counters) fn sample(kind: CounterKind) -> Sample {
         Sample {
             // 2021-10-26 10:48:03 UTC
             timestamp: UNIX_EPOCH + Duration::from_secs(1_635_245_283),

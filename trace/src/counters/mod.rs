@@ -9,6 +9,7 @@
 //! The adapters run the session (dsipc-std's `CounterSession`) and feed it here.
 
 mod config;
+pub mod console;
 mod decode;
 mod events;
 mod fields;

@@ -23,7 +23,7 @@ use crate::{Profile, SampleKind, TraceInfo};
 pub use folded::write as write_folded;
 use json::write_json;
 pub use json::{json_string, push_json, push_json_string, to_json};
-pub use time::civil;
+pub use time::{civil, stamp};
 
 /// Which samples a profile output keeps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -32,6 +32,13 @@ pub fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
     )
 }
 
+/// The dotnet-* tools' and dotnet-monitor's artifact time stamp, `yyyyMMdd_HHmmss` (UTC),
+/// the one every default file and artifact name carries.
+pub fn stamp(t: SystemTime) -> String {
+    let (y, mo, d, h, mi, s) = civil(t);
+    format!("{:04}{:02}{:02}_{:02}{:02}{:02}", y, mo, d, h, mi, s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +55,14 @@ mod tests {
             civil(UNIX_EPOCH - Duration::from_millis(500)),
             (1969, 12, 31, 23, 59, 59)
         );
+    }
+
+    #[test]
+    fn artifact_stamps_are_zero_padded_utc() {
+        assert_eq!(
+            stamp(UNIX_EPOCH + Duration::from_millis(951_782_405_999)),
+            "20000229_000005"
+        );
+        assert_eq!(stamp(UNIX_EPOCH), "19700101_000000");
     }
 }

@@ -27,6 +27,7 @@ mod bulk;
 pub mod gcdump;
 mod graph;
 mod pause;
+pub mod report;
 mod retained;
 
 pub use builder::HeapBuilder;

@@ -1,11 +1,12 @@
-//! dotnet-counters' console table (the file formats are dsipc-trace's
-//! [`dsipc_trace::counters::files`]).
+//! dotnet-counters' console table (`dotnet-counters monitor`): the latest value of every
+//! counter by provider, fitted to a terminal so that it redraws in place (the file formats
+//! are [`files`](super::files)).
 
 use std::collections::BTreeMap;
 
-use dsipc_trace::counters::Sample;
-
-pub use dsipc_trace::counters::files::*;
+use super::files::{display, number, tags};
+use super::Sample;
+use crate::format::clean;
 
 /// The monitor's table: the latest value of every counter, by provider (and, with
 /// dotnet-counters' `--showDeltas`, its change since the value before).
@@ -34,8 +35,8 @@ impl Table {
         if !t.is_empty() {
             name = format!("{} [{}]", name, t);
         }
-        let provider = crate::term::clean(&s.provider).into_owned();
-        let name = crate::term::clean(&name).into_owned();
+        let provider = clean(&s.provider).into_owned();
+        let name = clean(&name).into_owned();
         let delta = self
             .last
             .insert((provider.clone(), name.clone()), s.value)
@@ -48,7 +49,7 @@ impl Table {
 
     /// Adds a notice shown under the table (the last few), escaped for the terminal.
     pub fn notice(&mut self, n: String) {
-        let n = crate::term::clean(&n).into_owned();
+        let n = clean(&n).into_owned();
         if !self.notices.contains(&n) {
             self.notices.push(n);
         }
@@ -222,24 +223,8 @@ pub fn number_grouped(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dsipc_trace::counters::{CounterKind, Source};
-    use std::time::{Duration, UNIX_EPOCH};
-
-    fn sample(kind: CounterKind) -> Sample {
-        Sample {
-            // 2021-10-26 10:48:03 UTC
-            timestamp: UNIX_EPOCH + Duration::from_secs(1_635_245_283),
-            provider: "System.Runtime".into(),
-            name: "gen-0-gc-count".into(),
-            display_name: "Gen 0 GC Count".into(),
-            unit: String::new(),
-            kind,
-            value: 2.0,
-            tags: Vec::new(),
-            interval_secs: 1.0,
-            source: Source::EventCounter,
-        }
-    }
+    use crate::counters::files::tests::sample;
+    use crate::counters::CounterKind;
 
     #[test]
     fn the_table_fits_its_terminal_and_shows_deltas_when_asked() {

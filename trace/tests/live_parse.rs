@@ -1,0 +1,86 @@
+//! A trace parsed while it arrives (what `dsipc trace` does as it writes the stream): a
+//! `LiveProfile` and a `LiveCounter` fed in slices of any size agree on the counts, the end
+//! of the stream and the errors with their offsets.
+
+use std::path::PathBuf;
+
+use dsipc_trace::{LiveCounter, LiveCounts, LiveProfile};
+
+/// The repository's .NET 8 capture.
+fn busy_capture() -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e))
+}
+
+#[test]
+fn garbage_is_a_problem_naming_an_offset_and_later_bytes_are_only_counted() {
+    let mut p = LiveProfile::new();
+    let _ = p.feed(b"this is not a nettrace stream at all");
+    let problem = p.error().expect("a problem").to_string();
+    assert!(problem.contains("offset"), "{}", problem);
+    let _ = p.feed(&[0u8; 1000]);
+    assert_eq!(p.error().map(|e| e.to_string()), Some(problem));
+    assert_eq!(p.counts(), LiveCounts::default());
+    assert!(p.analyzer().info().is_none());
+}
+
+#[test]
+fn bytes_after_the_end_are_an_error_and_a_cut_stream_is_truncated() {
+    let bytes = busy_capture();
+    // Bytes after the end-of-stream object are the parser's error, naming their offset,
+    // in the same feed or a later one; a stream cut short is truncated.
+    for split in [bytes.len(), bytes.len() - 1] {
+        let mut p = LiveProfile::new();
+        let _ = p.feed(&bytes[..split]);
+        let _ = p.feed(&[bytes[bytes.len() - 1], 0xAA, 0xBB][split + 1 - bytes.len()..]);
+        let _ = p.finish();
+        let problem = p.error().expect("trailing bytes are a problem").to_string();
+        assert!(
+            problem.contains(&format!("offset {}", bytes.len())),
+            "{}",
+            problem
+        );
+        assert!(!p.error().unwrap().is_truncation());
+    }
+    let mut p = LiveProfile::new();
+    p.feed(&bytes[..bytes.len() - 1]).unwrap();
+    let e = p.finish().unwrap_err();
+    assert!(e.is_truncation(), "{:?}", e);
+}
+
+/// `dsipc trace` without `--format` counts with a [`LiveCounter`]: the same counts, end
+/// of stream and errors (with their offsets) as a [`LiveProfile`], however the stream is
+/// cut (the parser reads in place and keeps only a cut object).
+#[test]
+fn the_counter_counts_as_the_profile_does() {
+    let bytes = busy_capture();
+    let mut spoiled = bytes.clone();
+    spoiled[bytes.len() / 2] ^= 0x5A;
+    let mut trailing = bytes.clone();
+    trailing.extend_from_slice(&[0xAA, 0xBB]);
+    let cut = &bytes[..bytes.len() * 2 / 3];
+    for stream in [&bytes[..], &spoiled[..], &trailing[..], cut] {
+        for slice in [1usize, 7, 4096, 65536, 100_003, stream.len()] {
+            let (mut p, mut c) = (LiveProfile::new(), LiveCounter::new());
+            for chunk in stream.chunks(slice) {
+                assert_eq!(p.feed(chunk), c.feed(chunk));
+                assert_eq!(p.counts(), c.counts());
+            }
+            assert_eq!(p.finish(), c.finish());
+            assert_eq!(p.counts(), c.counts());
+            assert_eq!(p.error(), c.error());
+        }
+    }
+    let mut c = LiveCounter::new();
+    c.feed(&bytes).unwrap();
+    c.finish().unwrap();
+    assert!(c.counts().samples > 0 && c.counts().events > c.counts().samples);
+}
+
+#[test]
+fn an_empty_stream_is_truncated() {
+    let mut p = LiveProfile::new();
+    let e = p.finish().unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{:?}", e);
+}
