@@ -205,6 +205,7 @@ struct Capture {
     starts: Vec<Vec<u8>>,
     stops: Vec<Vec<u8>>,
     field_counts: Vec<usize>,
+    stop_info: Option<EventInfo>,
     sink: AspNetRequestSink,
     out: Vec<RequestEvent>,
 }
@@ -217,6 +218,9 @@ impl TraceSink for Capture {
                 Some(Kind::Stop) => Some(&mut self.stops),
                 None => None,
             };
+            if kind_of(i) == Some(Kind::Stop) && self.stop_info.is_none() {
+                self.stop_info = Some(i.clone());
+            }
             if let Some(raw) = raw {
                 raw.push(e.payload.to_vec());
                 self.field_counts
@@ -246,19 +250,18 @@ fn capture(file: &str) -> Capture {
     c
 }
 
-/// .NET 8.0.4's own bridge, fed by tests/runtime/host.py --aspnet-requests (503s of about
-/// 30 ms on /api/values): every start and stop decodes, paired by W3C activity ids, and
+/// A real capture of the bridge fed by tests/runtime/host.py --aspnet-requests (503s of
+/// about 30 ms on /api/values): every start and stop decodes, each stop pairs with the
+/// start before it, its metadata describes `fields` fields, ids are of `id_format`, and
 /// each payload is byte for byte what `diagnostic_source_payload` (the hand-built streams
 /// of the other tests) makes of the values decoded, arguments in the filter spec's order.
-#[test]
-fn a_real_net8_bridge_capture_decodes_and_matches_the_hand_built_payloads() {
-    let c = capture("net8.0.4-httprequestin.nettrace");
+fn real_capture_decodes(file: &str, fields: usize, id_format: fn(&str) -> bool) {
+    let c = capture(file);
     assert!(!c.stops.is_empty(), "{:?}", c.sink.stats());
     assert_eq!(c.sink.stats().malformed, 0, "{:?}", c.sink.stats());
     assert_eq!(c.out.len(), c.starts.len() + c.stops.len());
-    // SourceName, EventName, Arguments: described in the metadata.
     assert!(
-        c.field_counts.iter().all(|&n| n == 3),
+        c.field_counts.iter().all(|&n| n == fields),
         "{:?}",
         c.field_counts
     );
@@ -270,9 +273,7 @@ fn a_real_net8_bridge_capture_decodes_and_matches_the_hand_built_payloads() {
             RequestEvent::Start {
                 activity_id, path, ..
             } => {
-                // W3C: 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>.
-                assert_eq!(activity_id.len(), 55, "{}", activity_id);
-                assert!(activity_id.starts_with("00-"), "{}", activity_id);
+                assert!(id_format(activity_id), "{}", activity_id);
                 assert_eq!(path, "/api/values");
                 let raw = starts.next().unwrap();
                 // The start time (ticks since 0001) is not decoded: read it from the bytes
@@ -333,30 +334,54 @@ fn a_real_net8_bridge_capture_decodes_and_matches_the_hand_built_payloads() {
     }
 }
 
-/// .NET Core 3.1.23's bridge forwards the same events with the same payload layout
-/// (hierarchical activity ids, `|…-….`), but its EventPipe metadata describes no fields
-/// for them (its metadata generator cannot describe the array of pairs), so they decode to
-/// nothing, quietly: the request triggers do not see 3.1's requests.
+/// .NET 8.0.4's bridge: SourceName, EventName and Arguments described in the metadata;
+/// W3C ids (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>).
 #[test]
-fn a_real_netcore31_bridge_capture_has_no_field_descriptions_and_decodes_to_nothing() {
-    let c = capture("netcore3.1.23-httprequestin.nettrace");
-    assert!(!c.stops.is_empty());
-    assert!(
-        c.field_counts.iter().all(|&n| n == 0),
-        "{:?}",
-        c.field_counts
+fn a_real_net8_bridge_capture_decodes_and_matches_the_hand_built_payloads() {
+    real_capture_decodes("net8.0.4-httprequestin.nettrace", 3, |id| {
+        id.len() == 55 && id.starts_with("00-")
+    });
+}
+
+/// .NET Core 3.1.23's bridge forwards the same events with the same payload layout, but
+/// its EventPipe metadata describes no fields for them (its metadata generator cannot
+/// describe the array of pairs): they decode by the layout the bridge writes.
+/// Hierarchical ids (`|<8 hex>-<16 hex>.`).
+#[test]
+fn a_real_netcore31_bridge_capture_without_field_descriptions_decodes_by_its_layout() {
+    real_capture_decodes("netcore3.1.23-httprequestin.nettrace", 0, |id| {
+        id.starts_with('|') && id.ends_with('.')
+    });
+}
+
+/// A bridge record without field descriptions (as .NET Core 3.x writes them) whose payload
+/// is cut anywhere, or claims more pairs than it carries, is a `Payload` error, never a
+/// panic.
+#[test]
+fn a_cut_payload_without_field_descriptions_is_an_error_not_a_panic() {
+    let full = diagnostic_source_payload(
+        HOSTING,
+        STOP,
+        &[
+            ("ActivityId", "|a."),
+            ("StatusCode", "500"),
+            ("ActivityDuration", "1"),
+        ],
     );
-    assert!(c.out.is_empty(), "{:?}", c.out);
-    assert_eq!(c.sink.stats().malformed, 0, "{:?}", c.sink.stats());
-    let head = diagnostic_source_payload(HOSTING, STOP, &[]);
-    let names = head.len() - 2;
-    assert_eq!(&c.stops[0][..names], &head[..names]);
-    assert_eq!(&c.stops[0][names..names + 2], &[4, 0], "four arguments");
-    let id: Vec<u8> = "|".encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
-    let key: Vec<u8> = "ActivityId\0"
-        .encode_utf16()
-        .flat_map(|u| u.to_le_bytes())
-        .collect();
-    assert_eq!(&c.stops[0][names + 2..names + 2 + key.len()], &key[..]);
-    assert_eq!(&c.stops[0][names + 2 + key.len()..][..2], &id[..]);
+    let mut c = capture("netcore3.1.23-httprequestin.nettrace");
+    // The record of a real 3.1 stop (no fields), fed payloads of our own.
+    let info = c.stop_info.take().unwrap();
+    let t = std::time::UNIX_EPOCH;
+    assert!(matches!(
+        decode(&info, &full, t),
+        Ok(Some(RequestEvent::Stop { .. }))
+    ));
+    for cut in 0..full.len() {
+        assert_eq!(
+            decode(&info, &full[..cut], t),
+            Err(RequestError::Payload),
+            "{}",
+            cut
+        );
+    }
 }
