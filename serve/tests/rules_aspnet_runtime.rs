@@ -1,14 +1,14 @@
 //! The ASP.NET request triggers (AspNetRequestCount, AspNetResponseStatus,
-//! AspNetRequestDuration) on a real .NET 8 runtime whose requests come through its own
-//! DiagnosticSource bridge: tests/runtime/host.py --aspnet-requests plays ASP.NET Core's
-//! hosting layer (a DiagnosticListener `Microsoft.AspNetCore` starting and stopping the
-//! `HttpRequestIn` activity with a context whose Request.Path and Response.StatusCode the
-//! bridge reads by reflection), so everything from the runtime's bridge, with dotnet-monitor's
-//! filter spec, to the rule's action is real. Slow 500s fire all three rules; fast 200s fire
-//! only the request count, and the status and duration rules, which read the same session's
-//! same requests, are still Running when it fires. (.NET Core 3.1's bridge forwards the
-//! events too, but its EventPipe metadata describes none of their fields; see
-//! trace/src/aspnet_tests.rs.)
+//! AspNetRequestDuration) on real .NET 8 and .NET Core 3.1 runtimes whose requests come
+//! through their own DiagnosticSource bridge: tests/runtime/host.py --aspnet-requests plays
+//! ASP.NET Core's hosting layer (a DiagnosticListener `Microsoft.AspNetCore` starting and
+//! stopping the `HttpRequestIn` activity with a context whose Request.Path and
+//! Response.StatusCode the bridge reads by reflection), so everything from the runtime's
+//! bridge, with dotnet-monitor's filter spec, to the rule's action is real. Slow 500s fire
+//! all three rules; fast 200s fire only the request count, and the status and duration
+//! rules, which read the same session's same requests, are still Running when it fires.
+//! (.NET Core 3.1's bridge describes none of the events' fields in its EventPipe metadata;
+//! the decoder reads them by their layout, see trace/src/aspnet.rs.)
 #![cfg(target_os = "linux")]
 
 use std::path::Path;
@@ -61,14 +61,13 @@ async fn fired(addr: std::net::SocketAddr, out: &Path, name: &str) {
     assert_eq!(state["lifetimeOccurrences"], 1, "{}", state);
 }
 
-/// Requests of 1.2 s answered 500, two a second: all three rules fire.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aspnet_rules_fire_on_a_net8_runtimes_slow_500_requests() {
+/// Requests of 1.2 s answered 500, two a second, on `runtime`: all three rules fire.
+async fn aspnet_rules_fire_on_slow_500_requests(runtime: &str) {
     let dir = TempDir::new("dsipc-aspnet-rt").unwrap();
     let out = TempDir::new("dsipc-aspnet-rt-out").unwrap();
     let (mut host, _) = real_host(
         &dir,
-        "net8",
+        runtime,
         &[
             "--aspnet-requests",
             "2",
@@ -85,13 +84,25 @@ async fn aspnet_rules_fire_on_a_net8_runtimes_slow_500_requests() {
     host.kill();
 }
 
-/// Fast requests answered 200, twenty a second: `Count` fires at 30 requests; `Errors` and
-/// `Slow`, which saw the same 30 requests on the same session, have not triggered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aspnet_status_and_duration_rules_hold_on_a_net8_runtimes_fast_200_requests() {
+async fn aspnet_rules_fire_on_a_net8_runtimes_slow_500_requests() {
+    aspnet_rules_fire_on_slow_500_requests("net8").await;
+}
+
+/// .NET Core 3.1's bridge describes no fields of its events: the decoder reads them by
+/// their layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aspnet_rules_fire_on_a_netcore31_runtimes_slow_500_requests() {
+    aspnet_rules_fire_on_slow_500_requests("netcore31").await;
+}
+
+/// Fast requests answered 200, twenty a second, on `runtime`: `Count` fires at 30
+/// requests; `Errors` and `Slow`, which saw the same 30 requests on the same session, have
+/// not triggered.
+async fn aspnet_status_and_duration_rules_hold_on_fast_200_requests(runtime: &str) {
     let dir = TempDir::new("dsipc-aspnet-rt").unwrap();
     let out = TempDir::new("dsipc-aspnet-rt-out").unwrap();
-    let (mut host, _) = real_host(&dir, "net8", &["--aspnet-requests", "20"]);
+    let (mut host, _) = real_host(&dir, runtime, &["--aspnet-requests", "20"]);
     let (_server, addr) = serve(dir.path(), out.path(), rules(30, out.path()), 1.0).await;
     fired(addr, out.path(), "Count").await;
     for name in ["Errors", "Slow"] {
@@ -101,6 +112,16 @@ async fn aspnet_status_and_duration_rules_hold_on_a_net8_runtimes_fast_200_reque
         assert!(!out.path().join(name).exists(), "{} fired", name);
     }
     host.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aspnet_status_and_duration_rules_hold_on_a_net8_runtimes_fast_200_requests() {
+    aspnet_status_and_duration_rules_hold_on_fast_200_requests("net8").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aspnet_status_and_duration_rules_hold_on_a_netcore31_runtimes_fast_200_requests() {
+    aspnet_status_and_duration_rules_hold_on_fast_200_requests("netcore31").await;
 }
 
 /// The same rules on a .NET 8 runtime without requests: a rule beside them on the runtime's
