@@ -11,27 +11,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use dsipc_serve::{Auth, Egress, EgressTarget, Options, Server};
-use dsipc_testkit::{HostOptions, HostedRuntime, TempDir};
+use dsipc_testkit::TempDir;
 use serde_json::{json, Value};
 
 mod common;
 use common::get;
+use common::rules::real_host as host;
 
-/// How long a test waits for a runtime's READY and then for what it polls (a hosted
+/// How long a test waits for what it polls (a rule firing on a hosted
 /// runtime allocating its held objects through pythonnet takes most of a minute on a
 /// loaded machine).
 const WAIT: Duration = Duration::from_secs(180);
-
-/// A real runtime (`net8` or `netcore31`) with `args`, alone in `dir` (its TMPDIR).
-fn host(dir: &TempDir, runtime: &str, args: &[&str]) -> (HostedRuntime, u32) {
-    let mut opts = HostOptions::net8(400).env("TMPDIR", dir.path().as_os_str());
-    opts.runtime = runtime.to_string();
-    opts.args = args.iter().map(|a| a.to_string()).collect();
-    let mut host = HostedRuntime::spawn(&opts)
-        .expect("a real runtime host (DSIPC_PYTHON, DSIPC_NET8_ROOT, DSIPC_NETCORE31_ROOT)");
-    let pid = host.wait_ready(WAIT).expect("READY").pid;
-    (host, pid)
-}
 
 /// An embedded server over the runtimes of `tmpdir`, counters every second, the rule
 /// `name` (filtered to `pid`) with `trigger` and `actions`, egress `files` into `out`.

@@ -5,7 +5,9 @@ The hosted runtime starts its real, native Diagnostics Server, exactly as `dotne
 would, so tests can talk the Diagnostic IPC protocol to it.
 
     $DSIPC_PYTHON tests/runtime/host.py --runtime net8 [--busy] [--regex] [--counters]
-                  [--meter-rate N] [--max-seconds N] [--ready-file PATH] [--dotnet-root DIR]
+                  [--meter-rate N] [--aspnet-requests RATE [--aspnet-status CODE]
+                  [--aspnet-request-ms MS] [--aspnet-path PATH]]
+                  [--max-seconds N] [--ready-file PATH] [--dotnet-root DIR]
 
 Run it with the venv interpreter made by scripts/setup-runtimes.sh.
 
@@ -182,6 +184,95 @@ def start_clock_gauge():
     log("Meter Clock: ObservableGauge<double> unix-ms")
 
 
+def start_aspnet_requests(rate, status, request_ms, path):
+    """Play ASP.NET Core's hosting layer (HostingApplicationDiagnostics) on a real runtime:
+    a DiagnosticListener named 'Microsoft.AspNetCore' and, at `rate` requests a second from
+    a thread, the activity 'Microsoft.AspNetCore.Hosting.HttpRequestIn' started with
+    listener.StartActivity(activity, context) and stopped `request_ms` later with
+    listener.StopActivity(activity, context) when the listener enables the Start event (as
+    the hosting layer does in an app whose logging is on; the bridge enables the event
+    names of its filter, not the bare activity name). `context` is a .NET object (a
+    pythonnet-defined type, so the runtime's DiagnosticSource bridge reads it by
+    reflection as it reads an HttpContext) with Request.Path (`path`) and
+    Response.StatusCode (`status`). Requests are paced by elapsed time, so after t seconds
+    floor(rate * t) have started (fewer when each runs longer than 1/rate: they run one
+    after another). Works on .NET 8 and .NET Core 3.1 (whose bridge forwards the events
+    too, but describes no fields of Activity1Start/Stop in its EventPipe metadata)."""
+    import clr
+    clr.AddReference("System.Diagnostics.DiagnosticSource")
+    from System import Object, String, Int32
+    from System.Diagnostics import Activity, DiagnosticListener
+
+    class HostRequest(Object):
+        __namespace__ = "Dsipc.Host"
+
+        def __init__(self, request_path=None):
+            self._path = request_path
+
+        @clr.clrproperty(String)
+        def Path(self):
+            return self._path
+
+    class HostResponse(Object):
+        __namespace__ = "Dsipc.Host"
+
+        def __init__(self, code=0):
+            self._code = code
+
+        @clr.clrproperty(Int32)
+        def StatusCode(self):
+            return self._code
+
+    class HostContext(Object):
+        __namespace__ = "Dsipc.Host"
+
+        def __init__(self, request_path=None, code=0):
+            self._request = HostRequest(request_path)
+            self._response = HostResponse(code)
+
+        @clr.clrproperty(HostRequest)
+        def Request(self):
+            return self._request
+
+        @clr.clrproperty(HostResponse)
+        def Response(self):
+            return self._response
+
+    name = "Microsoft.AspNetCore.Hosting.HttpRequestIn"
+    listener = DiagnosticListener("Microsoft.AspNetCore")
+    start = time.monotonic()
+
+    def loop():
+        done = 0
+        while True:
+            if int((time.monotonic() - start) * rate) <= done:
+                time.sleep(0.005)
+                continue
+            done += 1
+            context = HostContext(path, status)
+            # As HostingApplicationDiagnostics.BeginRequest / RequestEnd do in an app whose
+            # logging is on (so every request gets its activity): the Start event only when
+            # the listener enables it, the Stop event only when the Start went through it.
+            activity = Activity(name)
+            through_listener = listener.IsEnabled(name + ".Start")
+            if through_listener:
+                listener.StartActivity(activity, context)
+            else:
+                activity.Start()
+            if request_ms > 0:
+                time.sleep(request_ms / 1000.0)
+            if through_listener:
+                listener.StopActivity(activity, context)
+            else:
+                activity.Stop()
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    # Keep the listener alive (a disposed or collected listener stops publishing).
+    start_aspnet_requests.keep = (listener, t)
+    log("DiagnosticListener Microsoft.AspNetCore: HttpRequestIn %s at %g/s, %d ms, status %d"
+        % (path, rate, request_ms, status))
+
+
 def main():
     global _tmpdir, _ready_file
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -217,6 +308,19 @@ def main():
                          "'Step' (Stop), 'Request' (Stop): nested activities whose ids the "
                          "runtime assigns when a session turns TplEventSource's "
                          "TasksFlowActivityIds (0x80) on")
+    ap.add_argument("--aspnet-requests", type=float, default=0.0, metavar="RATE",
+                    help="after READY, until exit, play ASP.NET Core's hosting layer: on a "
+                         "DiagnosticListener 'Microsoft.AspNetCore', RATE requests a second "
+                         "(activity 'Microsoft.AspNetCore.Hosting.HttpRequestIn' started and "
+                         "stopped with the listener's StartActivity / StopActivity, whenever a "
+                         "subscriber such as the DiagnosticSource bridge enables it) with a "
+                         "context whose Request.Path and Response.StatusCode the bridge reads")
+    ap.add_argument("--aspnet-status", type=int, default=200, metavar="CODE",
+                    help="the requests' Response.StatusCode (default 200)")
+    ap.add_argument("--aspnet-request-ms", type=float, default=0.0, metavar="MS",
+                    help="how long each request runs between its start and stop (default 0)")
+    ap.add_argument("--aspnet-path", default="/api/values", metavar="PATH",
+                    help="the requests' Request.Path (default /api/values)")
     ap.add_argument("--max-seconds", type=float, default=600.0)
     ap.add_argument("--ready-file", help="also write the READY line to this file (atomically)")
     ap.add_argument("--dotnet-root", help="override the dotnet root of the chosen runtime")
@@ -330,6 +434,9 @@ def main():
 
     if args.activities:
         start_activities()
+    if args.aspnet_requests > 0:
+        start_aspnet_requests(args.aspnet_requests, args.aspnet_status, args.aspnet_request_ms,
+                              args.aspnet_path)
 
     if args.regex:
         clr.AddReference("System.Text.RegularExpressions")

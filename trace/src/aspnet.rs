@@ -9,13 +9,18 @@
 //! `Path` (the request path), and on the stop `StatusCode` (decimal) and `ActivityDuration`
 //! (the activity's duration in 100 ns ticks, decimal). [`AspNetRequestSink`] turns them into
 //! [`RequestEvent`]s; a payload that lacks what it must carry is a [`RequestError`] and the
-//! event is skipped.
+//! event is skipped. .NET 5+ describes these fields in the events' EventPipe metadata;
+//! .NET Core 3.x describes none (its metadata generator cannot describe the array of
+//! pairs), so a record without field descriptions is read by the layout the bridge writes:
+//! NUL-terminated UTF-16 `SourceName` and `EventName`, a `u16` count, then that many
+//! `Key`, `Value` strings (tests/data/aspnet has a real capture of each).
 
 use std::time::{Duration, SystemTime};
 
-use dsipc::nettrace::{Event, Item, Value};
+use dsipc::nettrace::{Event, Item, TraceStr, Value};
 
 use crate::counters::{arguments, CounterProvider};
+use crate::heap::bulk::Reader;
 use crate::{EventInfo, StreamError, TraceContext, TraceSink};
 
 /// The EventSource that forwards DiagnosticSource (DiagnosticListener) events.
@@ -151,6 +156,25 @@ struct Arguments {
     duration: Option<String>,
 }
 
+impl Arguments {
+    /// Keeps `value` when `key` is an argument a trigger reads (any case).
+    fn take(&mut self, key: TraceStr<'_>, value: TraceStr<'_>) {
+        let key = crate::metadata::lossy(key);
+        let slot = if key.eq_ignore_ascii_case("ActivityId") {
+            &mut self.activity_id
+        } else if key.eq_ignore_ascii_case("Path") {
+            &mut self.path
+        } else if key.eq_ignore_ascii_case("StatusCode") {
+            &mut self.status_code
+        } else if key.eq_ignore_ascii_case("ActivityDuration") {
+            &mut self.duration
+        } else {
+            return;
+        };
+        *slot = Some(crate::metadata::lossy(value));
+    }
+}
+
 /// `value` cut to 64 bytes (on a char boundary), for an error.
 fn excerpt(value: &str) -> String {
     let mut end = value.len().min(64);
@@ -175,6 +199,20 @@ pub fn decode(
     let mut source_ok = false;
     let mut args = Arguments::default();
     let mut saw_arguments = false;
+    if record.fields.is_empty() && !record.fields_malformed {
+        // .NET Core 3.x describes no fields of these events (its EventPipe metadata
+        // generator cannot describe the array of pairs): read the layout the bridge writes.
+        let mut r = Reader::new(payload, 8);
+        let err = |_| RequestError::Payload;
+        source_ok = TraceStr::utf16(r.utf16z().map_err(err)?).eq_str(SOURCE_NAME);
+        r.utf16z().map_err(err)?; // EventName
+        for _ in 0..r.u16().map_err(err)? {
+            let key = TraceStr::utf16(r.utf16z().map_err(err)?);
+            let value = TraceStr::utf16(r.utf16z().map_err(err)?);
+            args.take(key, value);
+        }
+        saw_arguments = true;
+    }
     for field in record.fields.walk(payload) {
         let field = field.map_err(|_| RequestError::Payload)?;
         if field.name.eq_str("SourceName") {
@@ -195,23 +233,10 @@ pub fn decode(
                 };
                 let key = object.get("Key").map_err(|_| RequestError::Payload)?;
                 let value = object.get("Value").map_err(|_| RequestError::Payload)?;
-                let (key, value) = match (key.and_then(|k| k.as_str()), value) {
-                    (Some(k), Some(Value::String(v))) => (k, v),
+                match (key.and_then(|k| k.as_str()), value) {
+                    (Some(k), Some(Value::String(v))) => args.take(k, v),
                     _ => return Err(RequestError::Payload),
-                };
-                let key = crate::metadata::lossy(key);
-                let slot = if key.eq_ignore_ascii_case("ActivityId") {
-                    &mut args.activity_id
-                } else if key.eq_ignore_ascii_case("Path") {
-                    &mut args.path
-                } else if key.eq_ignore_ascii_case("StatusCode") {
-                    &mut args.status_code
-                } else if key.eq_ignore_ascii_case("ActivityDuration") {
-                    &mut args.duration
-                } else {
-                    continue;
-                };
-                *slot = Some(crate::metadata::lossy(value));
+                }
             }
         }
     }

@@ -5,13 +5,29 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use dsipc_serve::{Auth, Egress, Options, Server};
-use dsipc_testkit::{Config, StreamSpec, TempDir};
+use dsipc_testkit::{Config, HostOptions, HostedRuntime, StreamSpec, TempDir};
 use serde_json::Value;
 
 use super::get;
 
 /// How long a test waits for what it polls before it fails.
 pub const WAIT: Duration = Duration::from_secs(90);
+
+/// How long a test waits for a real runtime's READY (a hosted runtime allocating its held
+/// objects through pythonnet takes most of a minute on a loaded machine).
+pub const READY: Duration = Duration::from_secs(180);
+
+/// A real runtime (`net8` or `netcore31`, tests/runtime/host.py) with `args`, alone in `dir`
+/// (its TMPDIR): the host and its pid, once READY.
+pub fn real_host(dir: &TempDir, runtime: &str, args: &[&str]) -> (HostedRuntime, u32) {
+    let mut opts = HostOptions::net8(400).env("TMPDIR", dir.path().as_os_str());
+    opts.runtime = runtime.to_string();
+    opts.args = args.iter().map(|a| a.to_string()).collect();
+    let mut host = HostedRuntime::spawn(&opts)
+        .expect("a real runtime host (DSIPC_PYTHON, DSIPC_NET8_ROOT, DSIPC_NETCORE31_ROOT)");
+    let pid = host.wait_ready(READY).expect("READY").pid;
+    (host, pid)
+}
 
 pub fn fake(dir: &TempDir, stream: StreamSpec) -> dsipc_testkit::FakeRuntime {
     let me = std::process::id();

@@ -23,7 +23,7 @@
 //! the runtime's threads were stopped (see [`GcPause`]).
 
 mod builder;
-mod bulk;
+pub(crate) mod bulk;
 pub mod gcdump;
 mod graph;
 mod pause;
