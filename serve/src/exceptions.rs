@@ -36,7 +36,7 @@
 //! `text/plain`, `application/x-ndjson`, `application/json-seq`, then the first a wildcard
 //! covers; with no `Accept`, or none of them, `text/plain` (dotnet-monitor's default for this
 //! route: never 406). `POST` takes an `ExceptionsConfiguration` (`include`/`exclude` lists
-//! of `{exceptionType, methodName, className, moduleName}`), applied to the top frame.
+//! of `{exceptionType, moduleName, typeName, methodName}`), applied to the top frame.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -420,7 +420,7 @@ pub(crate) fn parse_configuration(body: &[u8]) -> Result<ExceptionsConfiguration
                 Ok(ExceptionFilter {
                     method_name: field("methodName")?,
                     exception_type: field("exceptionType")?,
-                    class_name: field("className")?,
+                    type_name: field("typeName")?,
                     module_name: field("moduleName")?,
                 })
             })
@@ -437,6 +437,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn configuration_takes_dotnet_monitors_exception_filter_members() {
+        // openapi.json's ExceptionFilter: exceptionType, moduleName, typeName, methodName.
+        let c = parse_configuration(
+            br#"{"exclude":[{"exceptionType":"System.FormatException","moduleName":"System.Private.CoreLib","typeName":"System.Number","methodName":"ThrowFormatException"}]}"#,
+        )
+        .unwrap();
+        let want = ExceptionFilter {
+            exception_type: Some("System.FormatException".into()),
+            module_name: Some("System.Private.CoreLib".into()),
+            type_name: Some("System.Number".into()),
+            method_name: Some("ThrowFormatException".into()),
+        };
+        assert_eq!(c.exclude, vec![want]);
+    }
+
+    #[test]
     fn configuration_binds_as_aspnet_does_and_refuses_wrong_types() {
         let c = parse_configuration(
             br#"{"Include":[{"methodName":"Get","exceptionType":null}],"exclude":null}"#,
@@ -450,7 +466,7 @@ mod tests {
         for bad in [
             &br#"{"include":{}}"#[..],
             br#"{"include":[1]}"#,
-            br#"{"exclude":[{"className":3}]}"#,
+            br#"{"exclude":[{"typeName":3}]}"#,
             b"[]",
             b"not json",
         ] {
