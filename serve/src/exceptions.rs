@@ -36,7 +36,7 @@
 //! `text/plain`, `application/x-ndjson`, `application/json-seq`, then the first a wildcard
 //! covers; with no `Accept`, or none of them, `text/plain` (dotnet-monitor's default for this
 //! route: never 406). `POST` takes an `ExceptionsConfiguration` (`include`/`exclude` lists
-//! of `{exceptionType, methodName, className, moduleName}`), applied to the top frame.
+//! of `{exceptionType, moduleName, typeName, methodName}`), applied to the top frame.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -112,6 +112,9 @@ struct History {
     next_id: u64,
     /// When the latest rundown started, if one did.
     rundown_started: Option<Instant>,
+    /// When the latest rundown asked by an answer started (what [`RUNDOWN_INTERVAL`]
+    /// counts from; the first rundown, at the session's start, is not one).
+    asked_rundown_started: Option<Instant>,
     ended: bool,
 }
 
@@ -156,7 +159,7 @@ impl Exceptions {
     ) -> Result<ExceptionsArtifact, ApiError> {
         let collector = self.collector(runtime).await?;
         if needs_rundown(&collector) {
-            rundown(&collector, runtime).await;
+            rundown(&collector, runtime, true).await;
         }
         let pid = runtime.pid;
         let mut h = lock(&collector);
@@ -210,6 +213,7 @@ impl Exceptions {
                 kept: VecDeque::new(),
                 next_id: 1,
                 rundown_started: None,
+                asked_rundown_started: None,
                 ended: false,
             }),
             rundown: tokio::sync::Mutex::new(()),
@@ -222,7 +226,7 @@ impl Exceptions {
             // The first rundown, beside the session (which already names what is jitted
             // from now on).
             if let Some(c) = weak.upgrade() {
-                rundown(&c, &rt).await;
+                rundown(&c, &rt, false).await;
             }
             loop {
                 let chunk = session.next_chunk().await;
@@ -275,15 +279,19 @@ impl Exceptions {
 const RUNTIME_PROVIDER: &str = "Microsoft-Windows-DotNETRuntime";
 
 /// True if an exception kept has unnamed frames and was received after the latest rundown
-/// started (an earlier one would not name them either), and that rundown started at least
-/// [`RUNDOWN_INTERVAL`] ago.
+/// started (an earlier one would not name them either), and the latest rundown asked by an
+/// answer started at least [`RUNDOWN_INTERVAL`] ago (the first rundown, at the session's
+/// start, does not count: code first run after it, such as ReadyToRun methods run by the
+/// first exceptions, would otherwise stay unnamed for up to the interval).
 fn needs_rundown(c: &Collector) -> bool {
     let mut h = lock(c);
     let h = &mut *h;
-    let since = h.rundown_started;
-    if since.map_or(false, |s| s.elapsed() < RUNDOWN_INTERVAL) {
+    if h.asked_rundown_started
+        .map_or(false, |s| s.elapsed() < RUNDOWN_INTERVAL)
+    {
         return false;
     }
+    let since = h.rundown_started;
     let (decoder, kept) = (&mut h.decoder, &h.kept);
     kept.iter().any(|(_, at, x)| {
         since.map_or(true, |s| *at > s) && !x.ips.is_empty() && !decoder.is_resolved(&x.ips)
@@ -293,9 +301,17 @@ fn needs_rundown(c: &Collector) -> bool {
 /// Runs a rundown session on `runtime` (started and stopped at once) and feeds its method
 /// records to `c`'s decoder; at most one at a time, within [`COMMAND_TIMEOUT`] twice (start,
 /// then the rundown's stream). A rundown that fails leaves frames unnamed and is logged.
-async fn rundown(c: &Collector, runtime: &Runtime) {
+/// `asked`: by an answer (what [`RUNDOWN_INTERVAL`] spaces).
+async fn rundown(c: &Collector, runtime: &Runtime, asked: bool) {
     let _one = c.rundown.lock().await;
-    lock(c).rundown_started = Some(Instant::now());
+    {
+        let mut h = lock(c);
+        let now = Instant::now();
+        h.rundown_started = Some(now);
+        if asked {
+            h.asked_rundown_started = Some(now);
+        }
+    }
     // A provider is required; keyword 0 asks for nothing but the rundown at the stop.
     let providers = [Provider {
         keywords: 0,
@@ -420,7 +436,7 @@ pub(crate) fn parse_configuration(body: &[u8]) -> Result<ExceptionsConfiguration
                 Ok(ExceptionFilter {
                     method_name: field("methodName")?,
                     exception_type: field("exceptionType")?,
-                    class_name: field("className")?,
+                    type_name: field("typeName")?,
                     module_name: field("moduleName")?,
                 })
             })
@@ -437,6 +453,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn configuration_takes_dotnet_monitors_exception_filter_members() {
+        // openapi.json's ExceptionFilter: exceptionType, moduleName, typeName, methodName.
+        let c = parse_configuration(
+            br#"{"exclude":[{"exceptionType":"System.FormatException","moduleName":"System.Private.CoreLib","typeName":"System.Number","methodName":"ThrowFormatException"}]}"#,
+        )
+        .unwrap();
+        let want = ExceptionFilter {
+            exception_type: Some("System.FormatException".into()),
+            module_name: Some("System.Private.CoreLib".into()),
+            type_name: Some("System.Number".into()),
+            method_name: Some("ThrowFormatException".into()),
+        };
+        assert_eq!(c.exclude, vec![want]);
+    }
+
+    #[test]
     fn configuration_binds_as_aspnet_does_and_refuses_wrong_types() {
         let c = parse_configuration(
             br#"{"Include":[{"methodName":"Get","exceptionType":null}],"exclude":null}"#,
@@ -450,7 +482,7 @@ mod tests {
         for bad in [
             &br#"{"include":{}}"#[..],
             br#"{"include":[1]}"#,
-            br#"{"exclude":[{"className":3}]}"#,
+            br#"{"exclude":[{"typeName":3}]}"#,
             b"[]",
             b"not json",
         ] {

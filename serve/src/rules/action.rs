@@ -188,7 +188,7 @@ pub enum ActionSettings {
         format: &'static str,
         /// `Filters`: the exceptions to keep (`Include`) and drop (`Exclude`), as the
         /// `/exceptions` history applies them (a filter's `TypeName` is the throwing
-        /// method's declaring type: [`ExceptionFilter::class_name`]).
+        /// method's declaring type: [`ExceptionFilter::type_name`]).
         filters: ExceptionsConfiguration,
         /// Where they go.
         egress: Egressed,
@@ -388,7 +388,7 @@ fn exception_filters(node: &Node<'_>) -> Result<Vec<ExceptionFilter>> {
         out.push(ExceptionFilter {
             exception_type: f.child("ExceptionType").string()?,
             module_name: f.child("ModuleName").string()?,
-            class_name: f.child("TypeName").string()?,
+            type_name: f.child("TypeName").string()?,
             method_name: f.child("MethodName").string()?,
         });
     }

@@ -377,7 +377,7 @@ fn every_action_type_parses_with_dotnet_monitor_defaults() {
             // throwing method's class.
             let want = dsipc_trace::exceptions::ExceptionFilter {
                 exception_type: Some("X".into()),
-                class_name: Some("T".into()),
+                type_name: Some("T".into()),
                 ..Default::default()
             };
             assert_eq!(filters.include, vec![want]);

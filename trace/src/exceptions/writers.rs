@@ -213,15 +213,15 @@ fn write_text(x: &ThrownException, frames: &[StackFrame], out: &mut String) {
 }
 
 /// One of dotnet-monitor's exception filters: every field given must match (ordinal
-/// comparison), the method, class and module against the top frame.
+/// comparison), the method, type and module against the top frame.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExceptionFilter {
     /// `methodName`: the top frame's method.
     pub method_name: Option<String>,
     /// `exceptionType`: the exception's full type name.
     pub exception_type: Option<String>,
-    /// `className`: the top frame's declaring type (full name).
-    pub class_name: Option<String>,
+    /// `typeName`: the top frame's declaring type (full name).
+    pub type_name: Option<String>,
     /// `moduleName`: the top frame's module (`System.Private.CoreLib.dll` or without the
     /// extension: frames here name modules without it).
     pub module_name: Option<String>,
@@ -281,7 +281,7 @@ impl ExceptionFilter {
                     return false;
                 }
             }
-            if let Some(v) = given(&self.class_name) {
+            if let Some(v) = given(&self.type_name) {
                 any = true;
                 if v != class {
                     return false;
@@ -413,7 +413,7 @@ mod tests {
         let by = |method: Option<&str>, ty: Option<&str>, module: Option<&str>| ExceptionFilter {
             method_name: method.map(str::to_string),
             exception_type: ty.map(str::to_string),
-            class_name: None,
+            type_name: None,
             module_name: module.map(str::to_string),
         };
         let none = ExceptionsConfiguration::default();
