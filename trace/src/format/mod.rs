@@ -156,7 +156,7 @@ impl ProfileMeta {
         Timeline {
             threads,
             start_offset_ns: to_ns(origin.saturating_sub(sync_qpc)) as i64,
-            duration_ns: to_ns(end - origin) + busiest.1,
+            duration_ns: to_ns(end.saturating_sub(origin)) + busiest.1,
             interval_ns: busiest.1,
         }
     }
