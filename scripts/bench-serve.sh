@@ -14,6 +14,14 @@
 #                                          into the page cache (a file just written by cp
 #                                          or a linker sits in other folios than one read at
 #                                          exec), which moved the figures by up to 1 MiB
+#   scripts/bench-serve.sh fleet [ROUNDS]  20 real .NET 8 runtimes (scripts/setup-runtimes.sh),
+#                                          /metrics scraped every second and a 30 s CPU trace
+#                                          streaming: serve's peak RSS and CPU, for this tree and
+#                                          BASES, alternating, ROUNDS rounds (default 1)
+#   scripts/bench-serve.sh throughput [ROUNDS]
+#                                          a 1 GiB stream through GET /trace and through
+#                                          `dsipc trace -o FILE` (5 runs each, medians), for this
+#                                          tree and BASES, alternating, ROUNDS rounds (default 1)
 #   scripts/bench-serve.sh egress          serve egressing a 1 GiB trace to a folder, to moto
 #                                          and to Azurite (scripts/egress-peers.sh installs
 #                                          them): time, MiB/s, serve's peak RSS
@@ -60,8 +68,14 @@ base_bin() { # COMMIT: the release dsipc of that commit (built once); prints its
 load() { echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"; }
 
 case "$WHAT" in
-idle)
-    ROUNDS="${2:-3}"
+idle | fleet | throughput)
+    if [ "$WHAT" = idle ]; then ROUNDS="${2:-3}"; else ROUNDS="${2:-1}"; fi
+    if [ "$WHAT" = fleet ]; then
+        set -a
+        # shellcheck disable=SC1091
+        . "$TARGET/dotnet-venv/dsipc-runtimes.env"
+        set +a
+    fi
     names=() bins=()
     for b in ${BASES:-8b97981 a75db21}; do
         names+=("$b") bins+=("$(base_bin "$b")")
@@ -77,7 +91,7 @@ idle)
             echo "  ${names[$i]}: binary $(stat -c %s "${bins[$i]}") bytes"
             sync "${bins[$i]}" # written back, so that its cached pages can be dropped:
             dd if="${bins[$i]}" iflag=nocache count=0 status=none
-            DSIPC_BIN="${bins[$i]}" "$bench" idle | sed 's/^/    /'
+            DSIPC_BIN="${bins[$i]}" "$bench" "$WHAT" | sed 's/^/    /'
         done
     done
     load
@@ -94,7 +108,7 @@ egress | rules)
     "$bench" "$WHAT"
     ;;
 *)
-    echo "usage: $0 idle [ROUNDS] | egress | rules [SECONDS]" >&2
+    echo "usage: $0 idle|fleet|throughput [ROUNDS] | egress | rules [SECONDS]" >&2
     exit 2
     ;;
 esac

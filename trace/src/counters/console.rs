@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::files::{display, number, tags};
 use super::Sample;
-use crate::format::clean;
+use crate::format::{clean, group_thousands};
 
 /// The monitor's table: the latest value of every counter, by provider (and, with
 /// dotnet-counters' `--showDeltas`, its change since the value before).
@@ -201,13 +201,7 @@ pub fn number_grouped(v: f64) -> String {
     let s = format!("{:.3}", v.abs());
     let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
     let frac = frac.trim_end_matches('0');
-    let mut grouped = String::new();
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
+    let grouped = group_thousands(int);
     let mut out = String::new();
     if v < 0.0 && (grouped != "0" || !frac.is_empty()) {
         out.push('-');

@@ -238,6 +238,20 @@ impl ProfileFormat {
     }
 }
 
+/// `digits` (an unsigned integer's decimal digits) with a `,` between each group of three,
+/// as dotnet-gcdump's report and dotnet-counters' console show numbers: `1234567` →
+/// `1,234,567`.
+pub fn group_thousands(digits: &str) -> String {
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// True for characters that move a terminal's cursor, start an escape sequence or reorder
 /// text: C0 and C1 controls, DEL, line and paragraph separators, bidirectional overrides.
 pub fn unsafe_char(c: char) -> bool {

@@ -2,7 +2,7 @@
 //! heap's totals ([`text`]) or as one line of JSON ([`json`]).
 
 use super::{RetainedStat, TypeStat};
-use crate::format::{clean, to_json};
+use crate::format::{clean, group_thousands, to_json};
 
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -47,15 +47,7 @@ pub fn retained_rows(stats: Vec<RetainedStat>) -> Vec<Row> {
 
 /// `1234567` as `1,234,567`.
 fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    group_thousands(&n.to_string())
 }
 
 /// dotnet-gcdump report's layout: the totals (bytes, objects), then one line per type,
