@@ -82,23 +82,6 @@ fn serve(tmpdir: &Path, out: &TempDir, settings: &Value) -> Serve {
     )
 }
 
-/// Whether `name` is dotnet-monitor's `{yyyyMMdd_HHmmss_fff}_{pid}.{ext}`.
-fn dotnet_monitor_name(name: &str, pid: u32, ext: &str) -> bool {
-    let rest = format!("_{}.{}", pid, ext);
-    let stamp = match name.strip_suffix(&rest) {
-        Some(s) => s.as_bytes(),
-        None => return false,
-    };
-    stamp.len() == 19
-        && stamp.iter().enumerate().all(|(i, &c)| {
-            if i == 8 || i == 15 {
-                c == b'_'
-            } else {
-                c.is_ascii_digit()
-            }
-        })
-}
-
 /// Polls the egress folder until `count` artifacts named `{stamp}_{pid}.{ext}` have landed,
 /// bounded by [`WAIT`]: their paths.
 fn await_artifacts(
@@ -119,7 +102,7 @@ fn await_artifacts(
             .unwrap_or_default();
         let found: Vec<PathBuf> = names
             .iter()
-            .filter(|n| dotnet_monitor_name(n, pid, ext))
+            .filter(|n| dsipc_testkit::is_artifact_name(n, pid, ext))
             .map(|n| folder.join(n))
             .collect();
         if found.len() >= count {

@@ -3,34 +3,19 @@
 //! runtime: each answer is one the document gives the operation.
 #![cfg(target_os = "linux")]
 
-use dsipc_serve::{Auth, Options, Server};
-use dsipc_testkit::{Config, TempDir};
+use dsipc_serve::Server;
+use dsipc_testkit::{StreamSpec, TempDir};
 use serde_json::Value;
 
 mod common;
-use common::get;
+use common::{get, options_in, serve_api};
 
 fn fake(dir: &TempDir) -> dsipc_testkit::FakeRuntime {
-    let me = std::process::id();
-    Config::new()
-        .like_net8_0_4()
-        .pid(u64::from(me))
-        .key(dsipc_std::unix::start_key(me).expect("start key"))
-        .listen_in(dir.path())
-        .start()
-        .expect("fake runtime")
+    common::rules::fake(dir, StreamSpec::default())
 }
 
 async fn serve(dir: &TempDir) -> (Server, std::net::SocketAddr) {
-    let mut options = Options::default();
-    options.auth = Auth::Off;
-    options.tmpdir = Some(dir.path().to_path_buf());
-    options.metrics = false;
-    let mut server = Server::new(options, 1).expect("server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    server.serve_api(listener);
-    (server, addr)
+    serve_api(options_in(dir.path())).await
 }
 
 /// An empty `pid`, `uid` or `name` is no value, as ASP.NET binds dotnet-monitor's `int?`,

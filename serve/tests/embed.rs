@@ -3,25 +3,18 @@
 //! HTTP/1.1 client.
 #![cfg(target_os = "linux")]
 
-use dsipc_serve::{Auth, Options, Server};
+use dsipc_serve::{Options, Server};
 use dsipc_testkit::{StreamSpec, TempDir};
 
 mod common;
-use common::get;
 use common::rules::fake;
+use common::{get, options_in, serve_api};
 
 #[tokio::test]
 async fn embedded_server_lists_the_runtimes_on_a_listener_the_program_owns() {
     let dir = TempDir::new("dsipc-embed").unwrap();
     let _rt = fake(&dir, StreamSpec::default());
-    let mut options = Options::default();
-    options.auth = Auth::Off;
-    options.tmpdir = Some(dir.path().to_path_buf());
-    options.metrics = false;
-    let mut server = Server::new(options, 1).expect("server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    server.serve_api(listener);
+    let (server, addr) = serve_api(options_in(dir.path())).await;
     let (status, body) = get(addr, "/processes").await;
     assert_eq!(status, 200, "{}", body);
     let list: serde_json::Value = serde_json::from_str(&body).expect("JSON");

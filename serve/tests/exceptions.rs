@@ -8,10 +8,13 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use dsipc_serve::{Auth, Options, Server};
+use dsipc_serve::Server;
 use dsipc_testkit::{HostOptions, HostedRuntime, TempDir};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
+use common::{options_in, serve_api};
 
 struct Answer {
     status: u16,
@@ -94,10 +97,7 @@ fn start(runtime: &str) -> Option<(HostedRuntime, TempDir, Server)> {
     let mut host = HostedRuntime::spawn(&opts).expect("spawn host");
     host.wait_ready(Duration::from_secs(90))
         .expect("host READY");
-    let mut options = Options::default();
-    options.auth = Auth::Off;
-    options.tmpdir = Some(dir.path().to_path_buf());
-    options.metrics = false;
+    let mut options = options_in(dir.path());
     let out = dir.path().join("egress");
     std::fs::create_dir(&out).unwrap();
     options.egress =
@@ -381,22 +381,8 @@ async fn one_exceptions_session_per_runtime_until_it_ends() {
     spec.chunk = 4096;
     spec.pause = Duration::from_millis(20);
     let me = std::process::id();
-    let rt = dsipc_testkit::Config::new()
-        .like_net8_0_4()
-        .pid(u64::from(me))
-        .key(dsipc_std::unix::start_key(me).expect("start key"))
-        .listen_in(dir.path())
-        .stream(spec)
-        .start()
-        .expect("fake runtime");
-    let mut options = Options::default();
-    options.auth = Auth::Off;
-    options.tmpdir = Some(dir.path().to_path_buf());
-    options.metrics = false;
-    let mut server = Server::new(options, 1).expect("server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    server.serve_api(listener);
+    let rt = common::rules::fake(&dir, spec);
+    let (_server, addr) = serve_api(options_in(dir.path())).await;
     let path = format!("/exceptions?pid={}", me);
     // Asked three times while its session runs: one session.
     for _ in 0..3 {

@@ -53,22 +53,6 @@ async fn serve(tmpdir: &TempDir, file: &str, settings: &Value) -> Server {
     server
 }
 
-/// Whether `name` is `{yyyyMMdd_HHmmss_fff}_{pid}.nettrace`.
-fn trace_name(name: &str, pid: u32) -> bool {
-    let stamp = match name.strip_suffix(&format!("_{}.nettrace", pid)) {
-        Some(s) => s.as_bytes(),
-        None => return false,
-    };
-    stamp.len() == 19
-        && stamp.iter().enumerate().all(|(i, &c)| {
-            if i == 8 || i == 15 {
-                c == b'_'
-            } else {
-                c.is_ascii_digit()
-            }
-        })
-}
-
 /// Polls the reader's listing `args` (its JSON's `field`) until it names the trace.
 async fn await_listed(p: &Peers, args: &[&str], field: &str, pid: u32) -> String {
     let deadline = Instant::now() + WAIT;
@@ -79,7 +63,7 @@ async fn await_listed(p: &Peers, args: &[&str], field: &str, pid: u32) -> String
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
-            .find(|n| trace_name(n, pid))
+            .find(|n| dsipc_testkit::is_artifact_name(n, pid, "nettrace"))
         {
             return n.to_string();
         }

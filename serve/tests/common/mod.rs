@@ -365,6 +365,28 @@ pub fn azure_options(blob: u16) -> AzureBlobOptions {
     }
 }
 
+/// Serve's options for a test: no authentication, the runtimes of `tmpdir`, no metrics
+/// listener.
+pub fn options_in(tmpdir: &Path) -> dsipc_serve::Options {
+    let mut options = dsipc_serve::Options::default();
+    options.auth = dsipc_serve::Auth::Off;
+    options.tmpdir = Some(tmpdir.to_path_buf());
+    options.metrics = false;
+    options
+}
+
+/// A server for `options` serving its API on a loopback port the test bound: the server
+/// and that address.
+pub async fn serve_api(
+    options: dsipc_serve::Options,
+) -> (dsipc_serve::Server, std::net::SocketAddr) {
+    let mut server = dsipc_serve::Server::new(options, 1).expect("server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    server.serve_api(listener);
+    (server, addr)
+}
+
 /// `GET path` on `addr` (connection closed after the answer): status and body.
 pub async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

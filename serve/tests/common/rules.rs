@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use dsipc_serve::{Auth, Egress, Options, Server};
+use dsipc_serve::{Egress, Server};
 use dsipc_testkit::{Config, HostOptions, HostedRuntime, StreamSpec, TempDir};
 use serde_json::Value;
 
-use super::get;
+use super::{get, options_in, serve_api};
 
 /// How long a test waits for what it polls before it fails.
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -62,21 +62,14 @@ pub async fn serve(
     rules: Value,
     counter_interval: f64,
 ) -> (Server, std::net::SocketAddr) {
-    let mut options = Options::default();
-    options.auth = Auth::Off;
-    options.tmpdir = Some(tmpdir.to_path_buf());
-    options.metrics = false;
+    let mut options = options_in(tmpdir);
     options.counter_interval = counter_interval;
     options.egress = vec![Egress {
         name: "files".into(),
         target: dsipc_serve::EgressTarget::FileSystem(out.to_path_buf()),
     }];
     options.collection_rules = Some(rules);
-    let mut server = Server::new(options, 1).expect("server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    server.serve_api(listener);
-    (server, addr)
+    serve_api(options).await
 }
 
 /// The artifacts (not the partial files) in `dir` whose names end with `ext`.

@@ -60,6 +60,7 @@
 #![forbid(unsafe_code)]
 
 mod answer;
+mod artifact;
 mod fake;
 mod host;
 mod pattern;
@@ -70,6 +71,7 @@ mod unique;
 mod user_events;
 
 pub use answer::{Answer, DumpPlant, Identity, StreamSpec, Then};
+pub use artifact::is_artifact_name;
 pub use fake::{Config, FakeRuntime, Received, ReversePort, StreamEnd, StreamRecord};
 pub use host::{host_script, python, HostError, HostOptions, HostedRuntime, Ready};
 pub use pattern::{check_pattern, fill_pattern, pattern_byte};
