@@ -18,7 +18,7 @@ use tokio::io::AsyncReadExt;
 
 use dsipc::payload::DumpType;
 
-use super::api::{timestamp, Api, ApiError, Artifact, DUMP_TIMEOUT, MAX_DUMPS};
+use super::api::{timestamp, Api, ApiError, Artifact, Requester, DUMP_TIMEOUT, MAX_DUMPS};
 use super::procs::Runtime;
 use crate::http;
 
@@ -31,8 +31,9 @@ impl Api {
         &self,
         runtime: &Runtime,
         kind: DumpType,
+        by: Requester,
     ) -> Result<Artifact, ApiError> {
-        let permit = Api::permit(&self.dumps, "dump", MAX_DUMPS)?;
+        let permit = Api::permit(&self.dumps, "dump", MAX_DUMPS, by)?;
         // dotnet-monitor's dump name on Linux: `core_{timestamp}`.
         let name = format!("core_{}", timestamp());
         let path = self

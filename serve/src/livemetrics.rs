@@ -20,6 +20,7 @@ use dsipc_trace::counters::{CounterEvent, CounterSet, CountersConfig, Decoder, S
 
 use super::api::{
     artifact_name, json_object, member, read_body, Api, ApiError, ApiResult, Artifact, Params,
+    Requester,
 };
 use super::models::Metric;
 use super::procs::Runtime;
@@ -55,7 +56,7 @@ pub(super) async fn route(
             .map_err(|e| ApiError::internal(e.to_string()))?
     };
     let runtime = api.discovery.select(&selector).await?;
-    let artifact = collect(api, &runtime, counters, duration).await?;
+    let artifact = collect(api, &runtime, counters, duration, Requester::Api).await?;
     api.deliver(artifact, &runtime, egress, params, host)
 }
 
@@ -67,11 +68,13 @@ pub(crate) async fn collect(
     runtime: &Runtime,
     counters: CounterSet,
     duration: Option<std::time::Duration>,
+    by: Requester,
 ) -> Result<Artifact, ApiError> {
     let permit = Api::permit(
         &api.live_metrics,
         "livemetrics",
         super::api::MAX_LIVE_METRICS,
+        by,
     )?;
     let client = runtime.client(super::api::COMMAND_TIMEOUT);
     let major = runtime.major_version();

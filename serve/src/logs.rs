@@ -31,7 +31,8 @@ use dsipc::wire::Text;
 use dsipc_trace::logs::{self as tl, LogDecoder, LogFormat, LogLevel};
 
 use super::api::{
-    artifact_name, read_body, Api, ApiError, ApiResult, Artifact, Params, COMMAND_TIMEOUT,
+    artifact_name, read_body, Api, ApiError, ApiResult, Artifact, Params, Requester,
+    COMMAND_TIMEOUT,
 };
 use super::procs::Runtime;
 use super::session::{self, Sink};
@@ -96,7 +97,7 @@ pub(super) async fn route(
     let runtime = api.discovery.select(&selector).await?;
     let format = negotiate(accept.as_deref())
         .ok_or_else(|| ApiError::with_status(StatusCode::NOT_ACCEPTABLE, ""))?;
-    let artifact = collect(api, &runtime, &settings, format, duration).await?;
+    let artifact = collect(api, &runtime, &settings, format, duration, Requester::Api).await?;
     api.deliver(artifact, &runtime, egress, params, host)
 }
 
@@ -108,11 +109,12 @@ pub(crate) async fn collect(
     settings: &Settings,
     format: LogFormat,
     duration: Option<std::time::Duration>,
+    by: Requester,
 ) -> Result<Artifact, ApiError> {
     let event_level = settings.level.event_level().ok_or_else(|| {
         ApiError::bad_request("LogLevel None is not supported as the default log level.")
     })?;
-    let permit = Api::permit(&api.logs, "logs", MAX_LOGS)?;
+    let permit = Api::permit(&api.logs, "logs", MAX_LOGS, by)?;
     let args = provider_arguments(&tl::filter_specs(
         &settings.filter_specs,
         settings.use_app_filters,

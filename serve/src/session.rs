@@ -22,7 +22,7 @@ use bytes::Bytes;
 use dsipc::nettrace::NettraceError;
 use dsipc::session::Outcome;
 use dsipc_recipes::{Collect, End, RecipeError, Request, Stop};
-use tokio::sync::{Notify, OwnedSemaphorePermit};
+use tokio::sync::Notify;
 
 use dsipc_tokio::TraceSession;
 
@@ -155,7 +155,7 @@ impl<S: Sink> Collect for ToBody<S> {
 pub fn stream<S: Sink>(
     session: TraceSession,
     duration: Option<Duration>,
-    permit: OwnedSemaphorePermit,
+    permit: crate::api::Permit,
     send_timeout: Duration,
     pid: u32,
     what: &'static str,

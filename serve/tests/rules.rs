@@ -85,6 +85,78 @@ async fn startup_rule_collects_a_trace_into_a_file_system_egress_folder() {
     assert!(body.contains("Nope"), "{}", body);
 }
 
+/// Collection rules' actions do not follow the API's operation limits, as in dotnet-monitor
+/// ("Collection Rules do not follow request limits"): four Startup rules collect four traces
+/// at once (the API allows three), and while they run the API still starts one of its own.
+/// Before, the fourth rule's CollectTrace failed with the API's 429 and only three landed.
+/// (Each names its artifact: four traces of one process begun in the same millisecond
+/// would otherwise share dotnet-monitor's name, and the FileSystem egress never replaces a
+/// file.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_actions_do_not_follow_the_api_operation_limits() {
+    let dir = TempDir::new("dsipc-rules").unwrap();
+    let out = TempDir::new("dsipc-rules-out").unwrap();
+    let _rt = fake(
+        &dir,
+        StreamSpec {
+            len: None,
+            chunk: 4096,
+            pause: Duration::from_millis(2),
+            end_marker: true,
+            content: None,
+        },
+    );
+    let names = ["T1", "T2", "T3", "T4"];
+    let mut rules = serde_json::Map::new();
+    for name in names {
+        rules.insert(
+            name.to_string(),
+            json!({
+                "Trigger": { "Type": "Startup" },
+                "Actions": [{
+                    "Type": "CollectTrace",
+                    "Settings": {
+                        "Providers": [{ "Name": "Microsoft-Windows-DotNETRuntime", "Keywords": "0x1" }],
+                        "Duration": "00:00:05",
+                        "Egress": "files",
+                        "ArtifactName": format!("{}.nettrace", name)
+                    }
+                }]
+            }),
+        );
+    }
+    let (_server, addr) = serve(dir.path(), out.path(), Value::Object(rules), 5.0).await;
+    until("four rules collecting at once", || async {
+        let all = json_at(addr, "/collectionrules").await;
+        let executing = names
+            .iter()
+            .filter(|n| all[**n]["state"] == "ActionExecuting")
+            .count();
+        if executing == names.len() {
+            Some(())
+        } else {
+            None
+        }
+    })
+    .await;
+    let (status, body) = get(
+        addr,
+        &format!("/trace?pid={}&durationSeconds=1", std::process::id()),
+    )
+    .await;
+    assert_eq!(status, 200, "{}", body);
+    let files = until("four traces in the egress folder", || async {
+        let f = landed(out.path(), ".nettrace");
+        if f.len() >= names.len() {
+            Some(f)
+        } else {
+            None
+        }
+    })
+    .await;
+    assert_eq!(files.len(), names.len(), "{:?}", files);
+}
+
 /// An EventCounter trigger reads the runtime's one counters session (a recorded .NET 8
 /// stream): `working-set` above 1 MB for a second fires the rule; its CollectTrace lands,
 /// the Execute after it gets the trace's path through `$(Actions.a1.EgressPath)`, and

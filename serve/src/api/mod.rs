@@ -113,15 +113,35 @@ pub struct Api {
     pub rules: Option<Arc<crate::collection::Rules>>,
 }
 
+/// Who asks for an operation. The API's requests are held to dotnet-monitor's per-kind
+/// limits ([`MAX_TRACES`]...: one more is answered 429); a collection rule's actions are not,
+/// as in dotnet-monitor ("Collection Rules do not follow request limits"): a rule is bounded
+/// by its own limits (one execution at a time on each process, its ActionCount).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requester {
+    /// A request to the HTTP API.
+    Api,
+    /// A collection rule's action.
+    Rule,
+}
+
+/// A place taken among an operation kind's limit until dropped (none for a rule's action).
+pub type Permit = Option<OwnedSemaphorePermit>;
+
 impl Api {
     pub(super) fn permit(
         sem: &Arc<Semaphore>,
         kind: &str,
         limit: usize,
-    ) -> Result<OwnedSemaphorePermit, ApiError> {
-        Arc::clone(sem)
-            .try_acquire_owned()
-            .map_err(|_| ApiError::too_many(kind, limit))
+        by: Requester,
+    ) -> Result<Permit, ApiError> {
+        match by {
+            Requester::Rule => Ok(None),
+            Requester::Api => Arc::clone(sem)
+                .try_acquire_owned()
+                .map(Some)
+                .map_err(|_| ApiError::too_many(kind, limit)),
+        }
     }
 
     fn authorized(&self, req: &Request<Incoming>) -> bool {

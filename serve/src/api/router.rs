@@ -10,7 +10,8 @@ use super::error::unknown_operation;
 use super::query::dump_type;
 use super::routes::StackFormat;
 use super::{
-    json_ok, not_routed, query, read_body, Api, ApiError, ApiResult, Params, DEFAULT_TRACE_SECONDS,
+    json_ok, not_routed, query, read_body, Api, ApiError, ApiResult, Params, Requester,
+    DEFAULT_TRACE_SECONDS,
 };
 use crate::http;
 use crate::operations::DeleteError;
@@ -51,8 +52,13 @@ impl Api {
                     };
                 let runtime = self.discovery.select(&params.selector()?).await?;
                 let specs = profiles::providers(profile, interval);
+                let config = profiles::EventPipeConfiguration {
+                    providers: specs,
+                    request_rundown: profile.wants_rundown(),
+                    buffer_mb: 256,
+                };
                 let a = self
-                    .trace(&runtime, specs, profile.wants_rundown(), 256, duration)
+                    .trace(&runtime, config, duration, Requester::Api)
                     .await?;
                 self.deliver(a, &runtime, egress, &params, &host)
             }
@@ -64,13 +70,7 @@ impl Api {
                 let config = profiles::EventPipeConfiguration::parse(&body)?;
                 let runtime = self.discovery.select(&selector).await?;
                 let a = self
-                    .trace(
-                        &runtime,
-                        config.providers,
-                        config.request_rundown,
-                        config.buffer_mb,
-                        duration,
-                    )
+                    .trace(&runtime, config, duration, Requester::Api)
                     .await?;
                 self.deliver(a, &runtime, egress, &params, &host)
             }
@@ -78,13 +78,13 @@ impl Api {
                 let egress = params.egress(&self.egress)?;
                 let format = StackFormat::from_accept(&req)?;
                 let runtime = self.discovery.select(&params.selector()?).await?;
-                let a = self.stacks(&runtime, format).await?;
+                let a = self.stacks(&runtime, format, Requester::Api).await?;
                 self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/gcdump") => {
                 let egress = params.egress(&self.egress)?;
                 let runtime = self.discovery.select(&params.selector()?).await?;
-                let a = self.gcdump(&runtime).await?;
+                let a = self.gcdump(&runtime, Requester::Api).await?;
                 self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/dump") => {
@@ -94,7 +94,7 @@ impl Api {
                     Some(t) => dump_type(t)?,
                 };
                 let runtime = self.discovery.select(&params.selector()?).await?;
-                let a = self.dump(&runtime, kind).await?;
+                let a = self.dump(&runtime, kind, Requester::Api).await?;
                 self.deliver(a, &runtime, egress, &params, &host)
             }
             (&Method::GET, "/operations") => {

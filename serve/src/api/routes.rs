@@ -9,8 +9,8 @@ use hyper::{Request, Response, StatusCode};
 use dsipc::payload::Provider;
 
 use super::{
-    artifact_name, json_ok, respond, Api, ApiError, ApiResult, Artifact, Params, COMMAND_TIMEOUT,
-    GCDUMP_TIMEOUT, MAX_GCDUMPS, MAX_STACKS, MAX_TRACES,
+    artifact_name, json_ok, respond, Api, ApiError, ApiResult, Artifact, Params, Requester,
+    COMMAND_TIMEOUT, GCDUMP_TIMEOUT, MAX_GCDUMPS, MAX_STACKS, MAX_TRACES,
 };
 use crate::http::{self, Body};
 use dsipc_recipes::gcdump::{self, HeapWalk, TypeFlush};
@@ -23,6 +23,7 @@ use crate::models::{
     DotnetMonitorInfo, Environment, MonitorCapability, ProcessIdentifier, ProcessInfo,
 };
 use crate::procs::Runtime;
+use crate::profiles::EventPipeConfiguration;
 use crate::session;
 use dsipc::session::providers::ProviderSpec;
 impl Api {
@@ -106,17 +107,16 @@ impl Api {
         ))
     }
 
+    /// A trace of `runtime` with `config` for `duration` (`None`: until stopped).
     pub(crate) async fn trace(
         &self,
         runtime: &Runtime,
-        specs: Vec<ProviderSpec>,
-        rundown: bool,
-        buffer_mb: u32,
+        config: EventPipeConfiguration,
         duration: Option<Duration>,
+        by: Requester,
     ) -> Result<Artifact, ApiError> {
         let sink = session::Nettrace;
-        self.trace_with(runtime, specs, rundown, buffer_mb, duration, sink)
-            .await
+        self.trace_with(runtime, config, duration, sink, by).await
     }
 
     /// [`Api::trace`] with the stream going through `sink` (CollectTrace's StoppingEvent
@@ -124,17 +124,20 @@ impl Api {
     pub(crate) async fn trace_with<S: session::Sink>(
         &self,
         runtime: &Runtime,
-        specs: Vec<ProviderSpec>,
-        rundown: bool,
-        buffer_mb: u32,
+        config: EventPipeConfiguration,
         duration: Option<Duration>,
         sink: S,
+        by: Requester,
     ) -> Result<Artifact, ApiError> {
-        let permit = Api::permit(&self.traces, "trace", MAX_TRACES)?;
+        let permit = Api::permit(&self.traces, "trace", MAX_TRACES, by)?;
         let client = runtime.client(COMMAND_TIMEOUT);
-        let providers: Vec<Provider<'_>> = specs.iter().map(ProviderSpec::as_provider).collect();
+        let providers: Vec<Provider<'_>> = config
+            .providers
+            .iter()
+            .map(ProviderSpec::as_provider)
+            .collect();
         let session = client
-            .collect_tracing(&providers, buffer_mb, rundown)
+            .collect_tracing(&providers, config.buffer_mb, config.request_rundown)
             .await?;
         let pid = runtime.pid;
         let (body, stop) = session::stream(
@@ -158,8 +161,9 @@ impl Api {
         &self,
         runtime: &Runtime,
         format: StackFormat,
+        by: Requester,
     ) -> Result<Artifact, ApiError> {
-        let _permit = Api::permit(&self.stacks, "stacks", MAX_STACKS)?;
+        let _permit = Api::permit(&self.stacks, "stacks", MAX_STACKS, by)?;
         let pid = runtime.pid;
         let client = runtime.client(COMMAND_TIMEOUT);
         let snapshot = collect(
@@ -209,8 +213,12 @@ impl Api {
         })
     }
 
-    pub(crate) async fn gcdump(&self, runtime: &Runtime) -> Result<Artifact, ApiError> {
-        let _permit = Api::permit(&self.gcdumps, "gcdump", MAX_GCDUMPS)?;
+    pub(crate) async fn gcdump(
+        &self,
+        runtime: &Runtime,
+        by: Requester,
+    ) -> Result<Artifact, ApiError> {
+        let _permit = Api::permit(&self.gcdumps, "gcdump", MAX_GCDUMPS, by)?;
         let pid = runtime.pid;
         let client = runtime.client(GCDUMP_TIMEOUT);
         let deadline = Instant::now() + GCDUMP_TIMEOUT;

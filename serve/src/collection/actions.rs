@@ -21,10 +21,10 @@ use dsipc_trace::logs::{LogFormat, LogLevel};
 use tokio::task::JoinHandle;
 
 use super::stopping::{StopSlot, Stopping};
-use crate::api::{Api, ApiError, Artifact, StackFormat, COMMAND_TIMEOUT};
+use crate::api::{Api, ApiError, Artifact, Requester, StackFormat, COMMAND_TIMEOUT};
 use crate::operations::ProcessRef;
 use crate::procs::Runtime;
-use crate::profiles::{self, TraceProfile};
+use crate::profiles::{self, EventPipeConfiguration, TraceProfile};
 use crate::rules::action::{CollectTrace, Egressed, EVENT_LEVELS};
 use crate::rules::outputs::{
     action_dependencies, prepare_settings, ActionResults, TokenContext, EGRESS_PATH, VALUE,
@@ -156,11 +156,17 @@ async fn execute(
                 "Triage" => DumpType::Triage,
                 _ => DumpType::WithHeap,
             };
-            let a = api.dump(&runtime, kind).await.map_err(api_error)?;
+            let a = api
+                .dump(&runtime, kind, Requester::Rule)
+                .await
+                .map_err(api_error)?;
             egress(&api, &runtime, a, &e).await
         }
         ActionSettings::CollectGCDump(e) => {
-            let a = api.gcdump(&runtime).await.map_err(api_error)?;
+            let a = api
+                .gcdump(&runtime, Requester::Rule)
+                .await
+                .map_err(api_error)?;
             egress(&api, &runtime, a, &e).await
         }
         ActionSettings::CollectStacks { format, egress: e } => {
@@ -169,7 +175,10 @@ async fn execute(
                 "Speedscope" => StackFormat::Speedscope,
                 _ => StackFormat::Json,
             };
-            let a = api.stacks(&runtime, format).await.map_err(api_error)?;
+            let a = api
+                .stacks(&runtime, format, Requester::Rule)
+                .await
+                .map_err(api_error)?;
             egress(&api, &runtime, a, &e).await
         }
         ActionSettings::CollectLogs {
@@ -199,9 +208,16 @@ async fn execute(
                 "JsonSequence" => LogFormat::JsonSeq,
                 _ => LogFormat::Text,
             };
-            let a = crate::logs::collect(&api, &runtime, &settings, format, Some(duration))
-                .await
-                .map_err(api_error)?;
+            let a = crate::logs::collect(
+                &api,
+                &runtime,
+                &settings,
+                format,
+                Some(duration),
+                Requester::Rule,
+            )
+            .await
+            .map_err(api_error)?;
             egress(&api, &runtime, a, &e).await
         }
         ActionSettings::CollectLiveMetrics {
@@ -237,9 +253,10 @@ async fn execute(
                 return Err("no providers or meters to collect".into());
             }
             let set = CounterSet::parse(&spec.join(",")).map_err(|e| e.to_string())?;
-            let a = crate::livemetrics::collect(&api, &runtime, set, Some(duration))
-                .await
-                .map_err(api_error)?;
+            let a =
+                crate::livemetrics::collect(&api, &runtime, set, Some(duration), Requester::Rule)
+                    .await
+                    .map_err(api_error)?;
             egress(&api, &runtime, a, &e).await
         }
         ActionSettings::Execute {
@@ -336,17 +353,22 @@ async fn trace(api: &Api, runtime: &Runtime, t: &CollectTrace) -> Result<Artifac
             profile.wants_rundown(),
         )
     };
-    let (buffer, duration) = (t.buffer_size_megabytes, Some(t.duration));
+    let config = EventPipeConfiguration {
+        providers: specs,
+        request_rundown: rundown,
+        buffer_mb: t.buffer_size_megabytes,
+    };
+    let duration = Some(t.duration);
     match &t.stopping_event {
         None => api
-            .trace(runtime, specs, rundown, buffer, duration)
+            .trace(runtime, config, duration, Requester::Rule)
             .await
             .map_err(api_error),
         Some(event) => {
             let slot = Arc::new(StopSlot::default());
             let sink = Stopping::new(event.clone(), Arc::clone(&slot));
             let a = api
-                .trace_with(runtime, specs, rundown, buffer, duration, sink)
+                .trace_with(runtime, config, duration, sink, Requester::Rule)
                 .await
                 .map_err(api_error)?;
             if let Some(stop) = &a.stop {
