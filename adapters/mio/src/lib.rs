@@ -221,6 +221,7 @@ mod event;
 mod fdpass;
 mod ids;
 mod listen;
+pub mod monitor;
 mod reactor;
 mod read;
 mod respond;
