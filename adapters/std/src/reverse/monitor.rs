@@ -228,8 +228,9 @@ fn accept_loop(mut listener: ReverseListener, stopping: &AtomicBool, tx: &Sender
                     AcceptError::Accept(e) => e,
                     other => io::Error::new(io::ErrorKind::Other, other),
                 };
+                let sent = tx.send(Message::AcceptFailed(error));
                 thread::sleep(ACCEPT_RETRY);
-                tx.send(Message::AcceptFailed(error))
+                sent
             }
         };
         if sent.is_err() {
