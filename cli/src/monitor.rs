@@ -204,20 +204,17 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
     options.resume = p.flag("--resume");
     let metrics = crate::counters::monitor_metrics(&p, common.tmpdir.clone(), options.timeout)?;
     let mut printer = Printer {
-        address,
+        address: address.clone(),
         resume: options.resume,
         as_json: p.flag("--json"),
         metrics,
     };
     term::catch_interrupts();
-    let result = engine::run(
-        &printer.address.clone(),
-        &options,
-        &term::interrupted,
-        &mut |r| printer.report(r),
-    );
+    let result = engine::run(&address, &options, &term::interrupted, &mut |r| {
+        printer.report(r)
+    });
     if term::interrupted() {
-        eprintln!("dsipc: interrupted; closed {}", printer.address.display());
+        eprintln!("dsipc: interrupted; closed {}", address.display());
     }
     if let Some(m) = printer.metrics.take() {
         m.finish();
