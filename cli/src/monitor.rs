@@ -6,78 +6,29 @@
 //! otherwise, and after the resume, it keeps each runtime's latest connection open and idle
 //! (a closed connection makes the runtime reconnect at once, in a loop).
 //!
-//! Every connection is served at once, each with its own deadline (`--timeout`: for the
-//! Advertise, then for the ResumeRuntime reply), so that no peer delays another: on Unix
-//! in one thread on the dsipc-mio reactor ([`engine`] in `monitor/reactor.rs`), elsewhere
-//! (Windows, whose build uses Rust 1.63, too old for mio 1.x) with a thread per connection
-//! (`monitor/threads.rs`). At most `--max-connections` connections are held: past that,
-//! and whenever accepting fails (out of descriptors), the oldest idle one is closed
-//! (a peer that never advertised first, then a held runtime, which reconnects).
-//!
-//! Which runtime to resume once and which to hold, and which connection holds each, are
-//! the session layer's (`dsipc::session::ReverseBook`, `ReverseConnections`).
+//! The engines are the adapters': on Unix dsipc-mio's `monitor` (one thread, every
+//! connection with its own deadline), elsewhere (Windows, whose build uses Rust 1.63, too
+//! old for mio 1.x, or without the `mio` feature) dsipc-std's `reverse::monitor` (a thread
+//! per connection). Both take `--timeout`, `--max-connections` and `--resume` as
+//! `MonitorOptions` and hand each event to [`Printer::report`] as a `MonitorReport`; this
+//! module parses the arguments, prints the lines and feeds `--metrics`.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use dsipc::session::{AdvertiseAction as Action, ReverseBook};
 use dsipc::wire::Guid;
+use dsipc_std::reverse::monitor::{
+    MonitorOptions, MonitorReport, ResumeOutcome, Shedding, DEFAULT_MAX_CONNECTIONS,
+};
 
 use crate::args::parse;
-use crate::{json, CliError, CliResult, Common};
+use crate::counters::MonitorMetrics;
+use crate::{json, term, CliError, CliResult, Common};
 
-mod conns;
 #[cfg(all(unix, feature = "mio"))]
-#[path = "monitor/reactor.rs"]
-mod engine;
+use dsipc_mio::monitor as engine;
 #[cfg(not(all(unix, feature = "mio")))]
-#[path = "monitor/threads.rs"]
-mod engine;
-
-/// How often the loop looks at the Ctrl-C flag at least (on Unix a signal also wakes it).
-const TICK: Duration = Duration::from_millis(100);
-/// Default of `--max-connections`.
-pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 1000;
-
-/// One Advertise, and what the monitor did about it.
-struct Seen {
-    pid: u64,
-    cookie: Guid,
-    reconnect: bool,
-    resumed: bool,
-    resume_error: Option<String>,
-}
-
-impl Seen {
-    fn text(&self) -> String {
-        let mut line = format!(
-            "pid={} cookie={} {}",
-            self.pid,
-            self.cookie,
-            if self.reconnect { "reconnect" } else { "new" }
-        );
-        if self.resumed {
-            line.push_str(" resumed");
-        }
-        if let Some(e) = &self.resume_error {
-            line.push_str(" resume-failed: ");
-            line.push_str(e);
-        }
-        line
-    }
-
-    fn json(&self) -> String {
-        json::to_string(&AdvertiseJson {
-            event: "advertise",
-            pid: self.pid,
-            cookie: self.cookie.to_string(),
-            reconnect: self.reconnect,
-            resumed: self.resumed,
-            resume_error: self.resume_error.as_deref(),
-        })
-    }
-}
+use dsipc_std::reverse::monitor as engine;
 
 /// `dsipc monitor --json`'s line for a runtime that advertised.
 #[derive(serde::Serialize)]
@@ -90,63 +41,101 @@ struct AdvertiseJson<'a> {
     resume_error: Option<&'a str>,
 }
 
-/// What the monitor was asked to do.
-struct Options {
+/// A runtime's line: text, or `--json`.
+fn advertise_line(
+    pid: u64,
+    cookie: Guid,
+    reconnect: bool,
+    resume: &ResumeOutcome,
+    as_json: bool,
+) -> String {
+    let resumed = matches!(resume, ResumeOutcome::Resumed);
+    let error = match resume {
+        ResumeOutcome::Failed(e) => Some(e.to_string()),
+        _ => None,
+    };
+    if as_json {
+        return json::to_string(&AdvertiseJson {
+            event: "advertise",
+            pid,
+            cookie: cookie.to_string(),
+            reconnect,
+            resumed,
+            resume_error: error.as_deref(),
+        });
+    }
+    let mut line = format!(
+        "pid={} cookie={} {}",
+        pid,
+        cookie,
+        if reconnect { "reconnect" } else { "new" }
+    );
+    if resumed {
+        line.push_str(" resumed");
+    }
+    if let Some(e) = error {
+        line.push_str(" resume-failed: ");
+        line.push_str(&e);
+    }
+    line
+}
+
+/// What the monitor prints, and the `--metrics` exporter runtimes are added to.
+struct Printer {
     address: PathBuf,
     resume: bool,
     as_json: bool,
-    timeout: Duration,
-    max_connections: usize,
+    metrics: Option<MonitorMetrics>,
 }
 
-/// A runtime advertised: its line so far, and what to do (the session layer's
-/// [`ReverseBook`] decides).
-fn advertised(book: &mut ReverseBook, pid: u64, cookie: Guid) -> (Seen, Action) {
-    let (reconnect, action) = book.advertised(cookie);
-    let line = Seen {
-        pid,
-        cookie,
-        reconnect,
-        resumed: false,
-        resume_error: None,
-    };
-    (line, action)
-}
-
-/// The outcome of a resume, told to the book and to the runtime's line.
-fn resume_done(book: &mut ReverseBook, line: &mut Seen, outcome: Result<(), String>) {
-    book.resume_done(line.cookie, outcome.is_ok());
-    match outcome {
-        Ok(()) => line.resumed = true,
-        Err(e) => line.resume_error = Some(e),
-    }
-}
-
-/// `--metrics`: the exporter that runtimes are added to. A static because [`emit`] is the one
-/// place both engines report an Advertise's outcome.
-static METRICS: std::sync::Mutex<Option<crate::counters::MonitorMetrics>> =
-    std::sync::Mutex::new(None);
-/// `--resume` was given (then a runtime is exported once resumed, else when first seen).
-static RESUMING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Exports the counters of a runtime that now runs (resumed, or never suspended).
-fn export_metrics(line: &Seen) {
-    let metrics = METRICS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(m) = metrics.as_ref() {
-        let resuming = RESUMING.load(std::sync::atomic::Ordering::SeqCst);
-        if line.resumed || (!resuming && !line.reconnect) {
-            m.add_later(line.pid);
+impl Printer {
+    /// One report on stdout (a runtime) or stderr; false when nobody reads stdout any more.
+    fn report(&mut self, report: MonitorReport) -> bool {
+        match report {
+            MonitorReport::Listening { address } => announce(&self.address, &address, self.resume),
+            MonitorReport::Advertised {
+                pid,
+                cookie,
+                reconnect,
+                resume,
+            } => {
+                // A runtime that now runs (resumed, or never suspended) is exported.
+                let runs = match resume {
+                    ResumeOutcome::Resumed => true,
+                    _ => !self.resume && !reconnect,
+                };
+                if let (true, Some(m)) = (runs, self.metrics.as_ref()) {
+                    m.add_later(pid);
+                }
+                let text = advertise_line(pid, cookie, reconnect, &resume, self.as_json);
+                let out = io::stdout();
+                let mut o = out.lock();
+                return writeln!(o, "{}", text).and_then(|_| o.flush()).is_ok();
+            }
+            MonitorReport::CapReached { cap, shedding } => eprintln!(
+                "dsipc: holding {} connections (the cap); {} for each new one",
+                cap,
+                match shedding {
+                    Shedding::OldestHeld => "letting the oldest held runtime go",
+                    _ => "closing the oldest idle one",
+                }
+            ),
+            MonitorReport::NoAdvertise { timeout } => eprintln!(
+                "dsipc: a peer connected but sent no Advertise within {:.1} s",
+                timeout.as_secs_f64()
+            ),
+            MonitorReport::PeerDropped { error } => {
+                eprintln!("dsipc: a peer connected and was dropped: {}", error)
+            }
+            MonitorReport::AcceptFailed { error, cap } => eprintln!(
+                "dsipc: accepting a connection failed: {}; holding at most {} connections \
+                 (retrying)",
+                error, cap
+            ),
+            other => eprintln!("dsipc: {:?}", other),
         }
+        true
     }
-}
-
-/// Prints one line on stdout; false when nobody reads it any more.
-fn emit(line: &Seen, as_json: bool) -> bool {
-    export_metrics(line);
-    let text = if as_json { line.json() } else { line.text() };
-    let out = io::stdout();
-    let mut o = out.lock();
-    writeln!(o, "{}", text).and_then(|_| o.flush()).is_ok()
 }
 
 fn announce(address: &Path, shown: &Path, resume: bool) {
@@ -210,20 +199,25 @@ pub(crate) fn cmd_monitor(rest: &[String]) -> CliResult {
             }
         },
     };
-    let options = Options {
-        address,
-        resume: p.flag("--resume"),
-        as_json: p.flag("--json"),
-        timeout: common.timeout_or(dsipc_std::DEFAULT_TIMEOUT),
-        max_connections,
-    };
+    let mut options = MonitorOptions::new(common.timeout_or(dsipc_std::DEFAULT_TIMEOUT));
+    options.max_connections = max_connections;
+    options.resume = p.flag("--resume");
     let metrics = crate::counters::monitor_metrics(&p, common.tmpdir.clone(), options.timeout)?;
-    RESUMING.store(options.resume, std::sync::atomic::Ordering::SeqCst);
-    *METRICS.lock().unwrap_or_else(|p| p.into_inner()) = metrics;
-    let result = engine::run(&options);
-    let metrics = METRICS.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(m) = metrics {
+    let mut printer = Printer {
+        address: address.clone(),
+        resume: options.resume,
+        as_json: p.flag("--json"),
+        metrics,
+    };
+    term::catch_interrupts();
+    let result = engine::run(&address, &options, &term::interrupted, &mut |r| {
+        printer.report(r)
+    });
+    if term::interrupted() {
+        eprintln!("dsipc: interrupted; closed {}", address.display());
+    }
+    if let Some(m) = printer.metrics.take() {
         m.finish();
     }
-    result
+    result.map_err(|e| CliError::Failed(e.to_string()))
 }

@@ -7,11 +7,13 @@
 mod common;
 #[path = "../../adapters/std/tests/reverse_support/mod.rs"]
 mod reverse_support;
+#[path = "../../adapters/std/tests/reverse_support/runtime_side.rs"]
+mod runtime_side;
 #[path = "../../adapters/std/tests/support/mod.rs"]
 mod support;
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -19,13 +21,13 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dsipc::payload::{Reply, Response};
-use dsipc::wire::{Advertise, Guid, Hresult, ADVERTISE_LEN};
-use dsipc::{Command as Cmd, Request, ServerConnection, ServerEvent, ServerStatus};
+use dsipc::wire::{Advertise, Guid};
+use dsipc::Command as Cmd;
 
 use common::{bin, s, temp_dir, Live};
 use dsipc_testkit::{Answer, Config, FakeRuntime};
 use reverse_support::SpawnedHost;
+use runtime_side::runtime_connection;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -82,40 +84,6 @@ fn wait_for_socket(path: &Path) {
             path.display()
         );
         thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The runtime's side of one reverse connection: Advertise, then (if `serve`) one command,
-/// answered OK. Returns the command and, if not served, the still-open stream.
-fn runtime_connection(port: &Path, adv: Advertise, serve: bool) -> (Option<Cmd>, UnixStream) {
-    let mut s = UnixStream::connect(port).expect("connect to the monitor");
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    let mut machine = ServerConnection::advertising(adv);
-    let mut out = [0u8; 256];
-    let n = machine.poll_transmit(&mut out).unwrap();
-    assert_eq!(n, ADVERTISE_LEN);
-    s.write_all(&out[..n]).unwrap();
-    if !serve {
-        return (None, s);
-    }
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 512];
-    loop {
-        let h = machine.handle_input(&buf);
-        match h.status {
-            ServerStatus::Event(ServerEvent::Request { request, .. }) => {
-                let n = machine
-                    .send_response(&Response::Ok(Reply::Ok(Hresult::S_OK)), &mut out)
-                    .unwrap();
-                s.write_all(&out[..n]).unwrap();
-                return (Some(request.command()), s);
-            }
-            ServerStatus::Partial { .. } => {}
-            other => panic!("runtime side: {:?}", other),
-        }
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "the monitor closed before sending a command");
-        buf.extend_from_slice(&chunk[..n]);
     }
 }
 

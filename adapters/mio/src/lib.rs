@@ -26,6 +26,9 @@
 //!   stale *socket*); each runtime that connects produces [`Event::Advertise`] (pid and
 //!   cookie); answer with [`Control::send_request`]. Runtimes reconnect after every
 //!   command, so each command has its own connection and Advertise.
+//! - **A whole monitor**: [`monitor::run`] serves a reverse port as `dsipc monitor` does
+//!   (each runtime resumed once or held, a cap on connections, every connection with its
+//!   own deadline), reporting each event to a callback.
 //! - **Server connections**: [`Control::listen`] accepts clients; each request comes as
 //!   [`Event::Request`]; answer with [`Control::respond`], stream with
 //!   [`Control::write_continuation`] (flow-controlled by [`Event::Writable`]) and end
@@ -221,6 +224,7 @@ mod event;
 mod fdpass;
 mod ids;
 mod listen;
+pub mod monitor;
 mod reactor;
 mod read;
 mod respond;

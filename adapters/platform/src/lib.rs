@@ -8,7 +8,8 @@
 //! - [`Error`]: the error type dsipc-std, dsipc-tokio and the CLI share.
 //! - What both adapters' clients share: a runtime's [`Endpoint`] and the [`ClientOptions`]
 //!   of every call; what their reverse ports share ([`reverse`]: the runtime an accepted
-//!   connection advertised, why an accept gave none) and their trace sessions
+//!   connection advertised, why an accept gave none, what both monitor engines report) and
+//!   their trace sessions
 //!   ([`session`]: the stop signal between stop handles and the reader, the Debug form).
 //! - The socket files of listeners, below.
 //!

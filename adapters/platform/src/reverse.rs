@@ -1,7 +1,9 @@
 //! What dsipc-std's and dsipc-tokio's reverse ports share: the runtime an accepted
 //! connection advertised ([`AdvertisedRuntime`], what both adapters' `ReverseConnection`
 //! dereference to), why an accept gave no runtime ([`AcceptError`]), and the error of a
-//! reverse connection asked for a second command ([`used_up`]).
+//! reverse connection asked for a second command ([`used_up`]); and what both monitor
+//! engines share ([`MonitorOptions`], the [`MonitorReport`]s they hand their caller,
+//! [`MonitorReporter`], [`MonitorError`]).
 
 use std::fmt;
 use std::io;
@@ -12,6 +14,13 @@ use dsipc::wire::{Advertise, Guid};
 use dsipc::ClientError;
 
 use crate::Error;
+
+mod monitor;
+
+pub use monitor::{
+    out_of_descriptors, MonitorError, MonitorOptions, MonitorReport, MonitorReporter,
+    ResumeOutcome, Shedding, DEFAULT_MAX_CONNECTIONS, MONITOR_TICK,
+};
 
 /// A runtime that connected to a reverse port and advertised itself: the Advertise it
 /// sent and the port's address. Both adapters' `ReverseConnection`s dereference to it

@@ -58,6 +58,9 @@
 //! # }
 //! ```
 //!
+//! [`reverse`] is the monitor's side of a reverse port (`DOTNET_DiagnosticPorts=PATH,connect`),
+//! and [`reverse::monitor`] a whole monitor on one (a thread per connection).
+//!
 //! Platform code lives in its own module (`unix`, `windows`); the driver is generic over any
 //! [`Connection`] (`Read + Write` with timeouts), opened per command by a [`Transport`].
 #![deny(missing_docs)]

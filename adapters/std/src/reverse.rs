@@ -37,6 +37,9 @@
 //!
 //! On Windows the listener creates the named pipe `\\.\pipe\NAME` (rejecting remote
 //! clients) and the runtime connects to it (`windows::PipeListener`).
+//!
+//! [`monitor`]: a whole monitor on such a port (`dsipc monitor` where dsipc-mio is not
+//! built), a thread per connection, reporting each runtime to a callback.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -47,6 +50,8 @@ use dsipc::session::{AwaitAdvertise, SessionError};
 use dsipc::wire::Advertise;
 
 use crate::{Connection, DiagnosticsClient, Error, Transport};
+
+pub mod monitor;
 
 pub use dsipc::session::DEFAULT_ADVERTISE_TIMEOUT;
 
