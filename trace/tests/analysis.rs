@@ -2,16 +2,15 @@
 //! figures, the events as JSON lines, and typed errors for what gives nothing usable.
 
 use std::io::{self, Read, Write};
-use std::path::PathBuf;
 
 use dsipc_trace::analysis::{analyze, AnalysisError};
 use dsipc_trace::AnalyzerLimits;
 
+mod common_captures;
+
 /// The repository's .NET 8 capture.
 fn busy_capture() -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e))
+    common_captures::plain("net8.0.4-busy.nettrace")
 }
 
 #[test]

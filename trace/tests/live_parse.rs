@@ -2,16 +2,14 @@
 //! `LiveProfile` and a `LiveCounter` fed in slices of any size agree on the counts, the end
 //! of the stream and the errors with their offsets.
 
-use std::path::PathBuf;
-
 use dsipc_trace::format::{ProfileFormat, Selection};
 use dsipc_trace::{LiveCounter, LiveCounts, LiveProfile};
 
+mod common_captures;
+
 /// The repository's .NET 8 capture.
 fn busy_capture() -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e))
+    common_captures::plain("net8.0.4-busy.nettrace")
 }
 
 #[test]
