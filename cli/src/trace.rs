@@ -20,17 +20,17 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use dsipc_recipes::trace::{Counting, Ending, Live, Parsed, ToFile, Traced, Watch};
+use dsipc::session::providers::CollectArgs;
+use dsipc_recipes::trace::{start, Counting, Ending, Live, Parsed, ToFile, Traced, Watch};
 use dsipc_recipes::{End, Request, Tick};
-use dsipc_std::{DiagnosticsClient, Endpoint, Error, TraceSession};
+use dsipc_std::Error;
 
 use crate::convert::live::{self, LiveCounts, LiveProfile, ProfileFormat};
 use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
-use crate::{args, pid_command, providers, CliError, CliResult};
+use crate::{args, pid_command, CliError, CliResult};
 
 /// Ctrl-C and the progress line on a terminal, as `dsipc trace`'s [`ToFile`] asks them:
 /// stopped on Ctrl-C, abandoned on a second.
@@ -47,6 +47,10 @@ impl Watch for Terminal {
 
     fn quit(&self) -> bool {
         term::interrupts() >= 2
+    }
+
+    fn stop_before_start(&mut self) {
+        note!("dsipc: interrupted while the runtime has not answered yet: the session stops once it starts (Ctrl-C again to quit at once)");
     }
 
     fn stopping(&mut self) {
@@ -87,51 +91,6 @@ fn progress_line(secs: f64, bytes: u64, counts: LiveCounts, parsing: bool) -> St
     line
 }
 
-/// Starts the session on a helper thread, so that a second Ctrl-C while the runtime has
-/// not answered yet ends the command at once ([`Error::Aborted`]); the start itself is
-/// bounded by the client's timeout.
-fn start(
-    client: &DiagnosticsClient,
-    specs: &[providers::ProviderSpec],
-    buffer_mb: u32,
-    rundown: bool,
-) -> Result<TraceSession<Endpoint>, Error> {
-    let (tx, rx) = mpsc::channel();
-    let client = client.clone();
-    let specs = specs.to_vec();
-    std::thread::Builder::new()
-        .name("dsipc-start".into())
-        .spawn(move || {
-            let req = Request {
-                providers: specs,
-                buffer_mb,
-                rundown,
-            };
-            let _ = tx.send(client.collect_tracing(&req.providers(), buffer_mb, rundown));
-        })?;
-    let mut noted = false;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(result) => return result,
-            Err(mpsc::RecvTimeoutError::Timeout) if term::interrupts() >= 2 => {
-                return Err(Error::Aborted)
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if term::interrupted() && !noted {
-                    noted = true;
-                    note!("dsipc: interrupted while the runtime has not answered yet: the session stops once it starts (Ctrl-C again to quit at once)");
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(Error::Io(io::Error::new(
-                    io::ErrorKind::Other,
-                    "the thread starting the session ended without an answer",
-                )))
-            }
-        }
-    }
-}
-
 pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
     let (p, common, pid) = pid_command(
         rest,
@@ -165,7 +124,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         }
     };
     // dotnet-trace's --providers, --profile and --clrevents, combined as it combines them.
-    let (specs, notes) = providers::CollectArgs {
+    let (specs, notes) = CollectArgs {
         providers: p.value_text("--providers")?,
         profile: p.value_text("--profile")?,
         clrevents: p.value_text("--clrevents")?,
@@ -228,7 +187,18 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         },
         None => None,
     };
-    let session = match start(&client, &specs, buffer_mb, rundown) {
+    let request = Request {
+        providers: specs,
+        buffer_mb,
+        rundown,
+    };
+    let mut watch = Terminal {
+        tty: term::stderr_is_terminal(),
+        last_print: Duration::ZERO,
+    };
+    // On a helper thread: a second Ctrl-C while the runtime has not answered ends the
+    // command at once.
+    let session = match start(&client, &request, &mut watch) {
         Ok(s) => s,
         Err(e) => {
             out.abandon();
@@ -253,14 +223,14 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         return Err(e);
     }
 
-    let tty = term::stderr_is_terminal();
+    let tty = watch.tty;
     note!(
         "dsipc: tracing pid {} (session 0x{:x}) into {}",
         pid,
         session.session_id(),
         display(&output)
     );
-    for s in &specs {
+    for s in &request.providers {
         note!(
             "  {:<40} 0x{:016X}  level {}{}",
             clean(&s.name),
@@ -288,20 +258,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             Err(_) => Live::Profile(Box::new(LiveProfile::new())),
         }
     };
-    let recipe = ToFile::new(
-        Request {
-            providers: specs.clone(),
-            buffer_mb,
-            rundown,
-        },
-        &mut out,
-        live,
-        duration,
-        Terminal {
-            tty,
-            last_print: Duration::ZERO,
-        },
-    );
+    let recipe = ToFile::new(request, &mut out, live, duration, watch);
     let start = Instant::now();
     // The blocking driver: it reads, asks the recipe when to stop, and drains after the stop
     // within the session layer's bounds; the recipe judges how the stream ended.

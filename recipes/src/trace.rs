@@ -18,7 +18,7 @@ use dsipc_trace::{LiveCounter, LiveCounts, LiveProfile};
 
 #[path = "trace_file.rs"]
 mod file;
-pub use file::{Ending, ToFile, Traced, Watch};
+pub use file::{start, Ending, ToFile, Traced, Watch};
 
 /// Without `--format` the stream is counted on a second thread, pipelined with the write:
 /// the bytes go there in slices of about this size (large, so that few blocks straddle two

@@ -9,10 +9,12 @@
 //! body pushes back and is abandoned when its reader goes away, a file neither.
 
 use std::io::{self, Write};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use dsipc::nettrace::NettraceError;
 use dsipc::session::Outcome;
+use dsipc_std::{DiagnosticsClient, Endpoint, Error, TraceSession};
 use dsipc_trace::StreamError;
 
 use super::{Live, Parsed};
@@ -24,8 +26,11 @@ pub trait Watch {
     /// session is asked to stop.
     fn stop_requested(&mut self) -> bool;
     /// Whether to stop reading at once (a second Ctrl-C): the session then ends as
-    /// [`dsipc_std::Error::Aborted`].
+    /// [`Error::Aborted`] (in [`start`], the wait for the runtime's answer).
     fn quit(&self) -> bool;
+    /// A stop came while the runtime has not answered the start yet ([`start`]): the
+    /// session stops once it starts. Nothing by default.
+    fn stop_before_start(&mut self) {}
     /// The session is being stopped (its duration is over, or a stop was requested):
     /// nothing by default.
     fn stopping(&mut self) {}
@@ -33,6 +38,51 @@ pub trait Watch {
     /// ([`Live::progress`]). Nothing by default.
     fn progress(&mut self, tick: Tick, live: &Live) {
         let _ = (tick, live);
+    }
+}
+
+/// How often [`start`] looks at its [`Watch`] while the runtime has not answered.
+const START_POLL: Duration = Duration::from_millis(50);
+
+/// Starts the session `request` describes on a helper thread, so that a [`Watch`] that
+/// says [`quit`](Watch::quit) before the runtime answers ends the wait at once
+/// ([`Error::Aborted`]; a session that starts later is closed, which ends it in the
+/// runtime). The start itself is bounded by the client's timeout. Then
+/// [`run_session`](crate::run_session) with a [`ToFile`].
+pub fn start(
+    client: &DiagnosticsClient,
+    request: &Request,
+    watch: &mut impl Watch,
+) -> Result<TraceSession<Endpoint>, Error> {
+    let (tx, rx) = mpsc::channel();
+    let client = client.clone();
+    let req = Request {
+        providers: request.providers.clone(),
+        ..*request
+    };
+    std::thread::Builder::new()
+        .name("dsipc-start".into())
+        .spawn(move || {
+            let _ = tx.send(client.collect_tracing(&req.providers(), req.buffer_mb, req.rundown));
+        })?;
+    let mut told = false;
+    loop {
+        match rx.recv_timeout(START_POLL) {
+            Ok(result) => return result,
+            Err(mpsc::RecvTimeoutError::Timeout) if watch.quit() => return Err(Error::Aborted),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if !told && watch.stop_requested() {
+                    told = true;
+                    watch.stop_before_start();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::Other,
+                    "the thread starting the session ended without an answer",
+                )))
+            }
+        }
     }
 }
 
