@@ -30,8 +30,8 @@ use dsipc_recipes::gcdump::{
 };
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::heap::gcdump;
-use dsipc_trace::heap::report::{json, plain_rows, retained_rows, text};
-use dsipc_trace::heap::{GcPause, HeapGraph};
+use dsipc_trace::heap::report::{graph_rows, json, text};
+use dsipc_trace::heap::HeapGraph;
 
 use crate::args::{parse_os, show};
 use crate::output::{display, Output};
@@ -117,24 +117,13 @@ fn report(rest: &[OsString]) -> CliResult {
             let client = common.client(pid, DEFAULT_TIMEOUT)?;
             let graph = collect(&client, pid, started)?;
             pause = graph.pause;
-            let rows = if with_retained {
-                retained_rows(graph.retained_stats())
-            } else {
-                plain_rows(graph.type_stats())
-            };
+            let rows = graph_rows(&graph, with_retained);
             (rows, (graph.total_bytes(), graph.object_count() as u64))
         }
         (None, 1) => {
             let path = args::path("FILE", &p.positionals[0])?;
             let snapshot = read_file(&path)?;
-            let rows = match (&snapshot, with_retained) {
-                (Snapshot::Dump(dump), true) => retained_rows(dump.retained_stats()),
-                (Snapshot::Dump(dump), false) => plain_rows(dump.type_stats()),
-                (Snapshot::Trace(graph), true) => retained_rows(graph.retained_stats()),
-                (Snapshot::Trace(graph), false) => plain_rows(graph.type_stats()),
-                (_, _) => Vec::new(),
-            };
-            (rows, snapshot.totals())
+            (snapshot.rows(with_retained), snapshot.totals())
         }
         (Some(_), _) => {
             return Err(CliError::Usage(
@@ -157,20 +146,10 @@ fn report(rest: &[OsString]) -> CliResult {
         Format::Json => json(shown),
     };
     print_out(&out)?;
-    if let Some(line) = pause.as_ref().map(pause_note) {
-        note!("{}", line);
+    if let Some(p) = &pause {
+        note!("dsipc: {}", p);
     }
     Ok(())
-}
-
-/// The closing note on the runtime's pause for the heap walk.
-fn pause_note(p: &GcPause) -> String {
-    let ms = |ns: u64| ns as f64 / 1e6;
-    format!(
-        "dsipc: the runtime paused {:.1} ms for the heap walk (GC {:.1} ms)",
-        ms(p.total_ns),
-        ms(p.gc_ns)
-    )
 }
 
 /// A `.gcdump` or a heap `.nettrace` (dsipc-recipes' reader); an error names the file.
@@ -240,7 +219,7 @@ fn collect_file(rest: &[OsString]) -> CliResult {
         graph.total_bytes()
     );
     if let Some(p) = &graph.pause {
-        note!("{}", pause_note(p));
+        note!("dsipc: {}", p);
     }
     Ok(())
 }
@@ -258,7 +237,3 @@ pub(crate) fn collect(
     }
     Ok(graph)
 }
-
-#[cfg(test)]
-#[path = "gcdump_tests.rs"]
-mod tests;

@@ -12,7 +12,6 @@ mod info;
 mod json;
 mod monitor;
 mod output;
-mod providers;
 mod ps;
 mod runtime;
 mod serve;

@@ -20,117 +20,55 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use dsipc::nettrace::NettraceError;
-use dsipc::session::Outcome;
-use dsipc_recipes::{Collect, End, RecipeError, Request, Tick};
-use dsipc_std::{DiagnosticsClient, Endpoint, Error, TraceSession};
-
-use dsipc_recipes::trace::{Counting, Live, Parsed};
+use dsipc::session::providers::CollectArgs;
+use dsipc_recipes::trace::{start, Counting, Ending, Live, Parsed, ToFile, Traced, Watch};
+use dsipc_recipes::{End, Request, Tick};
+use dsipc_std::Error;
 
 use crate::convert::live::{self, LiveCounts, LiveProfile, ProfileFormat};
 use crate::output::{display, Output};
 use crate::term::{self, clean, note, note_inline};
-use crate::{args, pid_command, providers, CliError, CliResult};
+use crate::{args, pid_command, CliError, CliResult};
 
-/// How the stream ended, as its parser saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ending {
-    /// With its end-of-stream object (V4/V5 end tag, V6 EndOfStream block).
-    Clean,
-    /// Cut short: the parser wanted more.
-    Truncated,
-    /// The stream did not parse: its end cannot be judged.
-    Unparsed,
-}
-
-/// `dsipc trace`'s session as a recipe: every chunk into the `.nettrace` file and the live
-/// parse, the progress line on a terminal, stopped at `--duration` or on Ctrl-C, abandoned
-/// on a second Ctrl-C or when the file cannot be written.
-struct ToFile<'a> {
-    request: Request,
-    out: &'a mut Output,
-    live: Live,
-    duration: Option<Duration>,
+/// Ctrl-C and the progress line on a terminal, as `dsipc trace`'s [`ToFile`] asks them:
+/// stopped on Ctrl-C, abandoned on a second.
+struct Terminal {
     tty: bool,
     /// When the progress line was last written (since the session started).
     last_print: Duration,
-    bytes: u64,
-    write_error: Option<io::Error>,
 }
 
-/// What [`ToFile`] leaves once its session is over.
-struct Traced {
-    end: End,
-    stop_asked: bool,
-    live: Live,
-    received: u64,
-    write_error: Option<io::Error>,
-}
-
-impl Collect for ToFile<'_> {
-    type Output = Traced;
-
-    fn request(&self) -> Request {
-        Request {
-            providers: self.request.providers.clone(),
-            ..self.request
-        }
+impl Watch for Terminal {
+    fn stop_requested(&mut self) -> bool {
+        term::interrupted()
     }
 
-    fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError> {
-        self.bytes += data.len() as u64;
-        self.live.feed(data);
-        if let Err(e) = self.out.writer().write_all(data) {
-            // Ends the session at once (abandon): nothing more can be kept.
-            self.write_error = Some(e);
-        }
-        Ok(())
+    fn quit(&self) -> bool {
+        term::interrupts() >= 2
     }
 
-    fn tick(&mut self, tick: Tick) {
-        self.live.tick();
+    fn stop_before_start(&mut self) {
+        note!("dsipc: interrupted while the runtime has not answered yet: the session stops once it starts (Ctrl-C again to quit at once)");
+    }
+
+    fn stopping(&mut self) {
+        if self.tty {
+            note!("");
+        }
+        note!("dsipc: stopping the session, draining the rest of the stream (Ctrl-C again to quit at once)");
+    }
+
+    fn progress(&mut self, tick: Tick, live: &Live) {
         if self.tty && tick.elapsed >= self.last_print + Duration::from_millis(250) {
             self.last_print = tick.elapsed;
-            let (counts, parsing) = self.live.progress();
+            let (counts, parsing) = live.progress();
             note_inline!(
                 "\r{}",
                 progress_line(tick.elapsed.as_secs_f64(), tick.bytes, counts, parsing)
             );
         }
-    }
-
-    fn enough(&mut self, elapsed: Duration) -> bool {
-        let stop = term::interrupted() || self.duration.map_or(false, |d| elapsed >= d);
-        if stop {
-            if self.tty {
-                note!("");
-            }
-            note!("dsipc: stopping the session, draining the rest of the stream (Ctrl-C again to quit at once)");
-        }
-        stop
-    }
-
-    fn abandon(&self) -> bool {
-        term::interrupts() >= 2 || self.write_error.is_some()
-    }
-
-    fn max_bytes(&self) -> u64 {
-        // As long as the user wants: the file takes it, the parse holds no more than its
-        // metadata, methods and stacks.
-        u64::MAX
-    }
-
-    fn finish(self, end: End, stop_asked: bool) -> Result<Traced, RecipeError> {
-        Ok(Traced {
-            end,
-            stop_asked,
-            live: self.live,
-            received: self.bytes,
-            write_error: self.write_error,
-        })
     }
 }
 
@@ -151,51 +89,6 @@ fn progress_line(secs: f64, bytes: u64, counts: LiveCounts, parsing: bool) -> St
     }
     line.push_str("\x1b[K");
     line
-}
-
-/// Starts the session on a helper thread, so that a second Ctrl-C while the runtime has
-/// not answered yet ends the command at once ([`Error::Aborted`]); the start itself is
-/// bounded by the client's timeout.
-fn start(
-    client: &DiagnosticsClient,
-    specs: &[providers::ProviderSpec],
-    buffer_mb: u32,
-    rundown: bool,
-) -> Result<TraceSession<Endpoint>, Error> {
-    let (tx, rx) = mpsc::channel();
-    let client = client.clone();
-    let specs = specs.to_vec();
-    std::thread::Builder::new()
-        .name("dsipc-start".into())
-        .spawn(move || {
-            let req = Request {
-                providers: specs,
-                buffer_mb,
-                rundown,
-            };
-            let _ = tx.send(client.collect_tracing(&req.providers(), buffer_mb, rundown));
-        })?;
-    let mut noted = false;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(result) => return result,
-            Err(mpsc::RecvTimeoutError::Timeout) if term::interrupts() >= 2 => {
-                return Err(Error::Aborted)
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if term::interrupted() && !noted {
-                    noted = true;
-                    note!("dsipc: interrupted while the runtime has not answered yet: the session stops once it starts (Ctrl-C again to quit at once)");
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(Error::Io(io::Error::new(
-                    io::ErrorKind::Other,
-                    "the thread starting the session ended without an answer",
-                )))
-            }
-        }
-    }
 }
 
 pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
@@ -231,7 +124,7 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         }
     };
     // dotnet-trace's --providers, --profile and --clrevents, combined as it combines them.
-    let (specs, notes) = providers::CollectArgs {
+    let (specs, notes) = CollectArgs {
         providers: p.value_text("--providers")?,
         profile: p.value_text("--profile")?,
         clrevents: p.value_text("--clrevents")?,
@@ -294,7 +187,18 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         },
         None => None,
     };
-    let session = match start(&client, &specs, buffer_mb, rundown) {
+    let request = Request {
+        providers: specs,
+        buffer_mb,
+        rundown,
+    };
+    let mut watch = Terminal {
+        tty: term::stderr_is_terminal(),
+        last_print: Duration::ZERO,
+    };
+    // On a helper thread: a second Ctrl-C while the runtime has not answered ends the
+    // command at once.
+    let session = match start(&client, &request, &mut watch) {
         Ok(s) => s,
         Err(e) => {
             out.abandon();
@@ -319,14 +223,14 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         return Err(e);
     }
 
-    let tty = term::stderr_is_terminal();
+    let tty = watch.tty;
     note!(
         "dsipc: tracing pid {} (session 0x{:x}) into {}",
         pid,
         session.session_id(),
         display(&output)
     );
-    for s in &specs {
+    for s in &request.providers {
         note!(
             "  {:<40} 0x{:016X}  level {}{}",
             clean(&s.name),
@@ -354,27 +258,15 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
             Err(_) => Live::Profile(Box::new(LiveProfile::new())),
         }
     };
-    let recipe = ToFile {
-        request: Request {
-            providers: specs.clone(),
-            buffer_mb,
-            rundown,
-        },
-        out: &mut out,
-        live,
-        duration,
-        tty,
-        last_print: Duration::ZERO,
-        bytes: 0,
-        write_error: None,
-    };
+    let recipe = ToFile::new(request, &mut out, live, duration, watch);
     let start = Instant::now();
     // The blocking driver: it reads, asks the recipe when to stop, and drains after the stop
-    // within the session layer's bounds.
+    // within the session layer's bounds; the recipe judges how the stream ended.
     let Traced {
         end,
         stop_asked,
-        live,
+        parsed: live,
+        ending,
         received,
         write_error,
     } = match dsipc_recipes::run_session(session, recipe, None) {
@@ -382,38 +274,14 @@ pub(crate) fn cmd_trace(rest: &[OsString]) -> CliResult {
         // The recipe fails on nothing of its own (no bound, no parse error that ends it).
         Err(e) => return Err(CliError::Failed(e.to_string())),
     };
-    let mut end_outcome: Option<Outcome> = None;
     let result: Result<u64, Error> = match end {
-        End::Stream(o) => {
-            end_outcome = Some(o);
-            Ok(received)
-        }
+        End::Stream(_) => Ok(received),
         // A second Ctrl-C, or a write that failed (said first, below): Error::Aborted.
         End::Failed(e) => Err(e),
         // No deadline is given to the driver.
         End::TimedOut => Err(Error::Aborted),
     };
     let elapsed = start.elapsed().as_secs_f64();
-    let mut live = match live {
-        Live::Profile(p) => Parsed::Profile(p),
-        Live::Counting(c) => Parsed::Counted(Box::new(c.finish())),
-    };
-    // Whole or cut is the session layer's outcome (the stream's framing); the parse the
-    // counts come from says whether its content holds.
-    let parsed = live.finish();
-    let ending = match (&end_outcome, parsed) {
-        (
-            Some(Outcome::Cut {
-                reason: NettraceError::Truncated { .. },
-                ..
-            }),
-            _,
-        ) => Ending::Truncated,
-        (Some(Outcome::Cut { .. }), _) => Ending::Unparsed,
-        (_, Err(e)) if e.is_truncation() => Ending::Truncated,
-        (_, Err(_)) => Ending::Unparsed,
-        (_, Ok(())) => Ending::Clean,
-    };
     let counts = live.counts();
     let parse_problem = live.error().map(|e| e.to_string());
     // The final line: in place of the progress line on a terminal, plain otherwise.

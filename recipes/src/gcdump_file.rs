@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use dsipc_std::DiagnosticsClient;
 use dsipc_trace::heap::gcdump::{self, GcDump, GcDumpError};
-use dsipc_trace::heap::{HeapError, HeapGraph, HeapStream, Walk};
+use dsipc_trace::heap::{report, HeapError, HeapGraph, HeapStream, Walk};
 
 use super::{HeapWalk, TypeFlush};
 use crate::RecipeError;
@@ -32,6 +32,15 @@ impl Snapshot {
                 (bytes, objects)
             }
             Snapshot::Trace(graph) => (graph.total_bytes(), graph.object_count() as u64),
+        }
+    }
+
+    /// dotnet-gcdump report's rows, per type, biggest first; with `retained`, what each
+    /// type retains too ([`report::graph_rows`]).
+    pub fn rows(&self, retained: bool) -> Vec<report::Row> {
+        match self {
+            Snapshot::Dump(dump) => report::dump_rows(dump, retained),
+            Snapshot::Trace(graph) => report::graph_rows(graph, retained),
         }
     }
 }

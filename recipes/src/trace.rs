@@ -2,8 +2,11 @@
 //! format asked for, every slice goes into the trace layer's [`LiveProfile`] on the caller's
 //! thread; without, a [`LiveCounter`] counts it on a second thread ([`Counting`]), pipelined
 //! with the write. [`Live`] is either while the session runs, [`Parsed`] once every byte
-//! was fed. (Not a recipe itself: the consumer a trace recipe feeds; it reads a clock only
-//! to hand a slice that waits too long to its parsing thread.)
+//! was fed. (Not a recipe itself: the consumer a trace recipe feeds, such as [`ToFile`]; it
+//! reads a clock only to hand a slice that waits too long to its parsing thread.)
+//!
+//! [`ToFile`]: `dsipc trace`'s recipe, the stream into a file and this parse, and how it
+//! ended ([`Traced`], [`Ending`]).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,6 +15,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dsipc_trace::{LiveCounter, LiveCounts, LiveProfile};
+
+#[path = "trace_file.rs"]
+mod file;
+pub use file::{start, Ending, ToFile, Traced, Watch};
 
 /// Without `--format` the stream is counted on a second thread, pipelined with the write:
 /// the bytes go there in slices of about this size (large, so that few blocks straddle two
@@ -169,6 +176,15 @@ impl Live {
         match self {
             Live::Profile(p) => (p.counts(), p.error().is_none()),
             Live::Counting(c) => c.counts(),
+        }
+    }
+
+    /// Every byte was fed: the parser, once it parsed them all (the parsing thread's, if
+    /// it counted them).
+    pub fn into_parsed(self) -> Parsed {
+        match self {
+            Live::Profile(p) => Parsed::Profile(p),
+            Live::Counting(c) => Parsed::Counted(Box::new(c.finish())),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! A session that runs until stopped from outside, on both drivers, against the fake runtime
 //! (an endless stream until StopTracing): the stop from outside reaches the runtime and the
 //! stream is read to its end (the session layer's `Outcome`, stop requested); a recipe that
-//! abandons the session when its reader goes away still stops it in the runtime.
+//! abandons the session when its reader goes away still stops it in the runtime. `dsipc
+//! trace`'s `ToFile` started, stopped by its watch and read to its end; its start given up
+//! on a second stop while the runtime does not answer.
 #![cfg(unix)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -243,4 +245,77 @@ fn async_driver_stops_an_abandoned_session_in_the_runtime() {
     // on while this waits.
     let waiting = async move { tokio::task::spawn_blocking(move || wait_stops(&rt, 1)).await };
     runtime.block_on(waiting).unwrap();
+}
+
+/// `dsipc trace`'s watch: stops once 64 KiB arrived, quits on the second stop (a second
+/// Ctrl-C), counts what it was told.
+#[derive(Default)]
+struct Watching {
+    stop: bool,
+    quit: std::cell::Cell<bool>,
+    told_before_start: u32,
+    stopping: u32,
+}
+
+impl dsipc_recipes::trace::Watch for Watching {
+    fn stop_requested(&mut self) -> bool {
+        self.stop
+    }
+    fn quit(&self) -> bool {
+        self.quit.get()
+    }
+    fn stop_before_start(&mut self) {
+        self.told_before_start += 1;
+        // The second Ctrl-C comes after the first was told.
+        self.quit.set(true);
+    }
+    fn stopping(&mut self) {
+        self.stopping += 1;
+    }
+    fn progress(&mut self, tick: dsipc_recipes::Tick, _: &dsipc_recipes::trace::Live) {
+        self.stop = tick.bytes >= 64 << 10;
+    }
+}
+
+fn trace_request() -> Request {
+    Tail::new(0).request()
+}
+
+#[test]
+fn a_trace_into_a_file_is_started_stopped_and_read_to_its_end() {
+    use dsipc_recipes::trace::{start, Ending, Live, ToFile};
+    let dir = TempDir::new("dsipc-rf").unwrap();
+    let rt = endless(&dir);
+    let mut watch = Watching::default();
+    let session = start(&std_client(&rt), &trace_request(), &mut watch).unwrap();
+    let mut file = Vec::new();
+    let live = Live::Profile(Box::default());
+    let recipe = ToFile::new(trace_request(), &mut file, live, None, watch);
+    let t = dsipc_recipes::run_session(session, recipe, None).unwrap();
+    assert!(t.stop_asked && t.write_error.is_none());
+    assert!(t.received >= 64 << 10);
+    assert_eq!(t.received, file.len() as u64);
+    read_to_its_end_after_the_stop(&t.end, t.received);
+    // A byte pattern, not nettrace.
+    assert_eq!(t.ending, Ending::Unparsed);
+    assert_eq!(stops(&rt), 1);
+}
+
+#[test]
+fn a_start_the_runtime_never_answers_is_given_up_on_a_second_stop() {
+    let dir = TempDir::new("dsipc-rh").unwrap();
+    let rt = Config::new()
+        .pid(u64::from(std::process::id()))
+        .listen_in(dir.path())
+        .answer(Command::CollectTracing2, dsipc_testkit::Answer::Hang)
+        .start()
+        .expect("fake runtime");
+    let mut watch = Watching {
+        stop: true,
+        ..Watching::default()
+    };
+    let r = dsipc_recipes::trace::start(&std_client(&rt), &trace_request(), &mut watch);
+    assert!(matches!(r, Err(Error::Aborted)), "{:?}", r.err());
+    assert_eq!(watch.told_before_start, 1);
+    assert_eq!(watch.stopping, 0);
 }

@@ -23,6 +23,9 @@
 //!   [`TraceSink`]s (counters, logs, heap, profile, lost events) that share one metadata
 //!   table ([`EventInfo`]: each record and its [`EventLayout`] decoded once) and one clock;
 //! - [`TraceAnalyzer`]: all of the above fed from the core parser's items in one pass;
+//! - [`analysis::analyze`]: a whole `.nettrace` from a `Read` through a [`TraceAnalyzer`]
+//!   (the profile, its figures, where the stream broke off), its events as JSON lines to a
+//!   `Write` if asked (`dsipc convert` and `dsipc report`);
 //! - [`LiveProfile`]: a stream fed to an analyzer, for profiles built while a trace arrives;
 //! - [`StackSnapshot`]: every thread's latest sample, resolved (`dsipc stack`, as
 //!   `dotnet-stack report`);
@@ -42,9 +45,11 @@
 //! - [`aspnet`]: ASP.NET Core request starts and stops (the DiagnosticSource bridge's
 //!   `Activity1Start`/`Activity1Stop`), as dotnet-monitor's AspNet triggers read them.
 //!
-//! Pure computation: no I/O, no platform code.
+//! Pure computation: no I/O of its own (what it reads and writes goes through the caller's
+//! `Read` and `Write`), no platform code.
 #![deny(missing_docs)]
 
+pub mod analysis;
 mod analyzer;
 pub mod aspnet;
 /// The README's Rust examples, compiled (and run where they need no runtime) as doctests.

@@ -7,6 +7,7 @@ mod common_captures;
 use common_captures::capture;
 
 use dsipc_trace::heap::gcdump::{self, GcDumpInfo};
+use dsipc_trace::heap::report;
 use dsipc_trace::heap::{HeapGraph, HeapStream};
 
 fn graph(name: &str) -> HeapGraph {
@@ -57,6 +58,14 @@ fn written_and_read_back_the_report_is_the_same() {
             name
         );
         assert!(retained.windows(2).all(|w| w[0].retained >= w[1].retained));
+        // dotnet-gcdump report's rows: the same from the file as from the walk, with the
+        // retained column only when asked.
+        for with_retained in [false, true] {
+            let rows = report::graph_rows(&g, with_retained);
+            assert_eq!(report::dump_rows(&d, with_retained), rows, "{}", name);
+            assert_eq!(rows.len(), retained.len(), "{}", name);
+            assert!(rows.iter().all(|r| r.retained.is_some() == with_retained));
+        }
         assert_eq!(
             retained
                 .iter()

@@ -2,15 +2,14 @@
 //! `LiveProfile` and a `LiveCounter` fed in slices of any size agree on the counts, the end
 //! of the stream and the errors with their offsets.
 
-use std::path::PathBuf;
-
+use dsipc_trace::format::{ProfileFormat, Selection};
 use dsipc_trace::{LiveCounter, LiveCounts, LiveProfile};
+
+mod common_captures;
 
 /// The repository's .NET 8 capture.
 fn busy_capture() -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/nettrace/net8.0.4-busy.nettrace");
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e))
+    common_captures::plain("net8.0.4-busy.nettrace")
 }
 
 #[test]
@@ -83,4 +82,39 @@ fn an_empty_stream_is_truncated() {
     let mut p = LiveProfile::new();
     let e = p.finish().unwrap_err();
     assert!(e.to_string().contains("truncated"), "{:?}", e);
+}
+
+/// The committed .NET 8 capture fed in slices of every size gives the same counts and the
+/// same folded profile (`dsipc trace --format folded`); the receive buffer holds at most a
+/// partial block.
+#[test]
+fn slicing_does_not_change_the_profile_and_the_buffer_stays_small() {
+    let bytes = busy_capture();
+    let mut outputs = Vec::new();
+    for slice in [1usize, 13, 4096, bytes.len()] {
+        let mut p = LiveProfile::new();
+        for chunk in bytes.chunks(slice) {
+            p.feed(chunk).unwrap();
+        }
+        p.finish().unwrap();
+        let counts = p.counts();
+        assert!(counts.samples > 0 && counts.events > counts.samples);
+        if slice < 4096 {
+            let peak = p.stream().peak_buffer();
+            assert!(peak <= 256 << 10, "{}", peak);
+        }
+        let (profile, meta) = p.into_profile("t");
+        let sel = Selection {
+            managed_only: false,
+        };
+        let mut folded = Vec::new();
+        ProfileFormat::Folded
+            .write(&profile, sel, &meta, &mut folded)
+            .unwrap();
+        outputs.push((counts, profile.summary(), folded));
+    }
+    assert!(!outputs[0].2.is_empty());
+    for o in &outputs[1..] {
+        assert_eq!(o, &outputs[0]);
+    }
 }

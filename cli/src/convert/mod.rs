@@ -1,18 +1,17 @@
 //! `dsipc convert` and `dsipc report`: nettrace files to jsonl, folded stacks, speedscope,
 //! pprof and flame graphs, and the top methods of a CPU profile.
 
-mod analyze;
 pub mod live;
 
 use std::path::{Path, PathBuf};
 
+use dsipc_trace::analysis::{self, Analysis, AnalysisError};
 use dsipc_trace::format::{report, ProfileFormat};
 use dsipc_trace::AnalyzerLimits;
 
 use crate::args::parse;
 use crate::error::CliError;
 use crate::output::{self, Output};
-use analyze::{analyze, Analysis};
 
 pub use dsipc_trace::format::Selection;
 
@@ -136,14 +135,7 @@ pub fn cmd_convert(args: &[String]) -> Result<(), CliError> {
     let what = if format == Format::Jsonl {
         format!("{} events", s.events)
     } else {
-        format!(
-            "{} samples, {} stacks, {} frames ({} of {} addresses unresolved)",
-            analysis.profile.total_samples(),
-            analysis.profile.stacks.len(),
-            analysis.profile.frames.len(),
-            analysis.profile.unresolved_ips,
-            analysis.profile.distinct_ips
-        )
+        analysis.profile.summary()
     };
     if let Some(path) = written {
         eprintln!("dsipc: wrote {}: {}", path.display(), what);
@@ -158,6 +150,21 @@ pub fn cmd_convert(args: &[String]) -> Result<(), CliError> {
         ))),
         None => Ok(()),
     }
+}
+
+/// The trace layer's pass over `file` (named `input` in messages), as the CLI says its
+/// errors.
+fn analyze(
+    file: std::fs::File,
+    input: &Path,
+    jsonl_out: Option<&mut dyn std::io::Write>,
+    limits: AnalyzerLimits,
+) -> Result<Analysis, CliError> {
+    analysis::analyze(file, jsonl_out, limits).map_err(|e| match e {
+        AnalysisError::Read(e) => CliError::io(format!("reading {}", input.display()), e),
+        AnalysisError::Write(e) => CliError::io("", e),
+        e => CliError::Failed(format!("{}: {}", input.display(), e)),
+    })
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use dsipc_trace::counters::{files, CounterEvent};
 
-use super::{
-    first_sample_limit, is_fatal, options, process_name, report_end, start, Result, VALUES,
-};
+use dsipc_recipes::counters::{CollectPolicy, Collecting};
+
+use super::{options, process_name, report_end, start, Result, VALUES};
 use crate::args::parse;
 use crate::error::CliError;
 use crate::output::Output;
@@ -79,7 +79,7 @@ pub(super) fn collect(args: &[String]) -> Result<()> {
         }
     );
     let started = Instant::now();
-    let limit = first_sample_limit(o.interval);
+    let policy = CollectPolicy::new(o.interval, duration);
     let mut exited = false;
     let mut failure = None;
     loop {
@@ -89,18 +89,17 @@ pub(super) fn collect(args: &[String]) -> Result<()> {
         // As dotnet-counters: collect for the duration and write what came; a duration
         // shorter than the runtime's first publication still waits for that first batch
         // (up to the first-sample limit).
-        if let Some(d) = duration {
-            if started.elapsed() >= d && writer.events() > 0 {
+        match policy.check(started.elapsed(), writer.events()) {
+            Collecting::Go => {}
+            Collecting::Done => break,
+            Collecting::NoSamples => {
+                // The limit waited for (a loaded machine may notice it a little later).
+                failure = Some(format!(
+                    "no counters received in {:.1} s",
+                    policy.first_sample_limit.as_secs_f64()
+                ));
                 break;
             }
-        }
-        if writer.events() == 0 && started.elapsed() >= limit {
-            // The limit waited for (a loaded machine may notice it a little later).
-            failure = Some(format!(
-                "no counters received in {:.1} s",
-                limit.as_secs_f64()
-            ));
-            break;
         }
         match session.recv_timeout(Duration::from_millis(100)) {
             Ok(CounterEvent::Sample(s)) => {
@@ -118,7 +117,7 @@ pub(super) fn collect(args: &[String]) -> Result<()> {
             }
             Ok(CounterEvent::Notice(n)) => {
                 eprintln!("dsipc: pid {}: {}", pid, clean(&n.to_string()));
-                if is_fatal(&n) {
+                if n.ends_session() {
                     failure = Some(n.to_string());
                     break;
                 }

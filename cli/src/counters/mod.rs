@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use dsipc_recipes::counters::{CounterSession, SessionEnd};
 use dsipc_std::DiagnosticsClient;
-use dsipc_trace::counters::{CounterSet, CountersConfig, Notice};
+use dsipc_trace::counters::{CounterSet, CountersConfig};
 
 use crate::args::Parsed;
 use crate::error::CliError;
@@ -251,22 +251,10 @@ fn start(o: &Options, pid: u32) -> Result<CounterSession<dsipc_std::Endpoint>> {
     Ok(CounterSession::start(&client, &config)?)
 }
 
-/// How long to wait for a first sample before giving up: three intervals, at least 10 s.
-fn first_sample_limit(interval: f64) -> Duration {
-    Duration::from_secs_f64((interval * 3.0).max(10.0))
-}
-
 fn report_end(who: &str, pid: u32, end: &SessionEnd) {
     for p in end.problems() {
         eprintln!("{}: pid {}: {}", who, pid, p);
     }
-}
-
-fn is_fatal(n: &Notice) -> bool {
-    matches!(
-        n,
-        Notice::Error { .. } | Notice::MultipleSessionsNotSupported
-    )
 }
 
 /// The target's process name (for the json file), as dotnet-counters records it; `dsipc

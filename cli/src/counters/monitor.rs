@@ -8,7 +8,9 @@ use dsipc_trace::counters::console::Table;
 use dsipc_trace::counters::{files, CounterEvent, Heard};
 
 use super::keys::{self, Keys};
-use super::{first_sample_limit, options, report_end, start, Result, VALUES};
+use dsipc_recipes::counters::{CollectPolicy, Collecting};
+
+use super::{options, report_end, start, Result, VALUES};
 use crate::args::parse;
 use crate::error::CliError;
 use crate::term;
@@ -53,7 +55,8 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
         out.flush()?;
     }
     let started = Instant::now();
-    let limit = first_sample_limit(o.interval);
+    let policy = CollectPolicy::new(o.interval, None);
+    let limit = policy.first_sample_limit;
     let mut samples = 0u64;
     let mut failure = None;
     // What was asked for by name and never published is said once, after the wait for a
@@ -109,7 +112,7 @@ pub(super) fn monitor(args: &[String]) -> Result<()> {
                 }
             }
         }
-        if samples == 0 && started.elapsed() >= limit {
+        if policy.check(started.elapsed(), samples) == Collecting::NoSamples {
             failure = Some(format!(
                 "no counters received in {:.1} s",
                 limit.as_secs_f64()

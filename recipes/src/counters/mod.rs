@@ -6,7 +6,8 @@
 //! - [`CounterSession`]: the same on a thread of its own, its events queued.
 //! - [`AsyncCounterRun`]: on tokio (dsipc-tokio), to a sink the caller gives.
 //!
-//! All three are the [`Counters`] recipe on the crate's two drivers.
+//! All three are the [`Counters`] recipe on the crate's two drivers. [`CollectPolicy`]
+//! says when dotnet-counters' `collect` and `monitor` are over.
 //!
 //! [`CountersConfig`]: dsipc_trace::counters::CountersConfig
 
@@ -15,10 +16,12 @@ use dsipc_trace::counters::DecodeStats;
 
 mod blocking;
 mod on_tokio;
+mod policy;
 mod recipe;
 
 pub use blocking::{CounterRun, CounterSession};
 pub use on_tokio::AsyncCounterRun;
+pub use policy::{CollectPolicy, Collecting};
 pub use recipe::Counters;
 
 /// The [`SessionEnd`] of a driven [`Counters`], which fails only if the driver does: the

@@ -22,6 +22,7 @@
 mod bind;
 mod egress;
 mod error;
+mod flags;
 mod options;
 mod sections;
 mod show;
@@ -36,6 +37,7 @@ pub use crate::secret::{Secret, REDACTED};
 pub use bind::bind;
 pub use egress::egress_providers;
 pub use error::{ConfigError, Warning};
+pub use flags::FlagError;
 pub use options::{defaults, resolve, Resolved};
 pub use sections::*;
 pub use show::{show, ShowLevel, NOT_PRESENT};

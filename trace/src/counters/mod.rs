@@ -153,6 +153,18 @@ impl std::fmt::Display for Notice {
     }
 }
 
+impl Notice {
+    /// Whether the session yields nothing more worth waiting for (the Metrics part failed,
+    /// or another tool holds the runtime's only Metrics session): dotnet-counters collect
+    /// ends on it.
+    pub fn ends_session(&self) -> bool {
+        matches!(
+            self,
+            Notice::Error { .. } | Notice::MultipleSessionsNotSupported
+        )
+    }
+}
+
 /// What a counters session hands out.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CounterEvent {
@@ -160,4 +172,24 @@ pub enum CounterEvent {
     Sample(Sample),
     /// An error or limit reported by the runtime.
     Notice(Notice),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Notice;
+
+    #[test]
+    fn notices_that_end_a_collection() {
+        let error = Notice::Error {
+            message: "x".into(),
+        };
+        assert!(error.ends_session());
+        assert!(Notice::MultipleSessionsNotSupported.ends_session());
+        assert!(!Notice::TimeSeriesLimitReached.ends_session());
+        assert!(!Notice::HistogramLimitReached.ends_session());
+        let callback = Notice::ObservableInstrumentCallbackError {
+            message: "x".into(),
+        };
+        assert!(!callback.ends_session());
+    }
 }

@@ -14,6 +14,7 @@
 //! walked GC's, so marks are kept whatever their order, in bounded queues.
 
 use std::collections::VecDeque;
+use std::fmt;
 
 /// The walked GC's timeline (see [`super::HeapGraph::pause`]): durations in nanoseconds
 /// from the runtime's own GC events.
@@ -30,6 +31,20 @@ pub struct GcPause {
     /// The whole pause, the time the runtime's managed threads were stopped:
     /// GCSuspendEEBegin to GCRestartEEEnd. At least [`GcPause::gc_ns`].
     pub total_ns: u64,
+}
+
+/// `the runtime paused 29.1 ms for the heap walk (GC 28.9 ms)`: what `dsipc gcdump` says
+/// after the walk (dotnet-gcdump does not say it).
+impl fmt::Display for GcPause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        write!(
+            f,
+            "the runtime paused {:.1} ms for the heap walk (GC {:.1} ms)",
+            ms(self.total_ns),
+            ms(self.gc_ns)
+        )
+    }
 }
 
 /// At most this many marks of one kind are kept before the walked GC is placed (the
@@ -282,5 +297,19 @@ mod tests {
         assert_eq!(ticks_to_ns(3, 3), Some(1_000_000_000));
         assert_eq!(ticks_to_ns(-1, 3), None);
         assert_eq!(ticks_to_ns(1, 0), None);
+    }
+
+    #[test]
+    fn the_pause_is_said_in_milliseconds() {
+        let p = GcPause {
+            gc: 1,
+            suspend_ns: Some(9_870),
+            gc_ns: 28_921_341,
+            total_ns: 29_112_143,
+        };
+        assert_eq!(
+            p.to_string(),
+            "the runtime paused 29.1 ms for the heap walk (GC 28.9 ms)"
+        );
     }
 }

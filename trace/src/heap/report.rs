@@ -1,7 +1,8 @@
 //! dotnet-gcdump report's output: one [`Row`] per type, written as its text table under the
 //! heap's totals ([`text`]) or as one line of JSON ([`json`]).
 
-use super::{RetainedStat, TypeStat};
+use super::gcdump::GcDump;
+use super::{HeapGraph, RetainedStat, TypeStat};
 use crate::format::{clean, group_thousands, to_json};
 
 /// One line of the report.
@@ -43,6 +44,25 @@ pub fn retained_rows(stats: Vec<RetainedStat>) -> Vec<Row> {
             retained: Some(t.retained),
         })
         .collect()
+}
+
+/// The report's rows of a heap walk: per type, biggest first; with `retained`, what each
+/// type retains too, biggest retained first.
+pub fn graph_rows(graph: &HeapGraph, retained: bool) -> Vec<Row> {
+    if retained {
+        retained_rows(graph.retained_stats())
+    } else {
+        plain_rows(graph.type_stats())
+    }
+}
+
+/// The report's rows of a `.gcdump`, as [`graph_rows`].
+pub fn dump_rows(dump: &GcDump, retained: bool) -> Vec<Row> {
+    if retained {
+        retained_rows(dump.retained_stats())
+    } else {
+        plain_rows(dump.type_stats())
+    }
 }
 
 /// `1234567` as `1,234,567`.

@@ -96,6 +96,19 @@ impl Profile {
     pub fn total_samples(&self) -> u64 {
         self.threads.iter().map(|t| t.total()).sum()
     }
+
+    /// What the profile holds, in one line: `N samples, N stacks, N frames (N of N
+    /// addresses unresolved)` (what `dsipc convert` and `dsipc trace --format` say of it).
+    pub fn summary(&self) -> String {
+        format!(
+            "{} samples, {} stacks, {} frames ({} of {} addresses unresolved)",
+            self.total_samples(),
+            self.stacks.len(),
+            self.frames.len(),
+            self.unresolved_ips,
+            self.distinct_ips
+        )
+    }
 }
 
 struct ThreadState {

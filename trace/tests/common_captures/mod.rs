@@ -1,5 +1,5 @@
-//! The committed captures of real runtimes (`tests/data/nettrace/*.nettrace.gz`), read whole:
-//! one loader for dsipc-trace's tests, and the profile a whole capture makes.
+//! The committed captures of real runtimes (`tests/data/nettrace/*.nettrace[.gz]`), read whole:
+//! the loaders of dsipc-trace's tests, and the profile a whole capture makes.
 
 #![allow(dead_code)]
 
@@ -22,6 +22,14 @@ pub fn capture(name: &str) -> Vec<u8> {
         .expect("gzip runs");
     assert!(out.status.success(), "gzip -dc {}", path.display());
     out.stdout
+}
+
+/// The bytes of `tests/data/nettrace/NAME` (an uncompressed capture).
+pub fn plain(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/nettrace")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e))
 }
 
 /// The profile of a whole trace in memory (it must parse and end cleanly), named `name`,

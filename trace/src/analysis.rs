@@ -1,18 +1,15 @@
 //! One streaming pass over a nettrace file: the trace layer's [`TraceStream`] feeding its
-//! [`TraceAnalyzer`], with an optional JSON-lines sink for every event.
+//! [`TraceAnalyzer`], with an optional JSON-lines sink for every event (`dsipc convert` and
+//! `dsipc report`). The bytes come from a [`Read`] the caller owns (a file, a pipe); the
+//! JSON lines go to a [`Write`] it owns.
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::path::Path;
+use std::fmt;
+use std::io::{self, Read, Write};
 
 use dsipc::nettrace::{Item, NettraceParser};
-use dsipc_trace::format::ProfileMeta;
-use dsipc_trace::{
-    AnalyzerLimits, LimitExceeded, Profile, StreamError, TraceAnalyzer, TraceStream,
-};
 
-use crate::error::CliError;
-use dsipc_trace::format::jsonl;
+use crate::format::{jsonl, ProfileMeta};
+use crate::{AnalyzerLimits, LimitExceeded, Profile, StreamError, TraceAnalyzer, TraceStream};
 
 /// Figures of one pass.
 #[derive(Debug, Clone, Default)]
@@ -26,6 +23,7 @@ pub struct Summary {
 }
 
 /// The result of a pass.
+#[derive(Debug)]
 pub struct Analysis {
     /// The CPU profile.
     pub profile: Profile,
@@ -41,19 +39,51 @@ pub struct Analysis {
     pub limit: Option<LimitExceeded>,
 }
 
-/// Reads `file` to its end through the trace layer. `Err` only when nothing usable was read
-/// (not a nettrace file, or an I/O error); a stream that breaks off later is `Ok` with
-/// `problem`.
-pub fn analyze(
-    mut file: File,
-    input: &Path,
+/// Why a pass gave nothing usable.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnalysisError {
+    /// Reading the input failed.
+    Read(io::Error),
+    /// Writing the JSON lines failed.
+    Write(io::Error),
+    /// The input is not a nettrace stream: no trace header came before its end or the
+    /// stream's error (when there was one).
+    NotNettrace(Option<StreamError>),
+}
+
+impl fmt::Display for AnalysisError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnalysisError::Read(e) => write!(f, "reading the trace: {}", e),
+            AnalysisError::Write(e) => write!(f, "writing the events: {}", e),
+            AnalysisError::NotNettrace(None) => f.write_str("not a nettrace file: no trace header"),
+            AnalysisError::NotNettrace(Some(e)) => write!(f, "not a nettrace file: {}", e),
+        }
+    }
+}
+
+impl std::error::Error for AnalysisError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AnalysisError::Read(e) | AnalysisError::Write(e) => Some(e),
+            AnalysisError::NotNettrace(e) => e.as_ref().map(|e| e as _),
+        }
+    }
+}
+
+/// Reads `input` to its end through the trace layer, every event to `jsonl_out` as a JSON
+/// line if given. `Err` only when nothing usable was read (not a nettrace stream, or an
+/// I/O error); a stream that breaks off later is `Ok` with [`Analysis::problem`].
+pub fn analyze<R: Read>(
+    mut input: R,
     mut jsonl_out: Option<&mut dyn Write>,
     limits: AnalyzerLimits,
-) -> Result<Analysis, CliError> {
+) -> Result<Analysis, AnalysisError> {
     let mut stream = TraceStream::new();
     let mut analyzer = TraceAnalyzer::with_limits(limits);
     let mut line = String::new();
-    let write_error: std::cell::RefCell<Option<std::io::Error>> = Default::default();
+    let write_error: std::cell::RefCell<Option<io::Error>> = Default::default();
     // Every item goes to the analyzer, every event to the jsonl sink if there is one.
     let mut each = |item: &Item<'_>, parser: &NettraceParser| {
         // The header precedes every event: a copy taken before the item is current.
@@ -83,10 +113,10 @@ pub fn analyze(
                 break;
             }
         };
-        let n = match file.read(spare) {
+        let n = match input.read(spare) {
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(CliError::io(format!("reading {}", input.display()), e)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(AnalysisError::Read(e)),
         };
         let r = if n == 0 {
             stream.finish_with_parser(&mut each)
@@ -102,16 +132,12 @@ pub fn analyze(
         }
     }
     if let Some(e) = write_error.into_inner() {
-        return Err(CliError::io("", e));
+        return Err(AnalysisError::Write(e));
     }
-    let info = analyzer.info().copied();
-    if info.is_none() {
-        return Err(CliError::Failed(format!(
-            "{}: not a nettrace file: {}",
-            input.display(),
-            problem.map_or_else(|| "no trace header".into(), |p| p.to_string())
-        )));
-    }
+    let info = match analyzer.info().copied() {
+        Some(info) => info,
+        None => return Err(AnalysisError::NotNettrace(problem)),
+    };
     let limit = analyzer.limit_error();
     let summary = Summary {
         events: analyzer.events(),
@@ -124,7 +150,7 @@ pub fn analyze(
         meta: ProfileMeta {
             name: String::new(),
             process: None,
-            info,
+            info: Some(info),
         },
         summary,
         problem,
