@@ -13,6 +13,17 @@ mod common;
 use common::get;
 use common::rules::{fake, json_at, landed, recorded_counters, serve, until, WAIT};
 
+/// A stream that goes on until the session is stopped, 4 KiB every 2 ms.
+fn endless() -> StreamSpec {
+    StreamSpec {
+        len: None,
+        chunk: 4096,
+        pause: Duration::from_millis(2),
+        end_marker: true,
+        content: None,
+    }
+}
+
 /// A Startup rule fires once when the runtime is first seen: its CollectTrace lands in the
 /// FileSystem egress folder under dotnet-monitor's name (`{timestamp}_{pid}.nettrace`), and
 /// `/collectionrules` then says the rule Finished, as dotnet-monitor words it; a rule name
@@ -21,16 +32,7 @@ use common::rules::{fake, json_at, landed, recorded_counters, serve, until, WAIT
 async fn startup_rule_collects_a_trace_into_a_file_system_egress_folder() {
     let dir = TempDir::new("dsipc-rules").unwrap();
     let out = TempDir::new("dsipc-rules-out").unwrap();
-    let _rt = fake(
-        &dir,
-        StreamSpec {
-            len: None,
-            chunk: 4096,
-            pause: Duration::from_millis(2),
-            end_marker: true,
-            content: None,
-        },
-    );
+    let _rt = fake(&dir, endless());
     let rules = json!({
         "AtStartup": {
             "Trigger": { "Type": "Startup" },
@@ -96,16 +98,7 @@ async fn startup_rule_collects_a_trace_into_a_file_system_egress_folder() {
 async fn rule_actions_do_not_follow_the_api_operation_limits() {
     let dir = TempDir::new("dsipc-rules").unwrap();
     let out = TempDir::new("dsipc-rules-out").unwrap();
-    let _rt = fake(
-        &dir,
-        StreamSpec {
-            len: None,
-            chunk: 4096,
-            pause: Duration::from_millis(2),
-            end_marker: true,
-            content: None,
-        },
-    );
+    let _rt = fake(&dir, endless());
     let names = ["T1", "T2", "T3", "T4"];
     let mut rules = serde_json::Map::new();
     for name in names {
