@@ -18,6 +18,7 @@ use crate::RecipeError;
 pub const TICK: Duration = Duration::from_millis(100);
 
 /// The session a [`Collect`] asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     /// The providers to enable.
     pub providers: Vec<ProviderSpec>,

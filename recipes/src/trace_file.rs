@@ -56,10 +56,7 @@ pub fn start(
 ) -> Result<TraceSession<Endpoint>, Error> {
     let (tx, rx) = mpsc::channel();
     let client = client.clone();
-    let req = Request {
-        providers: request.providers.clone(),
-        ..*request
-    };
+    let req = request.clone();
     std::thread::Builder::new()
         .name("dsipc-start".into())
         .spawn(move || {
@@ -172,10 +169,7 @@ impl<W: Write, H: Watch> Collect for ToFile<W, H> {
     type Output = Traced;
 
     fn request(&self) -> Request {
-        Request {
-            providers: self.request.providers.clone(),
-            ..self.request
-        }
+        self.request.clone()
     }
 
     fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError> {

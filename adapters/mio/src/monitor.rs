@@ -98,15 +98,11 @@ impl<'a, 'r> Monitor<'a, 'r> {
     /// Tells the book and the caller how runtime `seen`'s resume ended.
     fn resume_finished(&mut self, seen: Advertised, outcome: Result<(), PlatformError>) {
         self.conns.book.resume_done(seen.cookie, outcome.is_ok());
-        let resume = match outcome {
-            Ok(()) => ResumeOutcome::Resumed,
-            Err(e) => ResumeOutcome::Failed(e),
-        };
         self.reporter.report(MonitorReport::Advertised {
             pid: seen.pid,
             cookie: seen.cookie,
             reconnect: seen.reconnect,
-            resume,
+            resume: outcome.into(),
         });
     }
 

@@ -55,6 +55,17 @@ pub enum ResumeOutcome {
     Failed(Error),
 }
 
+impl From<Result<(), Error>> for ResumeOutcome {
+    /// A ResumeRuntime's result: [`Resumed`](ResumeOutcome::Resumed) or
+    /// [`Failed`](ResumeOutcome::Failed).
+    fn from(result: Result<(), Error>) -> Self {
+        match result {
+            Ok(()) => ResumeOutcome::Resumed,
+            Err(e) => ResumeOutcome::Failed(e),
+        }
+    }
+}
+
 /// What an engine does for each new connection once the cap is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

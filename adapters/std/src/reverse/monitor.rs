@@ -141,11 +141,7 @@ fn serve(shared: Arc<Shared>, id: u64, pending: PendingConnection, tx: Sender<Me
                 .resume_runtime();
             let mut st = shared.lock();
             st.book.resume_done(cookie, outcome.is_ok());
-            let resume = match outcome {
-                Ok(()) => ResumeOutcome::Resumed,
-                Err(e) => ResumeOutcome::Failed(e),
-            };
-            let _ = tx.send(advertised(resume));
+            let _ = tx.send(advertised(outcome.into()));
             st.open.remove(&id);
             shared.resume_ended.notify_all();
         }
