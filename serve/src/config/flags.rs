@@ -72,22 +72,18 @@ impl Sources {
                 }
             }
             "--default-process" => {
-                // Checked as the flag's own syntax.
-                DefaultFilter::parse(v).map_err(FlagError::BadValue)?;
-                let (k, text) = v.split_once('=').unwrap_or((v, ""));
-                let key = match k.trim().to_ascii_lowercase().as_str() {
-                    "processid" | "pid" => "ProcessId",
-                    "processname" | "name" => "ProcessName",
-                    _ => "CommandLine",
+                // The flag's own syntax, parsed once: its key (aliases resolved) and match
+                // type (the flag's CommandLine is a substring) are the filter's.
+                let filter = DefaultFilter::parse(v).map_err(FlagError::BadValue)?;
+                let text = v.split_once('=').map_or("", |(_, text)| text);
+                let (key, contains) = match filter {
+                    DefaultFilter::ProcessId(_) => ("ProcessId", false),
+                    DefaultFilter::ProcessName { contains, .. } => ("ProcessName", contains),
+                    DefaultFilter::CommandLine { contains, .. } => ("CommandLine", contains),
                 };
                 set("DefaultProcess:Filters:0:Key", key);
                 set("DefaultProcess:Filters:0:Value", text);
-                // The flag's CommandLine has always been a substring.
-                let ty = if key == "CommandLine" {
-                    "Contains"
-                } else {
-                    "Exact"
-                };
+                let ty = if contains { "Contains" } else { "Exact" };
                 set("DefaultProcess:Filters:0:MatchType", ty);
                 self.command_line_replaces.push("DefaultProcess".into());
             }
