@@ -6,19 +6,21 @@
 //! [`run_session_async`] are the same drivers for a session the caller started (to tell
 //! its start's failure apart, or to start it where a second Ctrl-C can still interrupt).
 //!
-//! The drivers hold no policy: when to stop is the recipe's ([`Collect::enough`],
+//! The drivers hold no policy: how long to wait, the budget, when to send the stop and
+//! when to stop reading are [`Run`]'s (sans-IO, from the recipe's [`Collect::enough`] and
 //! [`Collect::abandon`]), the bounds of the drain after the stop and how the stream ended
 //! are the session layer's ([`dsipc::session::Tracing`]); the drivers move bytes and sleep
-//! at most [`TICK`].
+//! as `Run` says.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use dsipc_std::{Chunk, Error, Transport};
 
-use crate::collect::{Budget, Collect, End, Tick, TICK};
+use crate::collect::{Collect, End, Tick};
+use crate::run::Run;
 use crate::RecipeError;
 
 /// Runs `c` on `client` (blocking) until its session ends or `deadline` (`None`: until
@@ -33,6 +35,11 @@ pub fn run<C: Collect>(
     run_session(session, c, deadline)
 }
 
+/// A deadline as the time it leaves after `started` (passed already: none left).
+fn since(started: Instant, deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(started))
+}
+
 fn tick(started: Instant, bytes: u64) -> Tick {
     Tick {
         elapsed: started.elapsed(),
@@ -45,43 +52,35 @@ fn tick(started: Instant, bytes: u64) -> Tick {
 /// [`run`] does.
 pub fn run_session<C: Collect, T: Transport + Send + Sync + 'static>(
     mut session: dsipc_std::TraceSession<T>,
-    mut c: C,
+    c: C,
     deadline: impl Into<Option<Instant>>,
 ) -> Result<C::Output, RecipeError> {
-    let deadline = deadline.into();
     let started = Instant::now();
-    let mut budget = Budget::new(c.max_bytes());
-    let mut stop_asked = false;
+    let mut run = Run::new(c, since(started, deadline.into()));
     let end = loop {
-        let now = Instant::now();
-        if deadline.map_or(false, |d| now >= d) {
-            break End::TimedOut;
-        }
-        let wait = deadline.map_or(TICK, |d| TICK.min(d - now));
+        let wait = match run.wait(started.elapsed()) {
+            Ok(wait) => wait,
+            Err(end) => break end,
+        };
         match session.next_chunk(wait) {
-            Ok(Chunk::Data(d)) => {
-                budget.take(d.len())?;
-                c.feed(d)?
-            }
+            Ok(Chunk::Data(d)) => run.feed(d)?,
             Ok(Chunk::End(o)) => break End::Stream(o),
             Ok(_) => {}
             Err(e) => break End::Failed(e),
         }
-        c.tick(tick(started, session.bytes_received()));
-        if !stop_asked && c.enough(started.elapsed()) {
-            stop_asked = true;
+        if run.after_read(tick(started, session.bytes_received())) {
             // On a helper thread of its own: it goes on if the session is abandoned.
             if let Err(e) = session.stop() {
                 break End::Failed(e);
             }
         }
-        if c.abandon() {
+        if run.abandoned() {
             break End::Failed(Error::Aborted);
         }
     };
     // Closing the connection ends the session in the runtime, whatever happened.
     drop(session);
-    c.finish(end, stop_asked)
+    run.finish(end)
 }
 
 /// Runs `c` on `client` (async, on tokio) until its session ends or `deadline` (`None`:
@@ -102,21 +101,21 @@ pub async fn run_async<C: Collect>(
 /// [`run_async`] does.
 pub async fn run_session_async<C: Collect>(
     mut session: dsipc_tokio::TraceSession,
-    mut c: C,
+    c: C,
     deadline: impl Into<Option<Instant>>,
 ) -> Result<C::Output, RecipeError> {
-    let deadline = deadline.into();
     let started = Instant::now();
-    let mut budget = Budget::new(c.max_bytes());
-    let mut stop_asked = false;
+    let mut run = Run::new(c, since(started, deadline.into()));
     let end = loop {
-        let now = Instant::now();
-        if deadline.map_or(false, |d| now >= d) {
-            break End::TimedOut;
-        }
-        let wait = deadline.map_or(TICK, |d| TICK.min(d - now));
+        let wait = match run.wait(started.elapsed()) {
+            Ok(wait) => wait,
+            Err(end) => break end,
+        };
         // The consumer first: one that pushes back slows the reading down.
-        if tokio::time::timeout(wait, Ready(&mut c)).await.is_ok() {
+        if tokio::time::timeout(wait, Ready(run.recipe()))
+            .await
+            .is_ok()
+        {
             // A read that times out took no bytes (reading a session is cancel safe).
             match tokio::time::timeout(wait, session.next_chunk()).await {
                 Err(_) => {}
@@ -128,16 +127,11 @@ pub async fn run_session_async<C: Collect>(
                         }),
                     }
                 }
-                Ok(Some(Ok(data))) => {
-                    budget.take(data.len())?;
-                    c.feed(&data)?
-                }
+                Ok(Some(Ok(data))) => run.feed(&data)?,
                 Ok(Some(Err(e))) => break End::Failed(e),
             }
         }
-        c.tick(tick(started, session.bytes_received()));
-        if !stop_asked && c.enough(started.elapsed()) {
-            stop_asked = true;
+        if run.after_read(tick(started, session.bytes_received())) {
             // A task of its own, so that it goes on if the session is abandoned; how it
             // went reaches the session (a failed stop ends the stream with its error).
             let stop = session.stop_handle();
@@ -145,7 +139,7 @@ pub async fn run_session_async<C: Collect>(
                 let _ = stop.stop().await;
             });
         }
-        if c.abandon() {
+        if run.abandoned() {
             break End::Failed(Error::Aborted);
         }
     };
@@ -153,9 +147,9 @@ pub async fn run_session_async<C: Collect>(
     drop(session);
     if !matches!(end, End::Failed(Error::Aborted)) {
         // What the consumer still holds goes on before the end.
-        Ready(&mut c).await;
+        Ready(run.recipe()).await;
     }
-    c.finish(end, stop_asked)
+    run.finish(end)
 }
 
 /// Ready once the recipe takes more bytes ([`Collect::poll_ready`]).

@@ -9,16 +9,19 @@
 //!
 //! One blocking driver ([`run`], on dsipc-std) and one async driver ([`run_async`], on
 //! dsipc-tokio) run any recipe the same way, short or long ([`run_session`] and
-//! [`run_session_async`]: the same, on a session the caller started):
+//! [`run_session_async`]: the same, on a session the caller started). What they decide
+//! (how long to wait, the budget, when to stop, when to stop reading) is [`Run`]'s, sans-IO,
+//! so a caller's own event loop can drive a recipe alike:
 //!
 //! ```text
 //! start the session (Request)        ──► runtime
 //! loop until the stream ends, the recipe abandons it, or the deadline:
 //!     [async: wait until Collect::poll_ready]
-//!     bytes ──► Budget::take ──► Collect::feed;  Collect::tick (at least every TICK)
-//!     Collect::abandon()? ──► stop reading (the connection closes)
-//!     Collect::enough(elapsed)? ──► stop the session once (the rundown follows, read
-//!                                   within the session layer's bounds)
+//!     bytes ──► Run::feed (Budget::take, Collect::feed)
+//!     Run::after_read: Collect::tick (at least every TICK), then
+//!       Collect::enough(elapsed)? ──► stop the session once (the rundown follows, read
+//!                                     within the session layer's bounds)
+//!     Run::abandoned: Collect::abandon()? ──► stop reading (the connection closes)
 //! close the connection; Collect::finish(End, stop_asked) ──► result
 //! ```
 //!
@@ -35,6 +38,7 @@ pub mod counters;
 mod drive;
 mod error;
 pub mod gcdump;
+mod run;
 pub mod stack;
 pub mod trace;
 
@@ -43,3 +47,4 @@ pub use collect::{
 };
 pub use drive::{run, run_async, run_session, run_session_async};
 pub use error::RecipeError;
+pub use run::Run;
