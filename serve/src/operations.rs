@@ -136,9 +136,11 @@ impl Operation {
         }
     }
 
-    /// OperationSummary.
-    pub fn summary_json(&self) -> String {
-        json::to_string(&self.summary(&self.progress()))
+    /// `GET /operations`' body: an OperationSummary for each of `ops`, as a JSON array.
+    pub fn summaries_json(ops: &[Arc<Operation>]) -> String {
+        let summaries: Vec<OperationSummary<'_>> =
+            ops.iter().map(|o| o.summary(&o.progress())).collect();
+        json::to_string(&summaries)
     }
 
     /// OperationStatus.

@@ -14,7 +14,7 @@ use super::{
     DEFAULT_TRACE_SECONDS,
 };
 use crate::http;
-use crate::operations::DeleteError;
+use crate::operations::{DeleteError, Operation};
 use crate::profiles::{self, TraceProfile};
 impl Api {
     pub(super) async fn route(&self, req: Request<Incoming>) -> ApiResult {
@@ -115,15 +115,7 @@ impl Api {
                         )
                     }
                 };
-                let mut body = String::from("[");
-                for (i, o) in ops.iter().enumerate() {
-                    if i > 0 {
-                        body.push(',');
-                    }
-                    body.push_str(&o.summary_json());
-                }
-                body.push(']');
-                Ok(json_ok(body))
+                Ok(json_ok(Operation::summaries_json(&ops)))
             }
             (&Method::GET, p) if p.starts_with("/operations/") => {
                 let id = &p["/operations/".len()..];
