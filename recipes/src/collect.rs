@@ -3,8 +3,8 @@
 //! and the [`Collect`] trait.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime};
 
 use dsipc::payload::Provider;
@@ -52,9 +52,17 @@ pub enum End {
 }
 
 /// A stop asked from outside a session (an operation's `DELETE ?stop=true`, say): set from
-/// anywhere, read by the recipe's [`Collect::enough`]. Clones share the one flag.
+/// anywhere, read by the recipe's [`Collect::enough`]; the async driver waiting on
+/// [`poll_requested`](Self::poll_requested) wakes at once. Clones share the one flag.
 #[derive(Debug, Clone, Default)]
-pub struct Stop(Arc<AtomicBool>);
+pub struct Stop(Arc<StopInner>);
+
+#[derive(Debug, Default)]
+struct StopInner {
+    asked: AtomicBool,
+    /// The tasks waiting for the stop (one per driver polling it, in practice).
+    wakers: Mutex<Vec<Waker>>,
+}
 
 impl Stop {
     /// Not asked yet.
@@ -62,14 +70,43 @@ impl Stop {
         Stop::default()
     }
 
-    /// Asks the session to stop (the drivers see it within [`TICK`]).
+    /// Asks the session to stop (the blocking driver sees it within [`TICK`], the async
+    /// driver at once).
     pub fn request(&self) {
-        self.0.store(true, Ordering::Relaxed)
+        self.0.asked.store(true, Ordering::SeqCst);
+        let wakers = std::mem::take(&mut *self.wakers());
+        for w in wakers {
+            w.wake();
+        }
     }
 
     /// Whether a stop was asked.
     pub fn is_requested(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.asked.load(Ordering::SeqCst)
+    }
+
+    /// Ready once a stop was asked; until then `cx`'s task is woken by
+    /// [`request`](Self::request) (for a [`Collect::poll_wake`]).
+    pub fn poll_requested(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_requested() {
+            return Poll::Ready(());
+        }
+        {
+            let mut wakers = self.wakers();
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
+            }
+        }
+        // Asked meanwhile: its wake may have missed the waker just added.
+        if self.is_requested() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn wakers(&self) -> std::sync::MutexGuard<'_, Vec<Waker>> {
+        self.0.wakers.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -142,12 +179,31 @@ pub trait Collect {
     /// The stream's next bytes; an error ends the session (the stream does not parse).
     fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError>;
     /// Whether to ask the runtime to stop now (`elapsed` since the session started);
-    /// asked after every read (at least every [`TICK`]) until it says yes.
+    /// asked after every read (and after every quiet wait: [`quiet_for`](Self::quiet_for))
+    /// until it says yes.
     fn enough(&mut self, elapsed: Duration) -> bool;
-    /// After every read (data or a quiet wait of at most [`TICK`]): progress lines, data
+    /// After every read (data or a quiet wait, [`quiet_for`](Self::quiet_for)): progress lines, data
     /// held until due. Nothing by default.
     fn tick(&mut self, tick: Tick) {
         let _ = tick;
+    }
+    /// How long the session may stay quiet before [`enough`](Self::enough) and
+    /// [`tick`](Self::tick) are asked again, `now` being where it stands: [`TICK`] by
+    /// default. `None` when only the stream's bytes or [`poll_wake`](Self::poll_wake) can
+    /// change their answers (a recipe with a duration says what is left of it; past it,
+    /// `None`): the async driver then sleeps until one comes. The blocking driver, which
+    /// cannot be woken, waits at most [`TICK`] whatever this says.
+    fn quiet_for(&self, now: &Tick) -> Option<Duration> {
+        let _ = now;
+        Some(TICK)
+    }
+    /// Ready when something outside the stream made [`enough`](Self::enough) say yes (a
+    /// [`Stop`] requested: [`Stop::poll_requested`]; a reader gone), `cx`'s task woken
+    /// then: the async driver asks at once, and stops polling this once the stop was sent.
+    /// Never by default (then [`quiet_for`](Self::quiet_for) bounds the wait).
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let _ = cx;
+        Poll::Pending
     }
     /// Whether to stop reading at once (the session ends as [`Error::Aborted`], the
     /// connection closed without waiting for the rest): a second Ctrl-C, a reader gone.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use dsipc_std::{Chunk, Error, Transport};
 
-use crate::collect::{Collect, End, Tick};
+use crate::collect::{Collect, End, Tick, TICK};
 use crate::run::Run;
 use crate::RecipeError;
 
@@ -58,8 +58,9 @@ pub fn run_session<C: Collect, T: Transport + Send + Sync + 'static>(
     let started = Instant::now();
     let mut run = Run::new(c, since(started, deadline.into()));
     let end = loop {
-        let wait = match run.wait(started.elapsed()) {
-            Ok(wait) => wait,
+        // Polled at least every TICK: a thread blocked in a read cannot be woken.
+        let wait = match run.wait(&tick(started, session.bytes_received())) {
+            Ok(wait) => wait.map_or(TICK, |w| w.min(TICK)),
             Err(end) => break end,
         };
         match session.next_chunk(wait) {
@@ -107,29 +108,41 @@ pub async fn run_session_async<C: Collect>(
     let started = Instant::now();
     let mut run = Run::new(c, since(started, deadline.into()));
     let end = loop {
-        let wait = match run.wait(started.elapsed()) {
+        let wait = match run.wait(&tick(started, session.bytes_received())) {
             Ok(wait) => wait,
             Err(end) => break end,
         };
-        // The consumer first: one that pushes back slows the reading down.
-        if tokio::time::timeout(wait, Ready(run.recipe()))
-            .await
-            .is_ok()
-        {
-            // A read that times out took no bytes (reading a session is cancel safe).
-            match tokio::time::timeout(wait, session.next_chunk()).await {
-                Err(_) => {}
-                Ok(None) => {
-                    break match session.outcome() {
-                        Some(o) => End::Stream(o),
-                        None => End::Failed(Error::UnexpectedReply {
-                            command: session.command(),
-                        }),
-                    }
-                }
-                Ok(Some(Ok(data))) => run.feed(&data)?,
-                Ok(Some(Err(e))) => break End::Failed(e),
+        // Until the recipe takes more bytes and the next ones came, the recipe's wake, or
+        // the wait (a read cut by the wake or the wait took no bytes: cancel safe).
+        let read = session.next_chunk();
+        tokio::pin!(read);
+        let quiet = async move {
+            match wait {
+                Some(w) => tokio::time::sleep(w).await,
+                None => std::future::pending().await,
             }
+        };
+        tokio::pin!(quiet);
+        let turn = Turn {
+            // Once the stop was sent only the stream moves the session on.
+            wake: !run.stop_asked(),
+            recipe: run.recipe(),
+            ready: false,
+            read,
+            quiet,
+        };
+        match turn.await {
+            Step::Woken => {}
+            Step::Read(None) => {
+                break match session.outcome() {
+                    Some(o) => End::Stream(o),
+                    None => End::Failed(Error::UnexpectedReply {
+                        command: session.command(),
+                    }),
+                }
+            }
+            Step::Read(Some(Ok(data))) => run.feed(&data)?,
+            Step::Read(Some(Err(e))) => break End::Failed(e),
         }
         if run.after_read(tick(started, session.bytes_received())) {
             // A task of its own, so that it goes on if the session is abandoned; how it
@@ -150,6 +163,49 @@ pub async fn run_session_async<C: Collect>(
         Ready(run.recipe()).await;
     }
     run.finish(end)
+}
+
+/// What ended a [`Turn`].
+enum Step<T> {
+    /// The stream's next read (`None`: it ended).
+    Read(T),
+    /// The recipe's wake, or the wait passed: ask it again.
+    Woken,
+}
+
+/// One wait of the async driver: the recipe's [`Collect::poll_wake`] first (until the stop
+/// was sent), then (once
+/// [`Collect::poll_ready`] let it in) the read, then the quiet time.
+struct Turn<'a, C, R, Q> {
+    wake: bool,
+    recipe: &'a mut C,
+    ready: bool,
+    read: Pin<&'a mut R>,
+    quiet: Pin<&'a mut Q>,
+}
+
+impl<C: Collect, R: Future, Q: Future<Output = ()>> Future for Turn<'_, C, R, Q> {
+    type Output = Step<R::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.wake && this.recipe.poll_wake(cx).is_ready() {
+            return Poll::Ready(Step::Woken);
+        }
+        // The consumer first: one that pushes back slows the reading down.
+        if !this.ready {
+            this.ready = this.recipe.poll_ready(cx).is_ready();
+        }
+        if this.ready {
+            if let Poll::Ready(r) = this.read.as_mut().poll(cx) {
+                return Poll::Ready(Step::Read(r));
+            }
+        }
+        match this.quiet.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Step::Woken),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 /// Ready once the recipe takes more bytes ([`Collect::poll_ready`]).

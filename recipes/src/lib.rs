@@ -18,7 +18,8 @@
 //! loop until the stream ends, the recipe abandons it, or the deadline:
 //!     [async: wait until Collect::poll_ready]
 //!     bytes ──► Run::feed (Budget::take, Collect::feed)
-//!     Run::after_read: Collect::tick (at least every TICK), then
+//!     Run::after_read: Collect::tick (after every read, or Collect::quiet_for's wait,
+//!                      or Collect::poll_wake's wake), then
 //!       Collect::enough(elapsed)? ──► stop the session once (the rundown follows, read
 //!                                     within the session layer's bounds)
 //!     Run::abandoned: Collect::abandon()? ──► stop reading (the connection closes)
@@ -47,4 +48,4 @@ pub use collect::{
 };
 pub use drive::{run, run_async, run_session, run_session_async};
 pub use error::RecipeError;
-pub use run::Run;
+pub use run::{Run, MIN_WAIT};

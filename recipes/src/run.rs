@@ -1,5 +1,5 @@
 //! What the drivers decide, written once and without I/O or clocks: how long to wait for
-//! the next bytes (at most [`TICK`], never past the deadline), what a session may stream
+//! the next bytes (what the recipe's [`Collect::quiet_for`] says, never past the deadline), what a session may stream
 //! ([`Budget`]), when to send the stop (once, the first time [`Collect::enough`] says so)
 //! and when to stop reading ([`Collect::abandon`]). A driver moves bytes and sleeps as
 //! [`Run`] says; a caller's own event loop can drive a recipe the same way:
@@ -7,8 +7,9 @@
 //! ```text
 //! let mut run = Run::new(recipe, deadline);
 //! let end = loop {
-//!     let wait = match run.wait(elapsed) { Ok(w) => w, Err(end) => break end };
-//!     read at most `wait`: bytes ──► run.feed(bytes)?;  the stream's end ──► break End::Stream
+//!     let wait = match run.wait(&tick) { Ok(w) => w, Err(end) => break end };
+//!     read, at most `wait` (None: until bytes or the recipe's poll_wake):
+//!         bytes ──► run.feed(bytes)?;  the stream's end ──► break End::Stream
 //!     if run.after_read(tick) { send StopTracing (this once) }
 //!     if run.abandoned() { break End::Failed(Error::Aborted) }
 //! };
@@ -17,8 +18,11 @@
 
 use std::time::Duration;
 
-use crate::collect::{Budget, Collect, End, Tick, TICK};
+use crate::collect::{Budget, Collect, End, Tick};
 use crate::RecipeError;
+
+/// The shortest wait [`Run::wait`] gives for a recipe's quiet time.
+pub const MIN_WAIT: Duration = Duration::from_millis(1);
 
 /// A recipe's session as the drivers run it: the recipe, what it has read against its
 /// [`Budget`], its deadline and whether the stop was sent.
@@ -42,14 +46,22 @@ impl<C: Collect> Run<C> {
         }
     }
 
-    /// How long the next read may wait, `elapsed` since the start: at most [`TICK`] and
-    /// never past the deadline; the end ([`End::TimedOut`]) once the deadline has passed.
-    pub fn wait(&self, elapsed: Duration) -> Result<Duration, End> {
-        match self.deadline {
-            Some(d) if elapsed >= d => Err(End::TimedOut),
-            Some(d) => Ok(TICK.min(d - elapsed)),
-            None => Ok(TICK),
-        }
+    /// How long the next read may wait, `now` being where the session stands: what the
+    /// recipe's [`Collect::quiet_for`] says (at least [`MIN_WAIT`], so that a recipe
+    /// answering zero cannot spin the driver), never past the deadline; `None`: until
+    /// the stream's bytes or the recipe's [`Collect::poll_wake`]. The end
+    /// ([`End::TimedOut`]) once the deadline has passed.
+    pub fn wait(&self, now: &Tick) -> Result<Option<Duration>, End> {
+        let left = match self.deadline {
+            Some(d) if now.elapsed >= d => return Err(End::TimedOut),
+            Some(d) => Some(d - now.elapsed),
+            None => None,
+        };
+        let quiet = self.c.quiet_for(now).map(|q| q.max(MIN_WAIT));
+        Ok(match (quiet, left) {
+            (Some(q), Some(l)) => Some(q.min(l)),
+            (q, l) => q.or(l),
+        })
     }
 
     /// The stream's next bytes, counted against the [`Budget`] and handed to the recipe;
@@ -101,7 +113,7 @@ mod tests {
     use dsipc_std::Error;
 
     use super::*;
-    use crate::Request;
+    use crate::{Request, TICK};
 
     /// Enough after `enough_at`; abandons once `abandon` is set; keeps what it was fed.
     #[derive(Default)]
@@ -111,6 +123,8 @@ mod tests {
         fed: usize,
         enough_calls: usize,
         max: Option<u64>,
+        /// What quiet_for says (`None`: the default).
+        quiet: Option<Option<Duration>>,
     }
 
     impl Collect for Probe {
@@ -133,6 +147,9 @@ mod tests {
         fn abandon(&self) -> bool {
             self.abandon
         }
+        fn quiet_for(&self, _now: &Tick) -> Option<Duration> {
+            self.quiet.unwrap_or(Some(TICK))
+        }
         fn max_bytes(&self) -> u64 {
             self.max.unwrap_or(crate::MAX_SESSION_BYTES)
         }
@@ -150,19 +167,31 @@ mod tests {
     }
 
     #[test]
-    fn run_waits_a_tick_at_most_and_never_past_the_deadline() {
+    fn run_waits_as_the_recipe_says_and_never_past_the_deadline() {
         let run = Run::new(Probe::default(), Some(Duration::from_millis(250)));
-        assert_eq!(run.wait(Duration::ZERO).ok(), Some(TICK));
+        // The default: a TICK.
+        assert_eq!(run.wait(&at(0)).ok(), Some(Some(TICK)));
         assert_eq!(
-            run.wait(Duration::from_millis(200)).ok(),
-            Some(Duration::from_millis(50))
+            run.wait(&at(200)).ok(),
+            Some(Some(Duration::from_millis(50)))
         );
-        assert!(matches!(
-            run.wait(Duration::from_millis(250)),
-            Err(End::TimedOut)
-        ));
+        assert!(matches!(run.wait(&at(250)), Err(End::TimedOut)));
         let endless = Run::new(Probe::default(), None);
-        assert_eq!(endless.wait(Duration::from_secs(1 << 30)).ok(), Some(TICK));
+        assert_eq!(endless.wait(&at(1 << 40)).ok(), Some(Some(TICK)));
+        // A recipe quiet until woken: the deadline alone, or no bound at all.
+        let woken = |quiet| Probe {
+            quiet: Some(quiet),
+            ..Probe::default()
+        };
+        let run = Run::new(woken(None), Some(Duration::from_secs(2)));
+        assert_eq!(
+            run.wait(&at(500)).ok(),
+            Some(Some(Duration::from_millis(1500)))
+        );
+        assert_eq!(Run::new(woken(None), None).wait(&at(500)).ok(), Some(None));
+        // Zero is taken as MIN_WAIT: a recipe cannot spin the driver.
+        let eager = Run::new(woken(Some(Duration::ZERO)), None);
+        assert_eq!(eager.wait(&at(0)).ok(), Some(Some(MIN_WAIT)));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use dsipc::session::Outcome;
 use dsipc::Command;
-use dsipc_recipes::{Collect, End, RecipeError, Request, Stop};
+use dsipc_recipes::{Collect, End, RecipeError, Request, Stop, Tick};
 use dsipc_std::Error;
 use dsipc_testkit::{Config, FakeRuntime, StreamSpec, TempDir};
 
@@ -121,14 +121,66 @@ impl Collect for Tail {
     }
 }
 
+/// Asks for nothing by time (no `quiet_for`): only the stream's bytes and its [`Stop`]'s
+/// wake move the async driver. Tells `first` when its first bytes came.
+struct Waits {
+    stop: Stop,
+    first: Option<tokio::sync::oneshot::Sender<()>>,
+    fed: u64,
+    /// What it had been fed when it saw the stop.
+    fed_at_stop: Option<u64>,
+}
+
+impl Collect for Waits {
+    /// How it ended, whether the driver stopped it, bytes fed, bytes fed at the stop.
+    type Output = (End, bool, u64, Option<u64>);
+
+    fn request(&self) -> Request {
+        Tail::new(0).request()
+    }
+
+    fn feed(&mut self, data: &[u8]) -> Result<(), RecipeError> {
+        self.fed += data.len() as u64;
+        if let Some(first) = self.first.take() {
+            let _ = first.send(());
+        }
+        Ok(())
+    }
+
+    fn enough(&mut self, _elapsed: Duration) -> bool {
+        let stop = self.stop.is_requested();
+        if stop && self.fed_at_stop.is_none() {
+            self.fed_at_stop = Some(self.fed);
+        }
+        stop
+    }
+
+    fn quiet_for(&self, _now: &Tick) -> Option<Duration> {
+        None
+    }
+
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.stop.poll_requested(cx)
+    }
+
+    fn finish(self, end: End, stop_asked: bool) -> Result<Self::Output, RecipeError> {
+        Ok((end, stop_asked, self.fed, self.fed_at_stop))
+    }
+}
+
 fn endless(dir: &TempDir) -> FakeRuntime {
+    streaming(dir, 16 * 1024, Duration::from_millis(1))
+}
+
+/// Until StopTracing: `chunk` bytes, then a `pause`.
+fn streaming(dir: &TempDir, chunk: usize, pause: Duration) -> FakeRuntime {
     Config::new()
         .pid(u64::from(std::process::id()))
         .listen_in(dir.path())
         .stream(StreamSpec {
             len: None,
-            chunk: 16 * 1024,
-            pause: Duration::from_millis(1),
+            chunk,
+            pause,
             end_marker: true,
             content: None,
         })
@@ -318,4 +370,34 @@ fn a_start_the_runtime_never_answers_is_given_up_on_a_second_stop() {
     assert!(matches!(r, Err(Error::Aborted)), "{:?}", r.err());
     assert_eq!(watch.told_before_start, 1);
     assert_eq!(watch.stopping, 0);
+}
+
+#[test]
+fn async_driver_wakes_for_a_stop_while_the_stream_is_quiet() {
+    let dir = TempDir::new("dsipc-rl").unwrap();
+    // 64 bytes, then quiet for 2 s (the fake answers StopTracing after its pause): the stop
+    // asked after the first chunk is seen at once only through its wake, before the second.
+    let rt = streaming(&dir, 64, Duration::from_secs(2));
+    let client = tokio_client(&rt);
+    let stop = Stop::new();
+    let (first, first_came) = tokio::sync::oneshot::channel();
+    let recipe = Waits {
+        stop: stop.clone(),
+        first: Some(first),
+        fed: 0,
+        fed_at_stop: None,
+    };
+    let (end, stop_asked, fed, fed_at_stop) = tokio_runtime().block_on(async {
+        let driver = tokio::time::timeout(WAIT, dsipc_recipes::run_async(&client, recipe, None));
+        let stopper = async move {
+            first_came.await.expect("the first bytes");
+            stop.request();
+        };
+        let (driven, ()) = tokio::join!(driver, stopper);
+        driven.expect("the session ended").unwrap()
+    });
+    assert!(stop_asked);
+    assert_eq!(fed_at_stop, Some(64), "the stop waited for the next chunk");
+    read_to_its_end_after_the_stop(&end, fed);
+    assert_eq!(stops(&rt), 1);
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use dsipc::nettrace::NettraceError;
 use dsipc::session::Outcome;
-use dsipc_recipes::{Collect, End, RecipeError, Request, Stop};
+use dsipc_recipes::{Collect, End, RecipeError, Request, Stop, Tick};
 use tokio::sync::Notify;
 
 use dsipc_tokio::TraceSession;
@@ -52,7 +52,12 @@ pub struct ToBody<S> {
     gone: Option<Gone>,
     duration: Option<Duration>,
     stop: Stop,
+    /// Ready once the reader went away (made at the first wait).
+    closed: Option<Closed>,
 }
+
+/// The wait for the body's reader to go away.
+type Closed = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// How a [`ToBody`] ended: the body's failure, if it is to be cut.
 pub struct BodyEnd {
@@ -105,6 +110,27 @@ impl<S: Sink> Collect for ToBody<S> {
 
     fn enough(&mut self, elapsed: Duration) -> bool {
         self.stop.is_requested() || self.duration.map_or(false, |d| elapsed >= d) || self.gone()
+    }
+
+    fn quiet_for(&self, now: &Tick) -> Option<Duration> {
+        // Only the duration ends it by time alone; a stop or the reader going away wakes
+        // the driver itself.
+        self.duration
+            .and_then(|d| d.checked_sub(now.elapsed))
+            .filter(|left| !left.is_zero())
+    }
+
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // Closed: ready without polling the finished wait again.
+        if self.stop.poll_requested(cx).is_ready() || self.gone() {
+            return Poll::Ready(());
+        }
+        let tx = &self.tx;
+        let closed = self.closed.get_or_insert_with(|| {
+            let tx = Arc::clone(tx);
+            Box::pin(async move { tx.closed().await })
+        });
+        closed.as_mut().poll(cx)
     }
 
     fn abandon(&self) -> bool {
@@ -170,6 +196,7 @@ pub fn stream<S: Sink>(
         sink,
         tx: Arc::clone(&tx),
         sending: None,
+        closed: None,
         gone: None,
         duration,
         stop: stop.clone(),

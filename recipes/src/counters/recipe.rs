@@ -2,6 +2,7 @@
 //! chunk decoded as it arrives and each event handed on, held samples released when due;
 //! stopped from outside (a [`Stop`], or the session's stop handle).
 
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use dsipc::session::providers::ProviderSpec;
@@ -103,6 +104,16 @@ impl<F: FnMut(CounterEvent), O: FnMut(&DecodeStats), A: TraceSink> Collect for C
         {
             self.decoder.release_due(tick.wall, &mut self.sink);
         }
+    }
+
+    fn quiet_for(&self, now: &Tick) -> Option<Duration> {
+        // Only held samples fall due by time alone; a stop wakes the driver itself.
+        let due = self.decoder.held_until()?;
+        Some(due.duration_since(now.wall).unwrap_or(Duration::ZERO))
+    }
+
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.stop.poll_requested(cx)
     }
 
     fn max_bytes(&self) -> u64 {
