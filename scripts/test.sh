@@ -74,6 +74,8 @@ step "examples/custom_loop.rs (the session layer in a poll(2) loop) against real
 scripts/example-custom-loop.sh
 step "dsipc monitor without dsipc-mio (the thread-per-connection monitor Windows uses)"
 cargo test -p dsipc-cli --no-default-features --test monitor
+step "dsipc-serve without TLS (feature tls off): https:// egress endpoints are a typed error"
+cargo test -p dsipc-serve --no-default-features --lib egress
 step "cargo package of every library crate (none ships tests/data, scripts/, .ci/, fuzz/, windows/)"
 scripts/package-check.sh
 step "dsipc-tokio in a new project on the newest tokio 1.x"
