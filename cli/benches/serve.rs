@@ -12,7 +12,8 @@
 //!   the same folder), 5 runs each alternating, medians (target: at least 90%);
 //! - fleet: 20 real .NET 8 runtimes (needs `scripts/setup-runtimes.sh`), `/metrics`
 //!   scraped every second and a CPU trace of a busy one streaming, for 30 s: serve's peak
-//!   RSS (target 32 MiB) and CPU as a share of one core (target 5%);
+//!   RSS (target 32 MiB) and CPU as a share of one core (target 5%), how often its threads
+//!   slept (woke) and where its resident pages are at the end;
 //! - egress (scripts/bench-serve-egress.sh): serve egressing a 1 GiB trace of the fake
 //!   runtime (`GET /trace?egressProvider=`) to a folder, to moto's S3 server and to
 //!   Azurite, a fresh serve for each: time, MiB/s and serve's peak RSS (target 32 MiB);
@@ -288,6 +289,7 @@ fn fleet() {
         ))
     });
     let cpu0 = cpu_secs(serve.pid());
+    let sleeps0 = load::sleeps(serve.pid());
     let t0 = Instant::now();
     let mut scrapes = 0;
     let mut with_counters = 0;
@@ -305,7 +307,9 @@ fn fleet() {
     }
     let (ok, _) = trace.join().unwrap();
     let cpu = cpu_secs(serve.pid()) - cpu0;
+    let sleeps = load::sleeps(serve.pid()) - sleeps0;
     let wall = t0.elapsed().as_secs_f64();
+    let (own, files, anon) = load::resident_split(serve.pid());
     println!(
         "serve fleet: 20 runtimes, {} scrapes ({} with counters), one 30 s CPU trace ({}): serve's CPU {:.2} s in {:.1} s = {:.1}% of a core (target: at most 5%), peak RSS {:.1} MiB (target: at most 32 MiB)",
         scrapes,
@@ -315,5 +319,13 @@ fn fleet() {
         wall,
         cpu / wall * 100.0,
         mib(common::vm_hwm_kib(serve.pid()))
+    );
+    println!(
+        "serve fleet: its threads slept {} times ({:.1} per second); resident at the end: {:.2} MiB of the binary's own file pages, {:.2} MiB of other files, {:.2} MiB anonymous",
+        sleeps,
+        sleeps as f64 / wall,
+        mib(own),
+        mib(files),
+        mib(anon)
     );
 }

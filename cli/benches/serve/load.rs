@@ -264,3 +264,22 @@ pub fn resident_split(pid: u32) -> (u64, u64, u64) {
     }
     (own, files, anon)
 }
+
+/// How many times `pid`'s threads went to sleep waiting (voluntary context switches, summed
+/// over /proc/PID/task/*/status): its wakeups, near enough.
+pub fn sleeps(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", pid));
+    tasks
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .filter_map(|v| v.trim().parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
