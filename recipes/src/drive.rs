@@ -1,6 +1,6 @@
-//! The two drivers: [`run`] on dsipc-std (blocking, from an ordinary thread) and
+//! The two drivers: [`run`](fn@run) on dsipc-std (blocking, from an ordinary thread) and
 //! [`run_async`] on dsipc-tokio. Both start the recipe's session, feed it within its
-//! [`Budget`], stop the session once the recipe has enough (reading on: the rundown comes
+//! [`Budget`](crate::Budget), stop the session once the recipe has enough (reading on: the rundown comes
 //! after the stop), close the connection and let the recipe make its result, so a command
 //! line and a service stop the same session alike. [`run_session`] and
 //! [`run_session_async`] are the same drivers for a session the caller started (to tell
@@ -49,7 +49,7 @@ fn tick(started: Instant, bytes: u64) -> Tick {
 }
 
 /// Runs `c` on a session already started (blocking; `c.request()` is not asked), as
-/// [`run`] does.
+/// [`run`](fn@run) does.
 pub fn run_session<C: Collect, T: Transport + Send + Sync + 'static>(
     mut session: dsipc_std::TraceSession<T>,
     c: C,

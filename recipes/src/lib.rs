@@ -7,7 +7,7 @@
 //! session's and reads no clock: the elapsed time is given to it. Its consumer of the bytes
 //! may be anything (a file, a response body that pushes back: [`Collect::poll_ready`]).
 //!
-//! One blocking driver ([`run`], on dsipc-std) and one async driver ([`run_async`], on
+//! One blocking driver ([`run`](fn@run), on dsipc-std) and one async driver ([`run_async`], on
 //! dsipc-tokio) run any recipe the same way, short or long ([`run_session`] and
 //! [`run_session_async`]: the same, on a session the caller started). What they decide
 //! (how long to wait, the budget, when to stop, when to stop reading) is [`Run`]'s, sans-IO,
